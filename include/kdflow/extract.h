@@ -1,0 +1,31 @@
+// extract.h — the `kdflow extract` pipeline: locate inputs, read graph.json, the function
+// table and host.c, interpret every node's function, build the IR. Returns errors; never exits.
+#pragma once
+
+#include <string>
+
+#include "kdflow/dataflow.h"
+#include "kdflow/diag.h"
+#include "kdflow/host_analyzer.h"
+
+namespace kdflow {
+
+struct ExtractInputs {
+  std::string dir;     ///< a folder holding graph.json, host.c, *.tvm_meta.json (optional when all three are given)
+  std::string graph;   ///< overrides dir/graph.json
+  std::string host;    ///< overrides dir/host.c
+  std::string meta;    ///< overrides dir/*.tvm_meta.json
+  std::string params;  ///< overrides dir/params.bin (optional: used to tell params from inputs)
+  bool no_params = false;  ///< do not read a params file even if the folder has one
+};
+
+/// Fills in the paths of the inputs from `dir` where not given explicitly.
+Expected<ExtractInputs> resolve_extract_inputs(const ExtractInputs& in);
+
+/// Progress callback: (done, total, what). May be empty.
+using ProgressFn = void (*)(void* ctx, size_t done, size_t total, const std::string& what);
+
+Expected<Dataflow> extract(const ExtractInputs& inputs, const InterpreterLimits& limits = {},
+                           ProgressFn progress = nullptr, void* progress_ctx = nullptr);
+
+}  // namespace kdflow

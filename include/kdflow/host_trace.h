@@ -1,0 +1,80 @@
+// host_trace.h — what the host-C interpreter observed while running one fused function:
+// workspace allocations and packed calls with their evaluated arguments, in order.
+// Plain data shared by the clang analyzer (producer) and the dataflow builder (consumer).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kdflow {
+
+struct SourceLoc {
+  std::string file;
+  unsigned line = 0;
+  unsigned col = 0;
+  bool valid() const { return line != 0; }
+  bool operator==(const SourceLoc& o) const { return file == o.file && line == o.line && col == o.col; }
+};
+
+/// The DLTensor a fused function receives as its i-th argument (the graph executor's view).
+struct TensorArg {
+  int entry_id = 0;            ///< graph entry id
+  std::vector<int64_t> shape;
+  uint8_t dtype_code = 2;
+  uint8_t dtype_bits = 32;
+  uint16_t dtype_lanes = 1;
+  int device_type = 2;         ///< kDLCUDA
+  int device_id = 0;
+};
+
+/// Where a pointer argument of a packed call points.
+struct PointerTarget {
+  enum class Kind { Null, Entry, Workspace };
+  Kind kind = Kind::Null;
+  int index = 0;       ///< graph entry id (Entry) or workspace index within the call (Workspace)
+  int64_t offset = 0;  ///< byte offset from the start of the buffer
+  bool operator==(const PointerTarget& o) const { return kind == o.kind && index == o.index && offset == o.offset; }
+};
+
+/// One TVMValue passed to a packed call, with its type code.
+struct PackedArg {
+  enum class Kind { Int, Float, Pointer, Tensor, String };
+  Kind kind = Kind::Int;
+  int type_code = 0;        ///< TVM type code as stored in the tcode array (0 int, 2 float, 3 handle, 4 null, 7 DLTensor*, 11 str)
+  int64_t int_value = 0;    ///< Int
+  double float_value = 0;   ///< Float
+  PointerTarget pointer;    ///< Pointer (raw data pointer)
+  int tensor_arg = -1;      ///< Tensor: index of the function argument (DLTensor*) passed on
+  std::string string_value; ///< String
+};
+
+/// A packed call `TVMFuncCall(h, values, codes, n, ...)` where h came from
+/// `TVMBackendGetFuncFromEnv(ctx, "<name>", &h)`.
+struct PackedCall {
+  std::string name;
+  std::vector<PackedArg> args;
+  SourceLoc loc;                       ///< the TVMFuncCall
+  std::vector<int64_t> loop_iterations;  ///< iteration of each enclosing host loop, outermost first
+};
+
+struct WorkspaceAlloc {
+  uint64_t bytes = 0;
+  int device_type = 2;
+  int dtype_code = 2;
+  int dtype_bits = 32;
+  SourceLoc loc;
+  bool freed = false;
+};
+
+/// Everything one call of a fused function did, in order.
+struct HostTrace {
+  std::string function;
+  SourceLoc function_loc;   ///< where the function is defined
+  std::vector<WorkspaceAlloc> workspaces;
+  std::vector<PackedCall> calls;   ///< in execution order (set_device, kernels, libraries)
+  int args_used = 0;               ///< 1 + the highest `args[i]` index the function read
+  uint64_t steps = 0;              ///< interpreter work spent
+};
+
+}  // namespace kdflow

@@ -1,0 +1,609 @@
+// emit_json.cpp — the IR as JSON, schema "kdflow/1" (docs/schema.md), and its reader.
+// The writer builds an ordered_json (fixed key order) and prints it with a small pretty
+// printer that keeps short flat values (grid, shape, args) on one line. Same IR → same bytes.
+// The reader validates every type and reference, naming a JSON pointer on failure; the
+// only exceptions (nlohmann's, and our own Fail) are caught in parse_dataflow_json.
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "emit_common.h"
+#include "kdflow/emit.h"
+
+namespace kdflow {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+using json = nlohmann::json;
+
+constexpr int kMaxDepth = 64;
+
+// ---------------------------------------------------------------------------------------
+// Writer
+
+ojson loc_json(const SourceLoc& loc) { return detail::loc_string(loc); }
+
+ojson arg_json(const Arg& a) {
+  ojson j = ojson::object();
+  switch (a.kind) {
+    case Arg::Kind::Buffer:
+      j["buffer"] = a.buffer;
+      j["offset"] = a.offset;
+      break;
+    case Arg::Kind::Int: j["value"] = a.int_value; break;
+    case Arg::Kind::Float:
+      // JSON has no NaN or infinity: write them as strings the reader understands.
+      if (std::isnan(a.float_value)) j["value"] = "nan";
+      else if (std::isinf(a.float_value)) j["value"] = a.float_value > 0 ? "inf" : "-inf";
+      else j["value"] = a.float_value;
+      break;
+    case Arg::Kind::Null: j["null"] = true; break;
+  }
+  j["dtype"] = a.dtype;
+  return j;
+}
+
+ojson args_json(const std::vector<Arg>& args) {
+  ojson j = ojson::array();
+  for (const Arg& a : args) j.push_back(arg_json(a));
+  return j;
+}
+
+template <class T>
+ojson int_array(const T& v) {
+  ojson j = ojson::array();
+  for (auto x : v) j.push_back(x);
+  return j;
+}
+
+ojson build(const Dataflow& df) {
+  ojson root = ojson::object();
+  root["schema"] = kSchemaVersion;
+  root["generator"] = detail::kGenerator;
+
+  ojson src = ojson::object();
+  src["graph"] = df.sources.graph;
+  src["host"] = df.sources.host;
+  src["meta"] = df.sources.meta;
+  src["params"] = df.sources.params.empty() ? ojson(nullptr) : ojson(df.sources.params);
+  root["sources"] = std::move(src);
+
+  size_t function_nodes = 0, workspaces = 0;
+  for (const Node& n : df.nodes) function_nodes += detail::is_function_node(n) ? 1 : 0;
+  for (const Buffer& b : df.buffers) workspaces += b.kind == BufferKind::Workspace ? 1 : 0;
+  ojson sum = ojson::object();
+  sum["nodes"] = df.nodes.size();
+  sum["function_nodes"] = function_nodes;
+  sum["kernels"] = df.kernels.size();
+  sum["library_calls"] = df.library_calls.size();
+  sum["buffers"] = df.buffers.size();
+  sum["workspaces"] = workspaces;
+  root["summary"] = std::move(sum);
+
+  ojson buffers = ojson::array();
+  for (const Buffer& b : df.buffers) {
+    ojson j = ojson::object();
+    j["id"] = b.id;
+    j["kind"] = to_string(b.kind);
+    j["storage_id"] = b.storage_id ? ojson(*b.storage_id) : ojson(nullptr);
+    j["name"] = b.name;
+    j["dtype"] = b.dtype;
+    j["shape"] = int_array(b.shape);
+    j["bytes"] = b.bytes;
+    j["entry_id"] = b.entry_id < 0 ? ojson(nullptr) : ojson(b.entry_id);
+    j["node"] = b.node < 0 ? ojson(nullptr) : ojson(b.node);
+    j["output_index"] = b.output_index;
+    if (b.loc.valid()) j["loc"] = loc_json(b.loc);
+    buffers.push_back(std::move(j));
+  }
+  root["buffers"] = std::move(buffers);
+
+  ojson kernels = ojson::array();
+  for (const Kernel& k : df.kernels) {
+    ojson j = ojson::object();
+    j["id"] = k.id;
+    j["name"] = k.name;
+    j["graph_node"] = k.node;
+    j["function"] = k.function;
+    j["grid"] = int_array(k.grid);
+    j["block"] = int_array(k.block);
+    j["dynamic_shared_memory"] = k.dynamic_shared_memory;
+    j["args"] = args_json(k.args);
+    if (k.loc.valid()) j["loc"] = loc_json(k.loc);
+    if (!k.loop_iterations.empty()) j["loop_iterations"] = int_array(k.loop_iterations);
+    kernels.push_back(std::move(j));
+  }
+  root["kernels"] = std::move(kernels);
+
+  ojson calls = ojson::array();
+  for (const LibraryCall& c : df.library_calls) {
+    ojson j = ojson::object();
+    j["id"] = c.id;
+    j["name"] = c.name;
+    j["graph_node"] = c.node;
+    j["function"] = c.function;
+    j["args"] = args_json(c.args);
+    if (c.loc.valid()) j["loc"] = loc_json(c.loc);
+    j["after_kernel"] = c.after_kernel;
+    calls.push_back(std::move(j));
+  }
+  root["library_calls"] = std::move(calls);
+
+  ojson nodes = ojson::array();
+  for (const Node& n : df.nodes) {
+    ojson j = ojson::object();
+    j["id"] = n.id;
+    j["op"] = n.op;
+    j["name"] = n.name;
+    if (!n.function.empty()) j["function"] = n.function;
+    j["inputs"] = int_array(n.inputs);
+    j["outputs"] = int_array(n.outputs);
+    j["kernels"] = int_array(n.kernels);
+    j["workspaces"] = int_array(n.workspaces);
+    j["library_calls"] = int_array(n.library_calls);
+    if (n.loc.valid()) j["loc"] = loc_json(n.loc);
+    nodes.push_back(std::move(j));
+  }
+  root["nodes"] = std::move(nodes);
+
+  ojson edges = ojson::array();
+  for (const Edge& e : df.edges) {
+    ojson j = ojson::object();
+    j["kind"] = e.kind == Edge::Kind::Read ? "read" : "write";
+    j["buffer"] = e.buffer;
+    j["node"] = e.node;
+    edges.push_back(std::move(j));
+  }
+  root["edges"] = std::move(edges);
+
+  root["inputs"] = int_array(df.inputs);
+  root["params"] = int_array(df.params);
+  root["outputs"] = int_array(df.outputs);
+  return root;
+}
+
+// Pretty printer: 2-space indent; arrays of scalars and objects of at most 3 scalar
+// members on one line ("grid": [400, 1, 1], {"buffer": 3, "offset": 0, "dtype": "handle"}).
+std::string scalar_text(const ojson& j) {
+  return j.dump(-1, ' ', false, ojson::error_handler_t::replace);
+}
+
+bool is_flat(const ojson& j) {
+  if (j.is_object() && j.size() > 3) return false;
+  return std::all_of(j.begin(), j.end(), [](const ojson& e) { return !e.is_structured(); });
+}
+
+void write_value(std::string& out, const ojson& j, int depth) {
+  if (!j.is_structured()) {
+    out += scalar_text(j);
+    return;
+  }
+  const char open = j.is_array() ? '[' : '{';
+  const char close = j.is_array() ? ']' : '}';
+  if (j.empty()) {
+    out += open;
+    out += close;
+    return;
+  }
+  const bool flat = is_flat(j);
+  const std::string inner(flat ? 0 : 2 * (depth + 1), ' ');
+  out += open;
+  bool first = true;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!first) out += flat ? ", " : ",";
+    first = false;
+    if (!flat) {
+      out += '\n';
+      out += inner;
+    }
+    if (j.is_object()) {
+      out += scalar_text(ojson(it.key()));
+      out += ": ";
+    }
+    write_value(out, *it, depth + 1);
+  }
+  if (!flat) {
+    out += '\n';
+    out += std::string(2 * depth, ' ');
+  }
+  out += close;
+}
+
+// ---------------------------------------------------------------------------------------
+// Reader
+
+struct Fail {
+  Error error;
+};
+
+std::string printable(const std::string& s) {
+  std::string out;
+  for (char c : s) out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
+  return out;
+}
+
+class Reader {
+ public:
+  explicit Reader(std::string file) : file_(std::move(file)) {}
+
+  /// Throws the one-line diagnostic; caught only in parse_dataflow_json. An empty
+  /// pointer (the whole document) names just the file.
+  [[noreturn]] void fail(const std::string& ptr, const std::string& msg) const {
+    throw Fail{ptr.empty() ? file_error(file_, msg) : json_error(file_, ptr, msg)};
+  }
+
+  static std::string at(const std::string& ptr, const char* key) {
+    return ptr + "/" + json_pointer_token(key);
+  }
+  static std::string at(const std::string& ptr, size_t i) { return ptr + "/" + std::to_string(i); }
+
+  const json& object(const json& j, const std::string& ptr) const {
+    if (!j.is_object()) fail(ptr, "expected an object");
+    return j;
+  }
+  const json& array(const json& j, const std::string& ptr) const {
+    if (!j.is_array()) fail(ptr, "expected an array");
+    return j;
+  }
+  const json& member(const json& obj, const std::string& ptr, const char* key) const {
+    auto it = obj.find(key);
+    if (it == obj.end()) fail(ptr, fmt::format("missing member \"{}\"", key));
+    return *it;
+  }
+  const json* optional(const json& obj, const char* key) const {
+    auto it = obj.find(key);
+    return it == obj.end() ? nullptr : &*it;
+  }
+
+  int64_t integer(const json& j, const std::string& ptr, int64_t lo = INT64_MIN,
+                  int64_t hi = INT64_MAX) const {
+    int64_t v = 0;
+    if (j.is_number_unsigned()) {
+      uint64_t u = j.get<uint64_t>();
+      if (u > static_cast<uint64_t>(hi)) fail(ptr, fmt::format("integer {} out of range [{}, {}]", u, lo, hi));
+      v = static_cast<int64_t>(u);
+    } else if (j.is_number_integer()) {
+      v = j.get<int64_t>();
+    } else {
+      fail(ptr, "expected an integer");
+    }
+    if (v < lo || v > hi) fail(ptr, fmt::format("integer {} out of range [{}, {}]", v, lo, hi));
+    return v;
+  }
+  int int32(const json& j, const std::string& ptr, int lo = INT_MIN, int hi = INT_MAX) const {
+    return static_cast<int>(integer(j, ptr, lo, hi));
+  }
+  uint64_t uinteger(const json& j, const std::string& ptr) const {
+    if (j.is_number_unsigned()) return j.get<uint64_t>();
+    if (j.is_number_integer()) fail(ptr, "expected a non-negative integer");
+    fail(ptr, "expected an integer");
+  }
+  std::string string(const json& j, const std::string& ptr) const {
+    if (!j.is_string()) fail(ptr, "expected a string");
+    return j.get<std::string>();
+  }
+
+  /// An id that must lie in [0, count) (or be -1 when allowed).
+  int ref(const json& j, const std::string& ptr, size_t count, const char* what,
+          bool allow_none = false) const {
+    int64_t v = integer(j, ptr);
+    if ((allow_none && v == -1) || (v >= 0 && static_cast<uint64_t>(v) < count)) return static_cast<int>(v);
+    fail(ptr, fmt::format("{} {} does not exist ({} {}s)", what, v, count, what));
+  }
+  std::vector<int> refs(const json& j, const std::string& ptr, size_t count, const char* what) const {
+    array(j, ptr);
+    std::vector<int> out;
+    out.reserve(j.size());
+    for (size_t i = 0; i < j.size(); ++i) out.push_back(ref(j[i], at(ptr, i), count, what));
+    return out;
+  }
+  std::vector<int64_t> int64s(const json& j, const std::string& ptr) const {
+    array(j, ptr);
+    std::vector<int64_t> out;
+    out.reserve(j.size());
+    for (size_t i = 0; i < j.size(); ++i) out.push_back(integer(j[i], at(ptr, i)));
+    return out;
+  }
+  std::array<int64_t, 3> dim3(const json& j, const std::string& ptr) const {
+    if (!j.is_array() || j.size() != 3 ||
+        !std::all_of(j.begin(), j.end(), [](const json& e) { return e.is_number_integer(); }))
+      fail(ptr, "expected an array of 3 integers");
+    std::array<int64_t, 3> out{};
+    for (size_t i = 0; i < 3; ++i) out[i] = integer(j[i], at(ptr, i));
+    return out;
+  }
+  /// "file:line:col", split at the last two colons (the file may hold colons).
+  SourceLoc loc(const json& j, const std::string& ptr) const {
+    std::string s = string(j, ptr);
+    auto bad = [&]() { fail(ptr, "expected \"file:line:col\" with line >= 1"); };
+    size_t c2 = s.rfind(':');
+    if (c2 == std::string::npos || c2 == 0) bad();
+    size_t c1 = s.rfind(':', c2 - 1);
+    if (c1 == std::string::npos) bad();
+    auto number = [&](const std::string& t) -> unsigned {
+      if (t.empty() || t.size() > 9 || !std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        bad();
+      return static_cast<unsigned>(std::stoul(t));
+    };
+    SourceLoc out;
+    out.file = s.substr(0, c1);
+    out.line = number(s.substr(c1 + 1, c2 - c1 - 1));
+    out.col = number(s.substr(c2 + 1));
+    if (out.line == 0) bad();
+    return out;
+  }
+  SourceLoc optional_loc(const json& obj, const std::string& ptr) const {
+    const json* l = optional(obj, "loc");
+    return l ? loc(*l, at(ptr, "loc")) : SourceLoc{};
+  }
+
+  Arg arg(const json& j, const std::string& ptr, size_t buffers) const {
+    object(j, ptr);
+    Arg a;
+    a.dtype = string(member(j, ptr, "dtype"), at(ptr, "dtype"));
+    if (const json* b = optional(j, "buffer")) {
+      a.kind = Arg::Kind::Buffer;
+      a.buffer = ref(*b, at(ptr, "buffer"), buffers, "buffer");
+      a.offset = integer(member(j, ptr, "offset"), at(ptr, "offset"));
+    } else if (const json* n = optional(j, "null")) {
+      if (!(n->is_boolean() && n->get<bool>())) fail(at(ptr, "null"), "expected true");
+      a.kind = Arg::Kind::Null;
+    } else if (const json* v = optional(j, "value")) {
+      const std::string vp = at(ptr, "value");
+      if (v->is_number_integer()) {
+        a.kind = Arg::Kind::Int;
+        a.int_value = integer(*v, vp);
+      } else if (v->is_number_float()) {
+        a.kind = Arg::Kind::Float;
+        a.float_value = v->get<double>();
+      } else if (v->is_string() && (*v == "nan" || *v == "inf" || *v == "-inf")) {
+        a.kind = Arg::Kind::Float;
+        a.float_value = *v == "nan"   ? std::numeric_limits<double>::quiet_NaN()
+                        : *v == "inf" ? std::numeric_limits<double>::infinity()
+                                      : -std::numeric_limits<double>::infinity();
+      } else {
+        fail(vp, "expected a number, \"nan\", \"inf\" or \"-inf\"");
+      }
+    } else {
+      fail(ptr, "expected an argument with \"buffer\", \"value\" or \"null\"");
+    }
+    return a;
+  }
+  std::vector<Arg> args(const json& j, const std::string& ptr, size_t buffers) const {
+    array(j, ptr);
+    std::vector<Arg> out;
+    out.reserve(j.size());
+    for (size_t i = 0; i < j.size(); ++i) out.push_back(arg(j[i], at(ptr, i), buffers));
+    return out;
+  }
+
+  /// Each element's "id" must equal its position: ids are indices.
+  void check_id(const json& obj, const std::string& ptr, size_t index) const {
+    const std::string p = at(ptr, "id");
+    int64_t id = integer(member(obj, ptr, "id"), p);
+    if (id < 0 || static_cast<uint64_t>(id) != index)
+      fail(p, fmt::format("expected id {} (ids are array positions), got {}", index, id));
+  }
+
+  Dataflow document(const json& root) const;
+
+ private:
+  std::string file_;
+};
+
+BufferKind buffer_kind(const Reader& r, const std::string& s, const std::string& ptr) {
+  for (BufferKind k : {BufferKind::Input, BufferKind::Param, BufferKind::Intermediate,
+                       BufferKind::Output, BufferKind::Workspace})
+    if (s == to_string(k)) return k;
+  r.fail(ptr, fmt::format("unknown buffer kind \"{}\" (expected input, param, intermediate, output or workspace)",
+                          printable(s)));
+}
+
+Dataflow Reader::document(const json& root) const {
+  Dataflow df;
+  const std::string schema = string(member(root, "", "schema"), "/schema");
+  if (schema != kSchemaVersion)
+    fail("/schema", fmt::format("unsupported schema \"{}\" (this kdflow reads {})", printable(schema), kSchemaVersion));
+  df.schema = kSchemaVersion;
+
+  const json& src = object(member(root, "", "sources"), "/sources");
+  df.sources.graph = string(member(src, "/sources", "graph"), "/sources/graph");
+  df.sources.host = string(member(src, "/sources", "host"), "/sources/host");
+  df.sources.meta = string(member(src, "/sources", "meta"), "/sources/meta");
+  const json& params_src = member(src, "/sources", "params");
+  if (!params_src.is_null()) df.sources.params = string(params_src, "/sources/params");
+  if (const json* g = optional(root, "generator")) string(*g, "/generator");
+  if (const json* s = optional(root, "summary")) object(*s, "/summary");  // derived; recomputed on output
+
+  // Sizes first: every reference is checked against them.
+  const json& jbuffers = array(member(root, "", "buffers"), "/buffers");
+  const json& jkernels = array(member(root, "", "kernels"), "/kernels");
+  const json& jcalls = array(member(root, "", "library_calls"), "/library_calls");
+  const json& jnodes = array(member(root, "", "nodes"), "/nodes");
+  const json& jedges = array(member(root, "", "edges"), "/edges");
+  const size_t nb = jbuffers.size(), nk = jkernels.size(), nc = jcalls.size(), nn = jnodes.size();
+
+  for (size_t i = 0; i < nb; ++i) {
+    const std::string p = at("/buffers", i);
+    const json& j = object(jbuffers[i], p);
+    check_id(j, p, i);
+    Buffer b;
+    b.id = static_cast<int>(i);
+    b.kind = buffer_kind(*this, string(member(j, p, "kind"), at(p, "kind")), at(p, "kind"));
+    const json& sid = member(j, p, "storage_id");
+    if (!sid.is_null()) b.storage_id = integer(sid, at(p, "storage_id"));
+    b.name = string(member(j, p, "name"), at(p, "name"));
+    b.dtype = string(member(j, p, "dtype"), at(p, "dtype"));
+    b.shape = int64s(member(j, p, "shape"), at(p, "shape"));
+    b.bytes = uinteger(member(j, p, "bytes"), at(p, "bytes"));
+    const json& eid = member(j, p, "entry_id");
+    if (!eid.is_null()) b.entry_id = int32(eid, at(p, "entry_id"), 0);
+    const json& node = member(j, p, "node");
+    if (!node.is_null()) b.node = ref(node, at(p, "node"), nn, "node");
+    b.output_index = int32(member(j, p, "output_index"), at(p, "output_index"), 0);
+    b.loc = optional_loc(j, p);
+    df.buffers.push_back(std::move(b));
+  }
+
+  for (size_t i = 0; i < nk; ++i) {
+    const std::string p = at("/kernels", i);
+    const json& j = object(jkernels[i], p);
+    check_id(j, p, i);
+    Kernel k;
+    k.id = static_cast<int>(i);
+    k.name = string(member(j, p, "name"), at(p, "name"));
+    k.node = ref(member(j, p, "graph_node"), at(p, "graph_node"), nn, "node", true);
+    k.function = string(member(j, p, "function"), at(p, "function"));
+    k.grid = dim3(member(j, p, "grid"), at(p, "grid"));
+    k.block = dim3(member(j, p, "block"), at(p, "block"));
+    k.dynamic_shared_memory = integer(member(j, p, "dynamic_shared_memory"), at(p, "dynamic_shared_memory"), 0);
+    k.args = args(member(j, p, "args"), at(p, "args"), nb);
+    k.loc = optional_loc(j, p);
+    if (const json* li = optional(j, "loop_iterations")) k.loop_iterations = int64s(*li, at(p, "loop_iterations"));
+    df.kernels.push_back(std::move(k));
+  }
+
+  for (size_t i = 0; i < nc; ++i) {
+    const std::string p = at("/library_calls", i);
+    const json& j = object(jcalls[i], p);
+    check_id(j, p, i);
+    LibraryCall c;
+    c.id = static_cast<int>(i);
+    c.name = string(member(j, p, "name"), at(p, "name"));
+    c.node = ref(member(j, p, "graph_node"), at(p, "graph_node"), nn, "node", true);
+    c.function = string(member(j, p, "function"), at(p, "function"));
+    c.args = args(member(j, p, "args"), at(p, "args"), nb);
+    c.loc = optional_loc(j, p);
+    c.after_kernel = ref(member(j, p, "after_kernel"), at(p, "after_kernel"), nk, "kernel", true);
+    df.library_calls.push_back(std::move(c));
+  }
+
+  for (size_t i = 0; i < nn; ++i) {
+    const std::string p = at("/nodes", i);
+    const json& j = object(jnodes[i], p);
+    check_id(j, p, i);
+    Node n;
+    n.id = static_cast<int>(i);
+    n.op = string(member(j, p, "op"), at(p, "op"));
+    n.name = string(member(j, p, "name"), at(p, "name"));
+    if (const json* f = optional(j, "function")) n.function = string(*f, at(p, "function"));
+    n.inputs = refs(member(j, p, "inputs"), at(p, "inputs"), nb, "buffer");
+    n.outputs = refs(member(j, p, "outputs"), at(p, "outputs"), nb, "buffer");
+    n.kernels = refs(member(j, p, "kernels"), at(p, "kernels"), nk, "kernel");
+    n.workspaces = refs(member(j, p, "workspaces"), at(p, "workspaces"), nb, "buffer");
+    n.library_calls = refs(member(j, p, "library_calls"), at(p, "library_calls"), nc, "library call");
+    n.loc = optional_loc(j, p);
+    df.nodes.push_back(std::move(n));
+  }
+
+  for (size_t i = 0; i < jedges.size(); ++i) {
+    const std::string p = at("/edges", i);
+    const json& j = object(jedges[i], p);
+    Edge e;
+    const std::string kind = string(member(j, p, "kind"), at(p, "kind"));
+    if (kind == "read") e.kind = Edge::Kind::Read;
+    else if (kind == "write") e.kind = Edge::Kind::Write;
+    else fail(at(p, "kind"), fmt::format("unknown edge kind \"{}\" (expected read or write)", printable(kind)));
+    e.buffer = ref(member(j, p, "buffer"), at(p, "buffer"), nb, "buffer");
+    e.node = ref(member(j, p, "node"), at(p, "node"), nn, "node");
+    df.edges.push_back(e);
+  }
+
+  df.inputs = refs(member(root, "", "inputs"), "/inputs", nb, "buffer");
+  df.params = refs(member(root, "", "params"), "/params", nb, "buffer");
+  df.outputs = refs(member(root, "", "outputs"), "/outputs", nb, "buffer");
+  return df;
+}
+
+/// nlohmann's parse_error text without its "[json.exception...] parse error at line L, column C: " prefix.
+std::string parse_error_text(const std::string& what) {
+  std::string s = what;
+  size_t col = s.find("column ");
+  size_t colon = col == std::string::npos ? std::string::npos : s.find(": ", col);
+  if (colon != std::string::npos) s = s.substr(colon + 2);
+  else if (size_t br = s.find("] "); br != std::string::npos) s = s.substr(br + 2);
+  return printable(s);
+}
+
+}  // namespace
+
+std::string emit_json(const Dataflow& df) {
+  std::string out;
+  write_value(out, build(df), 0);
+  out += '\n';
+  return out;
+}
+
+Expected<Dataflow> parse_dataflow_json(const std::string& text, const std::string& file) {
+  try {
+    bool too_deep = false;
+    json::parser_callback_t cap = [&too_deep](int depth, json::parse_event_t, json&) {
+      if (depth > kMaxDepth) {
+        too_deep = true;
+        return false;  // drop the value: nothing deeper is ever built
+      }
+      return true;
+    };
+    json root;
+    try {
+      root = json::parse(text, cap, /*allow_exceptions=*/true);
+    } catch (const json::parse_error& e) {
+      // e.byte is the 1-based offset of the character that stopped the parser.
+      size_t upto = std::min<size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
+      unsigned line = 1, col = 1;
+      for (size_t i = 0; i < upto; ++i) {
+        if (text[i] == '\n') ++line, col = 1;
+        else ++col;
+      }
+      return source_error(file, line, col, "invalid JSON: " + parse_error_text(e.what()));
+    }
+    if (too_deep) return file_error(file, fmt::format("JSON nested deeper than {} levels", kMaxDepth));
+    if (!root.is_object()) return file_error(file, "expected a JSON object (a kdflow/1 dataflow)");
+    Reader reader(file);
+    return reader.document(root);
+  } catch (const Fail& f) {
+    return f.error;
+  } catch (const std::exception& e) {
+    return file_error(file, std::string("internal error while reading JSON: ") + printable(e.what()),
+                      ExitCode::Software);
+  }
+}
+
+namespace {
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+}  // namespace
+
+Expected<Format> format_from_name(const std::string& name) {
+  const std::string n = lower(name);
+  if (n == "json") return Format::Json;
+  if (n == "dot") return Format::Dot;
+  if (n == "text") return Format::Text;
+  return Error{fmt::format("error: unknown output format '{}' (expected json, dot or text)", printable(name)),
+               ExitCode::Usage};
+}
+
+Expected<Format> format_from_path(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  const size_t dot = base.rfind('.');
+  const std::string ext = dot == std::string::npos ? "" : lower(base.substr(dot + 1));
+  if (ext == "json") return Format::Json;
+  if (ext == "dot" || ext == "gv") return Format::Dot;
+  if (ext == "txt") return Format::Text;
+  return Error{fmt::format("error: cannot tell the output format from '{}' (expected a .json, .dot, .gv or .txt "
+                           "extension)",
+                           printable(path)),
+               ExitCode::Usage};
+}
+
+}  // namespace kdflow

@@ -1,0 +1,183 @@
+// extract.cpp — the `kdflow extract` pipeline and command.
+#include "kdflow/extract.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <ostream>
+
+#include <fmt/format.h>
+
+#include "kdflow/commands.h"
+#include "kdflow/dataflow_builder.h"
+#include "kdflow/emit.h"
+#include "kdflow/function_table.h"
+#include "kdflow/graph_json.h"
+#include "kdflow/io.h"
+#include "kdflow/params.h"
+
+namespace kdflow {
+
+namespace fs = std::filesystem;
+
+Expected<ExtractInputs> resolve_extract_inputs(const ExtractInputs& in) {
+  ExtractInputs out = in;
+  if (!in.dir.empty()) {
+    if (!is_directory(in.dir)) {
+      if (!file_exists(in.dir)) return file_error(in.dir, "no such file or directory", ExitCode::NoInput);
+      return file_error(in.dir, "is not a directory (extract reads a folder with graph.json, host.c and *.tvm_meta.json)",
+                        ExitCode::Usage);
+    }
+    fs::path dir(in.dir);
+    if (out.graph.empty()) out.graph = (dir / "graph.json").string();
+    if (out.host.empty()) out.host = (dir / "host.c").string();
+    if (out.meta.empty()) {
+      std::vector<std::string> metas;
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(dir, ec)) {
+        const std::string n = e.path().filename().string();
+        if (n.size() > 14 && n.compare(n.size() - 14, 14, ".tvm_meta.json") == 0) metas.push_back(e.path().string());
+      }
+      std::sort(metas.begin(), metas.end());
+      if (metas.empty())
+        return file_error(in.dir, "no *.tvm_meta.json (the device module's function table) in this folder; pass --meta",
+                          ExitCode::NoInput);
+      if (metas.size() > 1)
+        return file_error(in.dir, fmt::format("{} *.tvm_meta.json files in this folder; choose one with --meta",
+                                              metas.size()),
+                          ExitCode::Usage);
+      out.meta = metas[0];
+    }
+    if (out.params.empty() && !in.no_params && file_exists((dir / "params.bin").string()))
+      out.params = (dir / "params.bin").string();
+  } else {
+    if (out.graph.empty() || out.host.empty() || out.meta.empty())
+      return Error{"kdflow extract: error: give a folder, or all of --graph, --host and --meta", ExitCode::Usage};
+  }
+  if (in.no_params) out.params.clear();
+  return out;
+}
+
+Expected<Dataflow> extract(const ExtractInputs& given, const InterpreterLimits& limits, ProgressFn progress,
+                           void* progress_ctx) {
+  Expected<ExtractInputs> resolved = resolve_extract_inputs(given);
+  if (!resolved) return resolved.error();
+  const ExtractInputs& in = *resolved;
+
+  Expected<std::string> graph_text = read_file(in.graph, 256ull << 20);
+  if (!graph_text) return graph_text.error();
+  Expected<Graph> graph = parse_graph_json(*graph_text, in.graph);
+  if (!graph) return graph.error();
+
+  Expected<std::string> meta_text = read_file(in.meta, 64ull << 20);
+  if (!meta_text) return meta_text.error();
+  Expected<FunctionTable> table = parse_function_table(*meta_text, in.meta);
+  if (!table) return table.error();
+
+  BuildOptions options;
+  options.sources.graph = base_name(in.graph);
+  options.sources.host = base_name(in.host);
+  options.sources.meta = base_name(in.meta);
+  if (!in.params.empty()) {
+    Expected<std::string> bytes = read_file(in.params);
+    if (!bytes) return bytes.error();
+    Expected<ParamsFile> params = parse_params(*bytes, in.params);
+    if (!params) return params.error();
+    options.params_known = true;
+    for (const auto& a : params->arrays) options.param_names.insert(a.name);
+    options.sources.params = base_name(in.params);
+  }
+
+  Expected<std::string> host_text = read_file(in.host, 256ull << 20);
+  if (!host_text) return host_text.error();
+  Expected<std::unique_ptr<HostProgram>> program = HostProgram::parse(*host_text, in.host, limits);
+  if (!program) return program.error();
+
+  // Every function the graph calls must be defined in host.c.
+  size_t total = 0;
+  for (size_t nid = 0; nid < graph->nodes.size(); ++nid) {
+    const GraphNode& n = graph->nodes[nid];
+    if (!node_calls_function(n)) continue;
+    ++total;
+    if (!(*program)->has_function(n.func_name))
+      return json_error(in.graph, fmt::format("/nodes/{}/attrs/func_name", nid),
+                        fmt::format("function '{}' is not defined in {} (is host.c from another model?)", n.func_name,
+                                    in.host));
+  }
+
+  size_t done = 0;
+  auto trace = [&](int nid) -> Expected<HostTrace> {
+    const GraphNode& n = graph->nodes[nid];
+    if (progress) progress(progress_ctx, done, total, n.func_name);
+    ++done;
+    return (*program)->run(n.func_name, node_tensor_args(*graph, nid));
+  };
+  Expected<Dataflow> df = build_dataflow(*graph, *table, trace, options);
+  if (progress) progress(progress_ctx, total, total, "");
+  return df;
+}
+
+// --- the command --------------------------------------------------------------
+
+int report(const Error& e, std::ostream& err) {
+  err << e.message << "\n";
+  err.flush();
+  return static_cast<int>(e.code);
+}
+
+namespace {
+
+struct Progress {
+  bool enabled = false;
+  std::ostream* err = nullptr;
+  size_t last_len = 0;
+};
+
+void print_progress(void* ctx, size_t done, size_t total, const std::string& what) {
+  auto* p = static_cast<Progress*>(ctx);
+  if (!p->enabled) return;
+  std::string line = done >= total ? std::string() : fmt::format("kdflow: [{}/{}] {}", done + 1, total, what);
+  if (line.size() > 100) line.resize(100);
+  *p->err << "\r" << line << std::string(p->last_len > line.size() ? p->last_len - line.size() : 0, ' ');
+  if (line.empty()) *p->err << "\r";
+  p->err->flush();
+  p->last_len = line.size();
+}
+
+}  // namespace
+
+int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
+  Expected<Format> format = !cmd.format.empty() ? format_from_name(cmd.format)
+                            : cmd.output == "-" ? Expected<Format>(Format::Json)
+                                                : format_from_path(cmd.output);
+  if (!format) return report(format.error(), err);
+
+  Expected<ExtractInputs> in = resolve_extract_inputs(cmd.inputs);
+  if (!in) return report(in.error(), err);
+  if (cmd.output != "-") {
+    for (const std::string* p : {&in->graph, &in->host, &in->meta, &in->params}) {
+      if (!p->empty() && same_file(*p, cmd.output))
+        return report(Error{file_error(cmd.output, "the output would overwrite an input file").message, ExitCode::Usage},
+                      err);
+    }
+  }
+
+  Progress progress;
+  progress.err = &err;
+  progress.enabled = !cmd.quiet && isatty(STDERR_FILENO) != 0;
+  Expected<Dataflow> df = extract(*in, InterpreterLimits{}, print_progress, &progress);
+  if (!df) return report(df.error(), err);
+
+  std::string text;
+  switch (*format) {
+    case Format::Json: text = emit_json(*df); break;
+    case Format::Dot: text = emit_dot(*df); break;
+    case Format::Text: text = emit_text(*df); break;
+  }
+  if (Status s = write_file_atomic(cmd.output, text); !s) return report(s.error(), err);
+  return 0;
+}
+
+}  // namespace kdflow

@@ -1,0 +1,84 @@
+#include "test_util.h"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace fs = std::filesystem;
+
+namespace kdflow::test {
+
+std::string source_dir() { return KDFLOW_SOURCE_DIR; }
+
+std::string sample_dir(const std::string& name) { return source_dir() + "/samples/" + name; }
+
+std::string shared_sample_dir(const std::string& name) {
+  fs::path p = fs::path(source_dir()).parent_path() / "shared" / "samples" / name;
+  return fs::is_directory(p) ? p.string() : std::string();
+}
+
+std::vector<std::string> sample_names() {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(source_dir() + "/samples"))
+    if (e.is_directory() && fs::exists(e.path() / "graph.json")) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot read " + path);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+namespace {
+struct TempDirs {
+  std::vector<fs::path> dirs;
+  ~TempDirs() {
+    std::error_code ec;
+    for (auto& d : dirs) fs::remove_all(d, ec);
+  }
+};
+TempDirs g_temp_dirs;
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) {
+    if (c == '\'') q += "'\\''";
+    else q += c;
+  }
+  return q + "'";
+}
+}  // namespace
+
+std::string temp_dir() {
+  std::string tmpl = (fs::temp_directory_path() / "kdflow-test-XXXXXX").string();
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed");
+  g_temp_dirs.dirs.emplace_back(buf.data());
+  return buf.data();
+}
+
+RunResult run_kdflow(const std::vector<std::string>& args) {
+  std::string dir = temp_dir();
+  std::string cmd = shell_quote(KDFLOW_BINARY);
+  for (const auto& a : args) cmd += " " + shell_quote(a);
+  cmd += " >" + shell_quote(dir + "/out") + " 2>" + shell_quote(dir + "/err") + " </dev/null";
+  int status = std::system(cmd.c_str());
+  RunResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(dir + "/out");
+  r.err = slurp(dir + "/err");
+  return r;
+}
+
+}  // namespace kdflow::test

@@ -1,0 +1,26 @@
+// test_util.h — helpers shared by the tests: where the samples are, reading files,
+// running the kdflow binary.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kdflow::test {
+
+/// The repository root (compile-time KDFLOW_SOURCE_DIR).
+std::string source_dir();
+/// samples/<name> in the repository.
+std::string sample_dir(const std::string& name);
+/// ../shared/samples/<name> beside the repository, or "" when that folder does not exist.
+std::string shared_sample_dir(const std::string& name);
+/// Every sample folder under samples/ (those holding a graph.json), sorted.
+std::vector<std::string> sample_names();
+/// Reads a file whole; throws std::runtime_error when it cannot.
+std::string slurp(const std::string& path);
+/// A fresh empty temp directory (removed at exit).
+std::string temp_dir();
+/// Runs the kdflow binary with `args` (shell-quoted here), capturing stdout and stderr.
+struct RunResult { int exit_code; std::string out; std::string err; };
+RunResult run_kdflow(const std::vector<std::string>& args);
+
+}  // namespace kdflow::test
