@@ -196,7 +196,7 @@ struct Writer {
       const bool is_in = n && std::count(n->inputs.begin(), n->inputs.end(), b);
       const bool is_out = n && std::count(n->outputs.begin(), n->outputs.end(), b);
       if (df.buffers[b].kind == BufferKind::Workspace) {
-        line(1, from + " -> " + buffer_id(b) + attrs("style=dashed, dir=both"));
+        line(1, from + " -> " + buffer_id(b) + attrs("style=dashed, dir=both, constraint=false"));
         continue;
       }
       if (is_in) line(1, buffer_id(b) + " -> " + from + attrs(""));
@@ -228,9 +228,15 @@ struct Writer {
       if (!n.function.empty() && n.function != n.name) title.push_back(n.function);
       line(1, fmt::format("subgraph \"cluster_node{}\" {{", n.id));
       line(2, fmt::format("label={}; style=rounded; color=\"#999999\"; fontsize=10;", label(title)));
-      for (int k : n.kernels)
-        if (k >= 0 && static_cast<size_t>(k) < df.kernels.size() && !kernel_placed[k])
-          line(2, kernel_stmt(df.kernels[k])), kernel_placed[k] = true;
+      int previous = -1;
+      for (int k : n.kernels) {
+        if (k < 0 || static_cast<size_t>(k) >= df.kernels.size() || kernel_placed[k]) continue;
+        line(2, kernel_stmt(df.kernels[k]));
+        kernel_placed[k] = true;
+        // Invisible edges stack a node's kernels top-down in launch order.
+        if (previous >= 0) line(2, kernel_id(previous) + " -> " + kernel_id(k) + " [style=invis];");
+        previous = k;
+      }
       for (int c : n.library_calls)
         if (c >= 0 && static_cast<size_t>(c) < df.library_calls.size() && !call_placed[c])
           line(2, call_stmt(df.library_calls[c])), call_placed[c] = true;

@@ -135,7 +135,7 @@ TEST_CASE("function table errors name the JSON pointer", "[function_table][error
 
 TEST_CASE("function table syntax errors carry line and column", "[function_table][errors]") {
   CHECK(error_of(std::string("{\n\"func_info\": {\n  \"k\": }\n}")).rfind("device.tvm_meta.json:3:8: error: ", 0) == 0);
-  CHECK(error_of(std::string(200, '{')) == "device.tvm_meta.json:1:65: error: JSON nested more than 64 levels deep");
+  CHECK(error_of(std::string(200, '[')) == "device.tvm_meta.json:1:65: error: JSON nested more than 64 levels deep");
 }
 
 TEST_CASE("is_known_launch_tag", "[function_table]") {

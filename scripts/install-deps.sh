@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# install-deps.sh — installs what kdflow needs to build and test on Debian 12, and only
+# what is missing (checked with dpkg-query). Runs `apt-get update` only when something
+# is missing, so a second run changes nothing and needs no network. Needs no GPU or CUDA.
+# Run as root, or as a user with sudo.
+set -euo pipefail
+
+PACKAGES=(
+  cmake ninja-build g++
+  libcli11-dev nlohmann-json3-dev libfmt-dev catch2
+  graphviz
+  llvm-15-dev libclang-15-dev libclang-cpp15-dev libclang-common-15-dev
+  python3  # only for the optional cross-check
+)
+
+installed() {
+  [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" = "install ok installed" ]
+}
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  installed "$p" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages are installed"
+  exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+  as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+  as_root=(sudo)
+else
+  echo "install-deps: error: missing packages (${missing[*]}); run as root or install sudo" >&2
+  exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+
+still=()
+for p in "${missing[@]}"; do
+  installed "$p" || still+=("$p")
+done
+if [ ${#still[@]} -ne 0 ]; then
+  echo "install-deps: error: still missing after apt-get install: ${still[*]}" >&2
+  exit 1
+fi
+echo "install-deps: done"

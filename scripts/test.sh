@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# test.sh — installs what is missing, builds kdflow and its tests in build/, and runs
+# every test with ctest. Exits non-zero if the build or any test fails.
+# Parallelism stays at 2 so the build fits CI's 2 cores and 24 GB of memory.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+bash scripts/install-deps.sh
+
+# A fresh build/ uses Ninja; an existing one keeps the generator it was made with.
+generator=(-G Ninja)
+[ -f build/CMakeCache.txt ] && generator=()
+echo "test: configuring and building (build/)"
+cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKDFLOW_BUILD_TESTS=ON
+
+# Keep going past a failed target so that ctest still runs what did build (a test
+# binary that failed to build shows up in ctest as a failing *_NOT_BUILT test).
+keep_going=(-k)
+grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja' build/CMakeCache.txt && keep_going=(-k 0)
+build_status=0
+cmake --build build -j2 -- "${keep_going[@]}" || build_status=$?
+
+# Optional cross-check with the oracle's own comparison script, when ../shared is beside
+# the clone: every sample's JSON against its truth.json (the C++ tests check the same).
+check_status=0
+compare=../shared/tools/compare_truth.py
+if [ -f "$compare" ] && [ -x build/kdflow ] && command -v python3 >/dev/null 2>&1; then
+  echo "test: cross-checking every sample with $compare"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  for dir in samples/*/; do
+    m=$(basename "$dir")
+    [ -f "$dir/truth.json" ] || continue
+    if ./build/kdflow extract "$dir" -q -o "$tmp/$m.json" &&
+       python3 "$compare" "$tmp/$m.json" "$dir/truth.json" >"$tmp/$m.log" 2>&1; then
+      echo "  $m: $(tail -n 1 "$tmp/$m.log" | sed 's/^.*: //')"
+    else
+      check_status=1
+      echo "  $m: MISMATCH" >&2
+      [ -f "$tmp/$m.log" ] && sed 's/^/    /' "$tmp/$m.log" >&2
+    fi
+  done
+fi
+
+echo "test: running ctest"
+test_status=0
+ctest --test-dir build --output-on-failure -j2 || test_status=$?
+
+if [ "$build_status" -ne 0 ]; then
+  echo "test: FAILED: the build failed (exit $build_status); see the compiler errors above" >&2
+  exit "$build_status"
+fi
+if [ "$test_status" -ne 0 ]; then
+  echo "test: FAILED: ctest exited with $test_status" >&2
+  exit "$test_status"
+fi
+if [ "$check_status" -ne 0 ]; then
+  echo "test: FAILED: a sample disagrees with its truth.json (see above)" >&2
+  exit 1
+fi
+echo "test: all tests passed"

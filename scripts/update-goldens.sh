@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Regenerates test/golden/<model>.json and .dot from samples/<model> with the built kdflow.
+# Review the result with `git diff test/golden` before committing.
+# usage: scripts/update-goldens.sh [path/to/kdflow]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+kdflow=${1:-$root/build/kdflow}
+mkdir -p "$root/test/golden"
+for dir in "$root"/samples/*/; do
+  m=$(basename "$dir")
+  [ -f "$dir/graph.json" ] || continue
+  "$kdflow" extract "$dir" -q -o "$root/test/golden/$m.json"
+  "$kdflow" extract "$dir" -q -o "$root/test/golden/$m.dot"
+  echo "updated test/golden/$m.json test/golden/$m.dot"
+done

@@ -1,0 +1,140 @@
+// Bad inputs through the real binary: each gives one line naming the file and position,
+// a documented non-zero exit code, and never a partial or clobbered output file.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using namespace kdflow::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A writable copy of samples/<m> (graph.json, host.c, device.tvm_meta.json).
+std::string copy_sample(const std::string& m) {
+  std::string dir = temp_dir() + "/" + m;
+  fs::create_directories(dir);
+  for (const char* f : {"graph.json", "host.c", "device.tvm_meta.json"})
+    fs::copy_file(sample_dir(m) + "/" + f, dir + "/" + f);
+  return dir;
+}
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+}
+
+/// Runs extract expecting failure; checks the one-line shape and that `out` is untouched.
+std::string expect_failure(const std::vector<std::string>& args, int code) {
+  std::string out = temp_dir() + "/out.json";
+  write(out, "previous contents\n");
+  std::vector<std::string> full = {"extract"};
+  full.insert(full.end(), args.begin(), args.end());
+  full.push_back("-o");
+  full.push_back(out);
+  RunResult r = run_kdflow(full);
+  INFO(r.err);
+  CHECK(r.exit_code == code);
+  CHECK(r.out.empty());
+  REQUIRE(!r.err.empty());
+  CHECK(r.err.back() == '\n');
+  CHECK(r.err.find('\n') == r.err.size() - 1);  // exactly one line
+  CHECK(r.err.find("error: ") != std::string::npos);
+  CHECK(slurp(out) == "previous contents\n");  // never half-written or clobbered
+  for (const auto& e : fs::directory_iterator(fs::path(out).parent_path()))
+    CHECK(e.path().filename() == "out.json");  // no temp file left behind
+  return r.err;
+}
+
+}  // namespace
+
+TEST_CASE("truncated graph.json: file:line:col", "[errors][cli]") {
+  std::string dir = copy_sample("mlp");
+  std::string g = slurp(dir + "/graph.json");
+  write(dir + "/graph.json", g.substr(0, g.size() / 2));
+  std::string err = expect_failure({dir}, 65);
+  CHECK(err.rfind(dir + "/graph.json:", 0) == 0);
+  CHECK(err.find("graph.json:0:") == std::string::npos);
+}
+
+TEST_CASE("inconsistent graph.json: JSON pointer", "[errors][cli]") {
+  std::string dir = copy_sample("mlp");
+  auto g = nlohmann::json::parse(slurp(dir + "/graph.json"));
+  g["nodes"][3]["inputs"][0][0] = 9;  // a later node
+  write(dir + "/graph.json", g.dump());
+  std::string err = expect_failure({dir}, 65);
+  CHECK(err.find("graph.json:/nodes/3/inputs/0") != std::string::npos);
+}
+
+TEST_CASE("host.c of another model is refused", "[errors][cli]") {
+  std::string err = expect_failure({sample_dir("mlp"), "--host", sample_dir("squeezenet") + "/host.c"}, 65);
+  CHECK(err.find("graph.json:/nodes/3/attrs/func_name: error: function 'tvmgen_default_fused_nn_dense_add_nn_relu'") !=
+        std::string::npos);
+  // Same functions, other TVM version: the kernels it launches are not in this module's table.
+  err = expect_failure({sample_dir("mlp"), "--host", sample_dir("mlp_v08") + "/host.c"}, 65);
+  CHECK(err.find("host.c:") != std::string::npos);
+  CHECK(err.find("_kernel0', which is not in the function table") != std::string::npos);
+  // Same function names, other arity: squeezenet's graph with a host.c whose function takes other arguments.
+  std::string dir = copy_sample("sort_scan");
+  auto g = nlohmann::json::parse(slurp(dir + "/graph.json"));
+  for (auto& n : g["nodes"])  // point the first function node at a function of another arity
+    if (n["op"] == "tvm_op") {
+      n["attrs"]["func_name"] = "tvmgen_default_fused_cumsum";  // unpacks 2 arguments; topk passes 3
+      break;
+    }
+  write(dir + "/graph.json", g.dump());
+  err = expect_failure({dir}, 65);
+  CHECK(err.find("host.c:") != std::string::npos);
+}
+
+TEST_CASE("a kernel missing from the function table: host.c position", "[errors][cli]") {
+  std::string dir = copy_sample("mlp");
+  auto meta = nlohmann::json::parse(slurp(dir + "/device.tvm_meta.json"));
+  meta["func_info"].erase("tvmgen_default_fused_nn_log_softmax_kernel_1");
+  write(dir + "/device.tvm_meta.json", meta.dump());
+  std::string err = expect_failure({dir}, 65);
+  CHECK(err.rfind(dir + "/host.c:", 0) == 0);
+  CHECK(err.find("'tvmgen_default_fused_nn_log_softmax_kernel_1', which is not in the function table") !=
+        std::string::npos);
+}
+
+TEST_CASE("a function table that disagrees with the launch: host.c position", "[errors][cli]") {
+  std::string dir = copy_sample("mlp");
+  auto meta = nlohmann::json::parse(slurp(dir + "/device.tvm_meta.json"));
+  meta["func_info"]["tvmgen_default_fused_nn_dense_add_kernel"]["arg_types"].push_back("handle");
+  write(dir + "/device.tvm_meta.json", meta.dump());
+  std::string err = expect_failure({dir}, 65);
+  CHECK(err.find("host.c:") != std::string::npos);
+  CHECK(err.find("is called with 7 values") != std::string::npos);
+}
+
+TEST_CASE("a host.c clang cannot parse: file:line:col", "[errors][cli]") {
+  std::string dir = copy_sample("mlp");
+  std::string h = slurp(dir + "/host.c");
+  write(dir + "/host.c", h.substr(0, h.size() / 3));
+  std::string err = expect_failure({dir}, 65);
+  CHECK(err.rfind(dir + "/host.c:", 0) == 0);
+}
+
+TEST_CASE("missing inputs, wrong params magic, bad options", "[errors][cli]") {
+  std::string dir = copy_sample("mlp");
+  fs::remove(dir + "/host.c");
+  std::string err = expect_failure({dir}, 66);
+  CHECK(err.find("host.c") != std::string::npos);
+
+  dir = copy_sample("mlp");
+  write(dir + "/params.bin", std::string(64, '\x42'));
+  err = expect_failure({dir}, 65);
+  CHECK(err.rfind(dir + "/params.bin:", 0) == 0);
+
+  err = expect_failure({dir, "--no-such-option"}, 64);
+  err = expect_failure({temp_dir() + "/does-not-exist"}, 66);
+
+  // The output may not overwrite an input.
+  RunResult r = run_kdflow({"extract", sample_dir("mlp"), "-o", sample_dir("mlp") + "/graph.json"});
+  CHECK(r.exit_code == 64);
+  CHECK(r.err.find("would overwrite an input") != std::string::npos);
+}
