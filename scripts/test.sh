@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test.sh — installs what is missing, builds kdflow and its tests in build/, and runs
-# every test with ctest. Exits non-zero if the build or any test fails.
+# every test with ctest (plus, when ../shared is beside the clone, the oracle's
+# compare_truth.py on every sample). Exits non-zero if the build or any test fails.
 # Parallelism stays at 2 so the build fits CI's 2 cores and 24 GB of memory.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

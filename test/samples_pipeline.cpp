@@ -199,6 +199,7 @@ TEST_CASE("JSON and DOT output equal the reviewed golden files", "[samples][gold
       std::string golden_json = source_dir() + "/test/golden/" + m + ".json";
       std::string golden_dot = source_dir() + "/test/golden/" + m + ".dot";
       INFO("regenerate with: cmake --build build --target update-goldens, then review git diff test/golden");
+      CHECK(emit_json(df).find(source_dir()) == std::string::npos);  // no absolute paths in output
       CHECK(emit_json(df) == slurp(golden_json));
       CHECK(emit_dot(df) == slurp(golden_dot));
       // The JSON reads back into the same IR.

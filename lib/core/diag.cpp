@@ -16,13 +16,11 @@ std::string one_line(std::string s) {
 
 }  // namespace
 
-Error source_error(const std::string& file, unsigned line, unsigned col, const std::string& msg,
-                   ExitCode code) {
+Error source_error(const std::string& file, unsigned line, unsigned col, const std::string& msg, ExitCode code) {
   return Error{one_line(fmt::format("{}:{}:{}: error: {}", file, line, col, msg)), code};
 }
 
-Error json_error(const std::string& file, const std::string& pointer, const std::string& msg,
-                 ExitCode code) {
+Error json_error(const std::string& file, const std::string& pointer, const std::string& msg, ExitCode code) {
   if (pointer.empty()) return file_error(file, msg, code);
   return Error{one_line(fmt::format("{}:{}: error: {}", file, pointer, msg)), code};
 }

@@ -29,8 +29,7 @@ struct Prefix {
 };
 
 // Longest prefixes first: "uint" before "int", "bfloat" before "float".
-constexpr Prefix kPrefixes[] = {
-    {"bfloat", kDLBfloat}, {"float", kDLFloat}, {"uint", kDLUInt}, {"int", kDLInt}};
+constexpr Prefix kPrefixes[] = {{"bfloat", kDLBfloat}, {"float", kDLFloat}, {"uint", kDLUInt}, {"int", kDLInt}};
 
 }  // namespace
 
@@ -61,12 +60,24 @@ std::string dtype_to_string(DType t) {
   if (t.code == kDLOpaqueHandle && t.bits == 64 && t.lanes == 1) return "handle";
   std::string s;
   switch (t.code) {
-    case kDLInt: s = "int"; break;
-    case kDLUInt: s = "uint"; break;
-    case kDLFloat: s = "float"; break;
-    case kDLBfloat: s = "bfloat"; break;
-    case kDLOpaqueHandle: s = "handle"; break;
-    default: s = "custom" + std::to_string(t.code) + "_"; break;
+    case kDLInt:
+      s = "int";
+      break;
+    case kDLUInt:
+      s = "uint";
+      break;
+    case kDLFloat:
+      s = "float";
+      break;
+    case kDLBfloat:
+      s = "bfloat";
+      break;
+    case kDLOpaqueHandle:
+      s = "handle";
+      break;
+    default:
+      s = "custom" + std::to_string(t.code) + "_";
+      break;
   }
   s += std::to_string(t.bits);
   if (t.lanes != 1) s += "x" + std::to_string(t.lanes);

@@ -1,9 +1,9 @@
 // function_table.cpp — reads the CUDA module's function table (`*.tvm_meta.json`).
 #include "kdflow/function_table.h"
 
-#include <set>
-
 #include <fmt/format.h>
+
+#include <set>
 
 #include "json_read.h"
 #include "kdflow/dtype.h"
@@ -105,8 +105,12 @@ class TableReader {
 }  // namespace
 
 bool is_known_launch_tag(const std::string& tag) {
-  static const std::set<std::string> kTags = {"blockIdx.x",  "blockIdx.y",  "blockIdx.z",
-                                              "threadIdx.x", "threadIdx.y", "threadIdx.z",
+  static const std::set<std::string> kTags = {"blockIdx.x",
+                                              "blockIdx.y",
+                                              "blockIdx.z",
+                                              "threadIdx.x",
+                                              "threadIdx.y",
+                                              "threadIdx.z",
                                               "tir.use_dyn_shared_memory"};
   return kTags.count(tag) != 0;
 }

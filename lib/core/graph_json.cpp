@@ -5,11 +5,11 @@
 // problem as one line naming the file and the JSON pointer of the offending value.
 #include "kdflow/graph_json.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <climits>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "json_read.h"
 
@@ -39,9 +39,7 @@ constexpr AttrList kStorageScope{"storage_scope", "list_str", false};
 
 class GraphReader {
  public:
-  GraphReader(const std::string& file, const GraphLimits& limits) : file_(file), limits_(limits) {
-    graph_.file = file;
-  }
+  GraphReader(const std::string& file, const GraphLimits& limits) : file_(file), limits_(limits) { graph_.file = file; }
 
   Expected<Graph> read(const json& root) {
     if (!root.is_object()) return err("", "expected a JSON object at the top level, got " + kind_of(root));
@@ -161,8 +159,7 @@ class GraphReader {
 
   /// `[node, index]` or `[node, index, version]`; `node` must be below `node_limit`
   /// (the referring node for inputs, the node count for heads).
-  Status read_entry_ref(const json& v, const std::string& ptr, int node_limit, const char* what,
-                        NodeEntryRef* ref) {
+  Status read_entry_ref(const json& v, const std::string& ptr, int node_limit, const char* what, NodeEntryRef* ref) {
     if (!v.is_array() || v.size() < 2 || v.size() > 3)
       return err(ptr, "expected [node, index] or [node, index, version], got " +
                           (v.is_array() ? fmt::format("an array of {} elements", v.size()) : kind_of(v)));
@@ -172,14 +169,13 @@ class GraphReader {
         return err(ptr_at(ptr, k), "expected a non-negative integer, got " + describe_int(v[k]));
     if (vals[0] >= node_limit) {
       if (std::string(what) == "input")
-        return err(ptr, fmt::format("input refers to node {}, which is not earlier than node {}", vals[0],
-                                    node_limit));
+        return err(ptr, fmt::format("input refers to node {}, which is not earlier than node {}", vals[0], node_limit));
       return err(ptr, fmt::format("{} refers to node {}, but the graph has {} nodes", what, vals[0], node_limit));
     }
     const GraphNode& src = graph_.nodes[static_cast<size_t>(vals[0])];
     if (vals[1] >= src.num_outputs)
-      return err(ptr, fmt::format("{} refers to output {} of node {}, which has {} output(s)", what, vals[1],
-                                  vals[0], src.num_outputs));
+      return err(ptr, fmt::format("{} refers to output {} of node {}, which has {} output(s)", what, vals[1], vals[0],
+                                  src.num_outputs));
     ref->node = static_cast<int>(vals[0]);
     ref->index = static_cast<int>(vals[1]);
     ref->version = static_cast<int>(vals[2]);
@@ -276,8 +272,8 @@ class GraphReader {
     const json& list = (*v)[1];
     if (!list.is_array()) return err(ptr + "/1", "expected an array, got " + kind_of(list));
     if (list.size() != count)
-      return err(ptr + "/1", fmt::format("has {} entries, expected {} (node_row_ptr's last entry)", list.size(),
-                                         count));
+      return err(ptr + "/1",
+                 fmt::format("has {} entries, expected {} (node_row_ptr's last entry)", list.size(), count));
     return &list;
   }
 
@@ -357,8 +353,8 @@ class GraphReader {
         return err(ptr, "entry's byte size (element bytes times all dimensions) overflows 64 bits");
     }
     if (bytes > limits_.max_entry_bytes)
-      return err(ptr, fmt::format("entry is {} bytes, more than the limit of {} bytes", bytes,
-                                  limits_.max_entry_bytes));
+      return err(ptr,
+                 fmt::format("entry is {} bytes, more than the limit of {} bytes", bytes, limits_.max_entry_bytes));
     e->bytes = bytes;
     return Status::ok();
   }

@@ -2,6 +2,7 @@
 #include "kdflow/io.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,8 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
-
-#include <fmt/format.h>
 
 namespace kdflow {
 namespace {
@@ -105,14 +104,11 @@ Expected<std::string> read_file(const std::string& path, uint64_t max_bytes) {
 
 Status write_file_atomic(const std::string& path, const std::string& content) {
   if (path == "-") {
-    if (std::fwrite(content.data(), 1, content.size(), stdout) != content.size() ||
-        std::fflush(stdout) != 0)
+    if (std::fwrite(content.data(), 1, content.size(), stdout) != content.size() || std::fflush(stdout) != 0)
       return file_error("<stdout>", "cannot write: " + errno_text(errno), ExitCode::IoError);
     return Status::ok();
   }
-  auto fail = [&](int err) {
-    return file_error(path, "cannot write: " + errno_text(err), ExitCode::CantCreate);
-  };
+  auto fail = [&](int err) { return file_error(path, "cannot write: " + errno_text(err), ExitCode::CantCreate); };
   std::string tmpl = dir_name(path) + "/." + base_name(path) + ".tmp.XXXXXX";
   std::vector<char> name(tmpl.begin(), tmpl.end());
   name.push_back('\0');

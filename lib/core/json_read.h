@@ -5,10 +5,9 @@
 
 #include <cstdint>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "kdflow/diag.h"
 
@@ -89,8 +88,7 @@ inline Expected<json> parse_json_text(std::string_view text, const std::string& 
                        /*ignore_comments=*/false);
   } catch (const TooDeep&) {
     line_col(text, find_too_deep(text, kMaxJsonDepth), &line, &col);
-    return source_error(file, line, col,
-                        "JSON nested more than " + std::to_string(kMaxJsonDepth) + " levels deep");
+    return source_error(file, line, col, "JSON nested more than " + std::to_string(kMaxJsonDepth) + " levels deep");
   } catch (const json::parse_error& e) {
     // e.byte counts the characters read, the offending one included.
     line_col(text, e.byte == 0 ? 0 : e.byte - 1, &line, &col);
@@ -171,9 +169,7 @@ inline const json* member(const json& obj, const char* key) {
 }
 
 /// JSON pointer helpers: "/a" + "/3", "/a" + "/key" (escaped).
-inline std::string ptr_at(const std::string& base, size_t index) {
-  return base + "/" + std::to_string(index);
-}
+inline std::string ptr_at(const std::string& base, size_t index) { return base + "/" + std::to_string(index); }
 inline std::string ptr_at(const std::string& base, const std::string& key) {
   return base + "/" + json_pointer_token(key);
 }

@@ -7,9 +7,9 @@
 // anything is sized from it; array bytes are located, never copied.
 #include "kdflow/params.h"
 
-#include <set>
-
 #include <fmt/format.h>
+
+#include <set>
 
 #include "json_read.h"  // detail::quote_input
 
@@ -27,9 +27,7 @@ constexpr int32_t kMaxNdim = 32;
 
 class ParamsReader {
  public:
-  ParamsReader(std::string_view bytes, const std::string& file) : bytes_(bytes), file_(file) {
-    out_.file = file;
-  }
+  ParamsReader(std::string_view bytes, const std::string& file) : bytes_(bytes), file_(file) { out_.file = file; }
 
   Expected<ParamsFile> read() {
     uint64_t magic = 0, reserved = 0, n_names = 0, n_arrays = 0;
@@ -137,22 +135,22 @@ class ParamsReader {
       return false;
     uint64_t at = pos_;
     if (!read_i32(&ndim, "the header of " + what)) return false;
-    if (ndim < 0 || ndim > kMaxNdim)
-      return fail(at, fmt::format("{}: ndim {} is outside 0..{}", what, ndim, kMaxNdim));
+    if (ndim < 0 || ndim > kMaxNdim) return fail(at, fmt::format("{}: ndim {} is outside 0..{}", what, ndim, kMaxNdim));
     at = pos_;
     if (!read_le(4, "the dtype of " + what, &dt)) return false;
-    a->dtype = DType{static_cast<uint8_t>(dt & 0xff), static_cast<uint8_t>((dt >> 8) & 0xff),
-                     static_cast<uint16_t>(dt >> 16)};
+    a->dtype =
+        DType{static_cast<uint8_t>(dt & 0xff), static_cast<uint8_t>((dt >> 8) & 0xff), static_cast<uint16_t>(dt >> 16)};
     auto round_trip = parse_dtype(dtype_to_string(a->dtype));
     if (!round_trip || *round_trip != a->dtype)
-      return fail(at, fmt::format("{}: invalid dtype (code {}, bits {}, lanes {})", what, a->dtype.code,
-                                  a->dtype.bits, a->dtype.lanes));
+      return fail(at, fmt::format("{}: invalid dtype (code {}, bits {}, lanes {})", what, a->dtype.code, a->dtype.bits,
+                                  a->dtype.lanes));
     if (!read_shape(a, ndim, what)) return false;
     return read_data(a, what);
   }
 
   bool read_shape(ParamArray* a, int32_t ndim, const std::string& what) {
-    if (static_cast<uint64_t>(ndim) * 8 > left()) return truncated(static_cast<uint64_t>(ndim) * 8, "the shape of " + what);
+    if (static_cast<uint64_t>(ndim) * 8 > left())
+      return truncated(static_cast<uint64_t>(ndim) * 8, "the shape of " + what);
     a->shape.reserve(static_cast<size_t>(ndim));
     for (int32_t d = 0; d < ndim; ++d) {
       uint64_t at = pos_;
@@ -178,8 +176,8 @@ class ParamsReader {
         return fail(at, fmt::format("{}: size of shape overflows 64 bits", what));
     }
     if (nbytes < 0 || static_cast<uint64_t>(nbytes) != expected)
-      return fail(at, fmt::format("{}: byte size {} does not match its dtype and shape ({} bytes)", what, nbytes,
-                                  expected));
+      return fail(
+          at, fmt::format("{}: byte size {} does not match its dtype and shape ({} bytes)", what, nbytes, expected));
     if (expected > left())
       return fail(at, fmt::format("{}: {} data bytes needed, but only {} bytes are left", what, expected, left()));
     a->nbytes = expected;

@@ -90,6 +90,10 @@ Expected<Dataflow> extract(const ExtractInputs& given, const InterpreterLimits& 
     options.sources.params = base_name(in.params);
   }
 
+#ifndef KDFLOW_HAVE_CLANG
+  return Error{"kdflow: error: this kdflow was built without clang (-DKDFLOW_WITH_CLANG=OFF): extract is unavailable",
+               ExitCode::Unavailable};
+#else
   Expected<std::string> host_text = read_file(in.host, 256ull << 20);
   if (!host_text) return host_text.error();
   Expected<std::unique_ptr<HostProgram>> program = HostProgram::parse(*host_text, in.host, limits);
@@ -116,7 +120,18 @@ Expected<Dataflow> extract(const ExtractInputs& given, const InterpreterLimits& 
   };
   Expected<Dataflow> df = build_dataflow(*graph, *table, trace, options);
   if (progress) progress(progress_ctx, total, total, "");
+  if (!df) return df;
+  // Positions in the IR name host.c as sources.host does (no directory), so output
+  // does not depend on where the inputs live; error messages keep the path given.
+  auto scrub = [&](SourceLoc& l) {
+    if (l.file == in.host) l.file = options.sources.host;
+  };
+  for (auto& b : df->buffers) scrub(b.loc);
+  for (auto& k : df->kernels) scrub(k.loc);
+  for (auto& c : df->library_calls) scrub(c.loc);
+  for (auto& n : df->nodes) scrub(n.loc);
   return df;
+#endif
 }
 
 // --- the command --------------------------------------------------------------

@@ -28,17 +28,17 @@ TEST_CASE("parse_dtype accepts TVM's type strings", "[dtype]") {
 }
 
 TEST_CASE("parse_dtype rejects malformed type strings", "[dtype]") {
-  for (const char* bad : {"", "float", "floaty32", "float32x", "float32x0", "int0", "int256", "uint1024",
-                          "float-32", "float+32", "float32 ", " float32", "int8x65536", "bfloat32", "bool8",
-                          "handle64", "int08", "x4", "Float32", "float32x4x4"}) {
+  for (const char* bad : {"",         "float",    "floaty32", "float32x", "float32x0", "int0",       "int256",
+                          "uint1024", "float-32", "float+32", "float32 ", " float32",  "int8x65536", "bfloat32",
+                          "bool8",    "handle64", "int08",    "x4",       "Float32",   "float32x4x4"}) {
     INFO("dtype: '" << bad << "'");
     CHECK_FALSE(parse_dtype(bad).has_value());
   }
 }
 
 TEST_CASE("dtype_to_string inverts parse_dtype", "[dtype]") {
-  for (const char* s : {"float32", "float64", "int32", "int64", "uint8", "bool", "int8x4", "handle", "bfloat16",
-                        "float16x2"}) {
+  for (const char* s :
+       {"float32", "float64", "int32", "int64", "uint8", "bool", "int8x4", "handle", "bfloat16", "float16x2"}) {
     auto t = parse_dtype(s);
     REQUIRE(t);
     CHECK(dtype_to_string(*t) == s);
