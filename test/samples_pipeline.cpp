@@ -4,9 +4,12 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <algorithm>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
+#include "kdflow/dependencies.h"
 #include "kdflow/emit.h"
 #include "kdflow/extract.h"
 #include "test_util.h"
@@ -208,6 +211,9 @@ TEST_CASE("JSON and DOT output equal the reviewed golden files", "[samples][gold
       CHECK(back->kernels == df.kernels);
       CHECK(back->buffers == df.buffers);
       CHECK(back->nodes == df.nodes);
+      CHECK(back->dependencies == df.dependencies);
+      CHECK(back->device_functions == df.device_functions);
+      CHECK(back->sources.device == df.sources.device);
     }
   }
 }
@@ -234,4 +240,76 @@ TEST_CASE("kdflow extract is deterministic and its DOT renders with Graphviz", "
     CHECK(slurp(dir + "/dot.err").empty());
     CHECK(slurp(dir + "/a.svg").find("<svg") != std::string::npos);
   }
+}
+
+// The same checks as ../shared/tools/check_access.py, plus the device-side issue's
+// conditions, on every sample: accesses agree with graph semantics.
+TEST_CASE("kernel accesses agree with graph semantics on every sample", "[samples][access]") {
+  for (const auto& m : sample_names()) {
+    SECTION(m) {
+      Dataflow df = extract_sample(sample_dir(m));
+      REQUIRE(df.sources.device == "device.cu");
+      std::set<int64_t> input_or_param;  // storage ids of graph inputs and params
+      for (int b : df.inputs) input_or_param.insert(*df.buffers[b].storage_id);
+      for (int b : df.params) input_or_param.insert(*df.buffers[b].storage_id);
+      std::set<std::pair<int, int64_t>> written;  // (0, sid) or (1, workspace buffer)
+      std::vector<std::string> problems;
+      for (const Kernel& k : df.kernels) {
+        for (size_t j = 0; j < k.args.size(); ++j) {
+          const Arg& a = k.args[j];
+          if (a.kind != Arg::Kind::Buffer) continue;
+          const Buffer& b = df.buffers[a.buffer];
+          std::pair<int, int64_t> key = b.kind == BufferKind::Workspace ? std::make_pair(1, int64_t(b.id))
+                                                                        : std::make_pair(0, *b.storage_id);
+          std::string where = k.name + " arg " + std::to_string(j) + ": ";
+          if (a.access == Access::Unknown) problems.push_back(where + "access unknown");
+          if (a.access == Access::Read && !written.count(key) && !(key.first == 0 && input_or_param.count(key.second)))
+            problems.push_back(where + "reads before any write");
+          if (a.access == Access::Write || a.access == Access::ReadWrite) {
+            if (key.first == 0 && input_or_param.count(key.second)) problems.push_back(where + "writes an input/param");
+            written.insert(key);
+          }
+        }
+      }
+      for (const Node& n : df.nodes) {
+        if (n.kernels.empty()) continue;
+        for (int out : n.outputs) {
+          bool w = false;
+          for (int kid : n.kernels)
+            for (const Arg& a : df.kernels[kid].args)
+              w |= a.kind == Arg::Kind::Buffer && a.access != Access::Read &&
+                   df.buffers[a.buffer].storage_id == df.buffers[out].storage_id;
+          if (!w) problems.push_back("node " + std::to_string(n.id) + " never writes its output " + std::to_string(out));
+        }
+      }
+      INFO(m << ": " << (problems.empty() ? "" : problems.front()));
+      CHECK(problems.empty());
+      // Every read of a produced buffer has a RAW dependency on a kernel before it.
+      for (const Dependency& d : df.dependencies) CHECK(d.from < d.to);
+    }
+  }
+}
+
+TEST_CASE("mlp's dependencies: the workspace between log_softmax's kernels, storage reuse", "[samples][access]") {
+  Dataflow df = extract_sample(sample_dir("mlp"));
+  auto has = [&](Dependency::Kind kind, int from, int to) {
+    return std::any_of(df.dependencies.begin(), df.dependencies.end(),
+                       [&](const Dependency& d) { return d.kind == kind && d.from == from && d.to == to; });
+  };
+  CHECK(has(Dependency::Kind::RAW, 0, 1));  // dense → dense
+  CHECK(has(Dependency::Kind::RAW, 3, 4));  // dense_add → log_softmax kernel
+  CHECK(has(Dependency::Kind::RAW, 4, 5));  // through the workspace
+  CHECK(has(Dependency::Kind::WAR, 1, 2));  // node 9 overwrites storage 3, which kernel 1 read
+  CHECK(has(Dependency::Kind::WAW, 0, 2));  // and which kernel 0 wrote
+  const Kernel& k5 = df.kernels[5];
+  CHECK(k5.args[0].access == Access::Read);   // the workspace
+  CHECK(k5.args[1].access == Access::Write);  // the output
+  CHECK(df.kernels[4].args[0].access == Access::Write);
+  // The Relay view.
+  const Node& n3 = df.nodes[3];
+  CHECK(n3.relay_source == "relay.txt");
+  REQUIRE(n3.relay_ops.size() == 3);
+  CHECK(n3.relay_ops[0].name == "nn.dense");
+  CHECK(n3.relay_ops[2].name == "nn.relu");
+  CHECK(n3.relay_ops[2].type == "Tensor[(1, 400), float32]");
 }

@@ -35,6 +35,10 @@ struct Buffer {
   bool operator==(const Buffer& o) const;
 };
 
+/// How a kernel uses a buffer argument (from the device-side analysis of its CUDA source).
+enum class Access { Unknown, Read, Write, ReadWrite };
+const char* to_string(Access a);  ///< "unknown" | "read" | "write" | "readwrite"
+
 /// One argument of a kernel launch or library call.
 struct Arg {
   enum class Kind { Buffer, Int, Float, Null };
@@ -44,6 +48,7 @@ struct Arg {
   int64_t int_value = 0;    ///< Int
   double float_value = 0;   ///< Float
   std::string dtype;        ///< the parameter's dtype: arg_types[i] for kernels ("handle", "int32", ...)
+  Access access = Access::Unknown;  ///< Buffer args of kernels: read/write/readwrite (library calls: readwrite)
   bool operator==(const Arg& o) const;
 };
 
@@ -58,6 +63,7 @@ struct Kernel {
   std::vector<Arg> args;            ///< kernel parameters in order (len(arg_types))
   SourceLoc loc;                    ///< the TVMFuncCall in host.c
   std::vector<int64_t> loop_iterations;  ///< enclosing host loops' iteration indices (empty: not in a loop)
+  int device_function = -1;         ///< index in Dataflow::device_functions (-1: no device source read)
   bool operator==(const Kernel& o) const;
 };
 
@@ -73,6 +79,13 @@ struct LibraryCall {
   bool operator==(const LibraryCall& o) const;
 };
 
+/// One Relay operator of a fused function ("nn.conv2d").
+struct RelayOp {
+  std::string name;             ///< Relay operator name
+  std::string type;             ///< result type as relay.txt prints it ("Tensor[(1, 400), float32]"); "" when decoded from a name
+  bool operator==(const RelayOp& o) const { return name == o.name && type == o.type; }
+};
+
 /// A graph node (every node of graph.json, "null" ones too).
 struct Node {
   int id = 0;
@@ -85,6 +98,8 @@ struct Node {
   std::vector<int> workspaces;     ///< workspace buffer ids in allocation order
   std::vector<int> library_calls;  ///< library call ids
   SourceLoc loc;             ///< the function's definition in host.c
+  std::vector<RelayOp> relay_ops;  ///< the Relay operators fused into `function`, in order
+  std::string relay_source;  ///< "relay.txt" (exact) | "name" (decoded from the function name) | "" (none)
   bool operator==(const Node& o) const;
 };
 
@@ -97,11 +112,49 @@ struct Edge {
   bool operator==(const Edge& o) const { return kind == o.kind && buffer == o.buffer && node == o.node; }
 };
 
+/// A true dependency between two kernel launches on the same memory (same storage id,
+/// or the same workspace): read-after-write, write-after-read or write-after-write.
+struct Dependency {
+  enum class Kind { RAW, WAR, WAW };
+  Kind kind = Kind::RAW;
+  int from = 0;         ///< the earlier kernel
+  int to = 0;           ///< the later kernel
+  int from_buffer = 0;  ///< the buffer the earlier kernel accessed
+  int to_buffer = 0;    ///< the buffer the later kernel accessed (same memory; may be another entry of the storage id)
+  bool operator==(const Dependency& o) const {
+    return kind == o.kind && from == o.from && to == o.to && from_buffer == o.from_buffer && to_buffer == o.to_buffer;
+  }
+};
+const char* to_string(Dependency::Kind k);  ///< "raw" | "war" | "waw"
+
+/// A `__global__` kernel as the CUDA source declares it.
+struct DeviceParam {
+  std::string name;
+  std::string type;                 ///< as written ("float* __restrict__", "int")
+  bool pointer = false;
+  Access access = Access::Unknown;  ///< pointers: what the body does through it
+  bool operator==(const DeviceParam& o) const {
+    return name == o.name && type == o.type && pointer == o.pointer && access == o.access;
+  }
+};
+struct DeviceFunction {
+  std::string name;
+  std::vector<DeviceParam> params;
+  int64_t launch_bounds = 0;        ///< __launch_bounds__(N); 0 when absent
+  SourceLoc loc;                    ///< in device.cu
+  bool operator==(const DeviceFunction& o) const {
+    return name == o.name && params == o.params && launch_bounds == o.launch_bounds && loc == o.loc;
+  }
+};
+
 struct Sources {
   std::string graph;   ///< file names (no directories, so output does not depend on where inputs live)
   std::string host;
   std::string meta;
   std::string params;  ///< empty when no params file was read
+  std::string device;  ///< device source (device.cu) read for access sets; empty when none
+  std::string relay;   ///< relay.txt read for the Relay view; empty when none
+  std::string library; ///< exported library (model.so) the graph, table and params came from; empty when none
 };
 
 struct Dataflow {
@@ -112,6 +165,8 @@ struct Dataflow {
   std::vector<Kernel> kernels;
   std::vector<LibraryCall> library_calls;
   std::vector<Edge> edges;
+  std::vector<Dependency> dependencies;  ///< kernel → kernel, in order of `to`, then `from`
+  std::vector<DeviceFunction> device_functions;  ///< kernels of device.cu, in source order
   std::vector<int> inputs;   ///< buffer ids of graph inputs (not params), in arg_nodes order
   std::vector<int> params;   ///< buffer ids of params, in arg_nodes order
   std::vector<int> outputs;  ///< buffer ids of graph outputs, in heads order

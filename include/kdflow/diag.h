@@ -10,7 +10,7 @@
 
 namespace kdflow {
 
-/// Process exit codes (sysexits.h style). docs/cli.md documents the table.
+/// Process exit codes (sysexits.h style). README.md documents the table.
 enum class ExitCode : int {
   Ok = 0,
   Usage = 64,        ///< bad command line

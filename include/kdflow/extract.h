@@ -16,7 +16,11 @@ struct ExtractInputs {
   std::string host;    ///< overrides dir/host.c
   std::string meta;    ///< overrides dir/*.tvm_meta.json
   std::string params;  ///< overrides dir/params.bin (optional: used to tell params from inputs)
+  std::string device;  ///< overrides dir/device.cu (optional: per-kernel access sets and dependencies)
+  std::string relay;   ///< overrides dir/relay.txt (optional: exact Relay ops per function)
   bool no_params = false;  ///< do not read a params file even if the folder has one
+  bool no_device = false;  ///< do not read device.cu (accesses stay unknown)
+  bool no_relay = false;   ///< do not read relay.txt (Relay ops decoded from function names)
 };
 
 /// Fills in the paths of the inputs from `dir` where not given explicitly.

@@ -17,6 +17,25 @@ const char* to_string(BufferKind k) {
   return "intermediate";  // unreachable for valid enum values
 }
 
+const char* to_string(Access a) {
+  switch (a) {
+    case Access::Unknown: return "unknown";
+    case Access::Read: return "read";
+    case Access::Write: return "write";
+    case Access::ReadWrite: return "readwrite";
+  }
+  return "unknown";
+}
+
+const char* to_string(Dependency::Kind k) {
+  switch (k) {
+    case Dependency::Kind::RAW: return "raw";
+    case Dependency::Kind::WAR: return "war";
+    case Dependency::Kind::WAW: return "waw";
+  }
+  return "raw";
+}
+
 bool Buffer::operator==(const Buffer& o) const {
   return id == o.id && kind == o.kind && storage_id == o.storage_id && name == o.name &&
          dtype == o.dtype && shape == o.shape && bytes == o.bytes && entry_id == o.entry_id &&
@@ -28,7 +47,7 @@ bool Buffer::operator==(const Buffer& o) const {
 bool Arg::operator==(const Arg& o) const {
   if (kind != o.kind || dtype != o.dtype) return false;
   switch (kind) {
-    case Kind::Buffer: return buffer == o.buffer && offset == o.offset;
+    case Kind::Buffer: return buffer == o.buffer && offset == o.offset && access == o.access;
     case Kind::Int: return int_value == o.int_value;
     case Kind::Float:
       if (std::isnan(float_value) || std::isnan(o.float_value))
@@ -42,7 +61,8 @@ bool Arg::operator==(const Arg& o) const {
 bool Kernel::operator==(const Kernel& o) const {
   return id == o.id && name == o.name && node == o.node && function == o.function &&
          grid == o.grid && block == o.block && dynamic_shared_memory == o.dynamic_shared_memory &&
-         args == o.args && loc == o.loc && loop_iterations == o.loop_iterations;
+         args == o.args && loc == o.loc && loop_iterations == o.loop_iterations &&
+         device_function == o.device_function;
 }
 
 bool LibraryCall::operator==(const LibraryCall& o) const {
@@ -53,7 +73,8 @@ bool LibraryCall::operator==(const LibraryCall& o) const {
 bool Node::operator==(const Node& o) const {
   return id == o.id && op == o.op && name == o.name && function == o.function &&
          inputs == o.inputs && outputs == o.outputs && kernels == o.kernels &&
-         workspaces == o.workspaces && library_calls == o.library_calls && loc == o.loc;
+         workspaces == o.workspaces && library_calls == o.library_calls && loc == o.loc &&
+         relay_ops == o.relay_ops && relay_source == o.relay_source;
 }
 
 }  // namespace kdflow

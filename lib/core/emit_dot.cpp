@@ -168,18 +168,25 @@ struct Writer {
   }
 
   /// Edges between one launch (kernel or library call) and the buffers among its
-  /// arguments: one per distinct buffer, directed by the node's graph-level roles.
+  /// arguments: one per distinct buffer. Directed by the argument's access when the device
+  /// source told it (writer -> buffer -> reader; read-write: both ways), else by the
+  /// node's graph-level roles.
   void arg_edges(const std::string& from, int node, const std::vector<Arg>& args) {
     const Node* n = node_of(node);
     std::vector<int> order;                       // buffers in first-use order
     std::vector<std::vector<int64_t>> offsets;    // their distinct offsets
+    std::vector<unsigned> access;                 // bit 1 read, bit 2 write, bit 4 unknown
     for (const Arg& a : args) {
       if (a.kind != Arg::Kind::Buffer || !detail::valid_buffer(df, a.buffer)) continue;
       auto it = std::find(order.begin(), order.end(), a.buffer);
       size_t i = static_cast<size_t>(it - order.begin());
-      if (it == order.end()) order.push_back(a.buffer), offsets.emplace_back();
+      if (it == order.end()) order.push_back(a.buffer), offsets.emplace_back(), access.push_back(0);
       if (std::find(offsets[i].begin(), offsets[i].end(), a.offset) == offsets[i].end())
         offsets[i].push_back(a.offset);
+      access[i] |= a.access == Access::Read        ? 1u
+                   : a.access == Access::Write     ? 2u
+                   : a.access == Access::ReadWrite ? 3u
+                                                   : 4u;
     }
     for (size_t i = 0; i < order.size(); ++i) {
       const int b = order[i];
@@ -193,9 +200,22 @@ struct Writer {
         if (!lab.empty()) a = a.empty() ? lab : a + ", " + lab;
         return a.empty() ? std::string(";") : " [" + a + "];";
       };
+      const bool workspace = df.buffers[b].kind == BufferKind::Workspace;
+      const std::string ws_style = workspace ? "style=dashed, constraint=false" : "";
+      auto with = [&](const std::string& a, const std::string& extra) {
+        if (a.empty()) return extra;
+        return extra.empty() ? a : a + ", " + extra;
+      };
+      if (!(access[i] & 4u)) {
+        const bool reads = access[i] & 1u, writes = access[i] & 2u;
+        if (reads && writes) line(1, from + " -> " + buffer_id(b) + attrs(with(ws_style, "dir=both")));
+        else if (writes) line(1, from + " -> " + buffer_id(b) + attrs(ws_style));
+        else line(1, buffer_id(b) + " -> " + from + attrs(ws_style));
+        continue;
+      }
       const bool is_in = n && std::count(n->inputs.begin(), n->inputs.end(), b);
       const bool is_out = n && std::count(n->outputs.begin(), n->outputs.end(), b);
-      if (df.buffers[b].kind == BufferKind::Workspace) {
+      if (workspace) {
         line(1, from + " -> " + buffer_id(b) + attrs("style=dashed, dir=both, constraint=false"));
         continue;
       }
@@ -281,6 +301,14 @@ struct Writer {
     line(1, "// kernel and library-call arguments");
     for (const Kernel& k : df.kernels) arg_edges(kernel_id(k.id), k.node, k.args);
     for (const LibraryCall& c : df.library_calls) arg_edges(call_id(c.id), c.node, c.args);
+    // Storage reuse is invisible through buffer nodes (two entries, one storage id): draw
+    // the write-after-read / write-after-write orderings it creates between kernels.
+    for (const Dependency& d : df.dependencies) {
+      if (d.kind == Dependency::Kind::RAW || d.from_buffer == d.to_buffer) continue;
+      if (!detail::valid_buffer(df, d.to_buffer) || !df.buffers[d.to_buffer].storage_id) continue;
+      line(1, fmt::format("{} -> {} [style=dotted, color=\"#b45f06\", constraint=false, label=\"{} sid {}\"];",
+                          kernel_id(d.from), kernel_id(d.to), to_string(d.kind), *df.buffers[d.to_buffer].storage_id));
+    }
     if (!boxes.empty()) {
       line(1, "// graph-level reads and writes of nodes without launches");
       for (const Node* n : boxes) {

@@ -36,6 +36,7 @@ ojson arg_json(const Arg& a) {
     case Arg::Kind::Buffer:
       j["buffer"] = a.buffer;
       j["offset"] = a.offset;
+      j["access"] = to_string(a.access);
       break;
     case Arg::Kind::Int: j["value"] = a.int_value; break;
     case Arg::Kind::Float:
@@ -73,6 +74,9 @@ ojson build(const Dataflow& df) {
   src["host"] = df.sources.host;
   src["meta"] = df.sources.meta;
   src["params"] = df.sources.params.empty() ? ojson(nullptr) : ojson(df.sources.params);
+  src["device"] = df.sources.device.empty() ? ojson(nullptr) : ojson(df.sources.device);
+  src["relay"] = df.sources.relay.empty() ? ojson(nullptr) : ojson(df.sources.relay);
+  src["library"] = df.sources.library.empty() ? ojson(nullptr) : ojson(df.sources.library);
   root["sources"] = std::move(src);
 
   size_t function_nodes = 0, workspaces = 0;
@@ -85,6 +89,7 @@ ojson build(const Dataflow& df) {
   sum["library_calls"] = df.library_calls.size();
   sum["buffers"] = df.buffers.size();
   sum["workspaces"] = workspaces;
+  sum["dependencies"] = df.dependencies.size();
   root["summary"] = std::move(sum);
 
   ojson buffers = ojson::array();
@@ -118,6 +123,7 @@ ojson build(const Dataflow& df) {
     j["args"] = args_json(k.args);
     if (k.loc.valid()) j["loc"] = loc_json(k.loc);
     if (!k.loop_iterations.empty()) j["loop_iterations"] = int_array(k.loop_iterations);
+    j["device_function"] = k.device_function < 0 ? ojson(nullptr) : ojson(k.device_function);
     kernels.push_back(std::move(j));
   }
   root["kernels"] = std::move(kernels);
@@ -149,6 +155,17 @@ ojson build(const Dataflow& df) {
     j["workspaces"] = int_array(n.workspaces);
     j["library_calls"] = int_array(n.library_calls);
     if (n.loc.valid()) j["loc"] = loc_json(n.loc);
+    if (!n.relay_source.empty()) {
+      ojson ops = ojson::array();
+      for (const RelayOp& op : n.relay_ops) {
+        ojson o = ojson::object();
+        o["name"] = op.name;
+        if (!op.type.empty()) o["type"] = op.type;
+        ops.push_back(std::move(o));
+      }
+      j["relay_ops"] = std::move(ops);
+      j["relay_source"] = n.relay_source;
+    }
     nodes.push_back(std::move(j));
   }
   root["nodes"] = std::move(nodes);
@@ -163,6 +180,38 @@ ojson build(const Dataflow& df) {
   }
   root["edges"] = std::move(edges);
 
+  ojson deps = ojson::array();
+  for (const Dependency& d : df.dependencies) {
+    ojson j = ojson::object();
+    j["kind"] = to_string(d.kind);
+    j["from"] = d.from;
+    j["to"] = d.to;
+    j["from_buffer"] = d.from_buffer;
+    j["to_buffer"] = d.to_buffer;
+    deps.push_back(std::move(j));
+  }
+  root["dependencies"] = std::move(deps);
+
+  ojson dfuncs = ojson::array();
+  for (const DeviceFunction& f : df.device_functions) {
+    ojson j = ojson::object();
+    j["name"] = f.name;
+    j["launch_bounds"] = f.launch_bounds;
+    ojson params = ojson::array();
+    for (const DeviceParam& p : f.params) {
+      ojson pj = ojson::object();
+      pj["name"] = p.name;
+      pj["type"] = p.type;
+      pj["pointer"] = p.pointer;
+      if (p.pointer) pj["access"] = to_string(p.access);
+      params.push_back(std::move(pj));
+    }
+    j["params"] = std::move(params);
+    if (f.loc.valid()) j["loc"] = loc_json(f.loc);
+    dfuncs.push_back(std::move(j));
+  }
+  root["device_functions"] = std::move(dfuncs);
+
   root["inputs"] = int_array(df.inputs);
   root["params"] = int_array(df.params);
   root["outputs"] = int_array(df.outputs);
@@ -176,7 +225,7 @@ std::string scalar_text(const ojson& j) {
 }
 
 bool is_flat(const ojson& j) {
-  if (j.is_object() && j.size() > 3) return false;
+  if (j.is_object() && j.size() > 5) return false;
   return std::all_of(j.begin(), j.end(), [](const ojson& e) { return !e.is_structured(); });
 }
 
@@ -352,6 +401,7 @@ class Reader {
       a.kind = Arg::Kind::Buffer;
       a.buffer = ref(*b, at(ptr, "buffer"), buffers, "buffer");
       a.offset = integer(member(j, ptr, "offset"), at(ptr, "offset"));
+      if (const json* acc = optional(j, "access")) a.access = access(*acc, at(ptr, "access"));
     } else if (const json* n = optional(j, "null")) {
       if (!(n->is_boolean() && n->get<bool>())) fail(at(ptr, "null"), "expected true");
       a.kind = Arg::Kind::Null;
@@ -392,6 +442,13 @@ class Reader {
       fail(p, fmt::format("expected id {} (ids are array positions), got {}", index, id));
   }
 
+  Access access(const json& j, const std::string& ptr) const {
+    const std::string s = string(j, ptr);
+    for (Access a : {Access::Unknown, Access::Read, Access::Write, Access::ReadWrite})
+      if (s == to_string(a)) return a;
+    fail(ptr, fmt::format("unknown access \"{}\" (expected read, write, readwrite or unknown)", printable(s)));
+  }
+
   Dataflow document(const json& root) const;
 
  private:
@@ -419,6 +476,11 @@ Dataflow Reader::document(const json& root) const {
   df.sources.meta = string(member(src, "/sources", "meta"), "/sources/meta");
   const json& params_src = member(src, "/sources", "params");
   if (!params_src.is_null()) df.sources.params = string(params_src, "/sources/params");
+  for (auto [key, field] : {std::pair<const char*, std::string*>{"device", &df.sources.device},
+                            {"relay", &df.sources.relay}, {"library", &df.sources.library}}) {
+    const json* v = optional(src, key);
+    if (v && !v->is_null()) *field = string(*v, at("/sources", key));
+  }
   if (const json* g = optional(root, "generator")) string(*g, "/generator");
   if (const json* s = optional(root, "summary")) object(*s, "/summary");  // derived; recomputed on output
 
@@ -429,6 +491,33 @@ Dataflow Reader::document(const json& root) const {
   const json& jnodes = array(member(root, "", "nodes"), "/nodes");
   const json& jedges = array(member(root, "", "edges"), "/edges");
   const size_t nb = jbuffers.size(), nk = jkernels.size(), nc = jcalls.size(), nn = jnodes.size();
+  static const json kEmpty = json::array();
+  const json* jdfuncs_p = optional(root, "device_functions");
+  const json& jdfuncs = jdfuncs_p ? array(*jdfuncs_p, "/device_functions") : kEmpty;
+  const size_t ndf = jdfuncs.size();
+  for (size_t i = 0; i < ndf; ++i) {
+    const std::string p = at("/device_functions", i);
+    const json& j = object(jdfuncs[i], p);
+    DeviceFunction f;
+    f.name = string(member(j, p, "name"), at(p, "name"));
+    f.launch_bounds = integer(member(j, p, "launch_bounds"), at(p, "launch_bounds"), 0);
+    const std::string pp = at(p, "params");
+    const json& params = array(member(j, p, "params"), pp);
+    for (size_t k = 0; k < params.size(); ++k) {
+      const std::string q = at(pp, k);
+      const json& pj = object(params[k], q);
+      DeviceParam dp;
+      dp.name = string(member(pj, q, "name"), at(q, "name"));
+      dp.type = string(member(pj, q, "type"), at(q, "type"));
+      const json& ptr_flag = member(pj, q, "pointer");
+      if (!ptr_flag.is_boolean()) fail(at(q, "pointer"), "expected true or false");
+      dp.pointer = ptr_flag.get<bool>();
+      if (const json* acc = optional(pj, "access")) dp.access = access(*acc, at(q, "access"));
+      f.params.push_back(std::move(dp));
+    }
+    f.loc = optional_loc(j, p);
+    df.device_functions.push_back(std::move(f));
+  }
 
   for (size_t i = 0; i < nb; ++i) {
     const std::string p = at("/buffers", i);
@@ -467,6 +556,8 @@ Dataflow Reader::document(const json& root) const {
     k.args = args(member(j, p, "args"), at(p, "args"), nb);
     k.loc = optional_loc(j, p);
     if (const json* li = optional(j, "loop_iterations")) k.loop_iterations = int64s(*li, at(p, "loop_iterations"));
+    if (const json* d = optional(j, "device_function"); d && !d->is_null())
+      k.device_function = ref(*d, at(p, "device_function"), ndf, "device function");
     df.kernels.push_back(std::move(k));
   }
 
@@ -500,6 +591,19 @@ Dataflow Reader::document(const json& root) const {
     n.workspaces = refs(member(j, p, "workspaces"), at(p, "workspaces"), nb, "buffer");
     n.library_calls = refs(member(j, p, "library_calls"), at(p, "library_calls"), nc, "library call");
     n.loc = optional_loc(j, p);
+    if (const json* ops = optional(j, "relay_ops")) {
+      const std::string op_ptr = at(p, "relay_ops");
+      array(*ops, op_ptr);
+      for (size_t k = 0; k < ops->size(); ++k) {
+        const std::string q = at(op_ptr, k);
+        const json& oj = object((*ops)[k], q);
+        RelayOp op;
+        op.name = string(member(oj, q, "name"), at(q, "name"));
+        if (const json* t = optional(oj, "type")) op.type = string(*t, at(q, "type"));
+        n.relay_ops.push_back(std::move(op));
+      }
+      n.relay_source = string(member(j, p, "relay_source"), at(p, "relay_source"));
+    }
     df.nodes.push_back(std::move(n));
   }
 
@@ -514,6 +618,25 @@ Dataflow Reader::document(const json& root) const {
     e.buffer = ref(member(j, p, "buffer"), at(p, "buffer"), nb, "buffer");
     e.node = ref(member(j, p, "node"), at(p, "node"), nn, "node");
     df.edges.push_back(e);
+  }
+
+  if (const json* jdeps = optional(root, "dependencies")) {
+    array(*jdeps, "/dependencies");
+    for (size_t i = 0; i < jdeps->size(); ++i) {
+      const std::string p = at("/dependencies", i);
+      const json& j = object((*jdeps)[i], p);
+      Dependency d;
+      const std::string kind = string(member(j, p, "kind"), at(p, "kind"));
+      if (kind == "raw") d.kind = Dependency::Kind::RAW;
+      else if (kind == "war") d.kind = Dependency::Kind::WAR;
+      else if (kind == "waw") d.kind = Dependency::Kind::WAW;
+      else fail(at(p, "kind"), fmt::format("unknown dependency kind \"{}\" (expected raw, war or waw)", printable(kind)));
+      d.from = ref(member(j, p, "from"), at(p, "from"), nk, "kernel");
+      d.to = ref(member(j, p, "to"), at(p, "to"), nk, "kernel");
+      d.from_buffer = ref(member(j, p, "from_buffer"), at(p, "from_buffer"), nb, "buffer");
+      d.to_buffer = ref(member(j, p, "to_buffer"), at(p, "to_buffer"), nb, "buffer");
+      df.dependencies.push_back(d);
+    }
   }
 
   df.inputs = refs(member(root, "", "inputs"), "/inputs", nb, "buffer");

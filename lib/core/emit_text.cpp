@@ -46,8 +46,17 @@ class TextWriter {
 
   std::string arg_text(const Arg& a) const {
     switch (a.kind) {
-      case Arg::Kind::Buffer:
-        return a.offset ? fmt::format("{}+{}", buffer_ref(a.buffer), a.offset) : buffer_ref(a.buffer);
+      case Arg::Kind::Buffer: {
+        std::string t = a.offset ? fmt::format("{}+{}", buffer_ref(a.buffer), a.offset) : buffer_ref(a.buffer);
+        // Access as a suffix when the device source told it: sid3(w), ws0(rw).
+        switch (a.access) {
+          case Access::Read: return t + "(r)";
+          case Access::Write: return t + "(w)";
+          case Access::ReadWrite: return t + "(rw)";
+          case Access::Unknown: return t;
+        }
+        return t;
+      }
       case Arg::Kind::Int: return std::to_string(a.int_value);
       case Arg::Kind::Float: return detail::float_text(a.float_value);
       case Arg::Kind::Null: return "null";
@@ -87,6 +96,11 @@ class TextWriter {
     if (!n.function.empty() && n.name != n.function) head += fmt::format(" [{}]", clean(n.name));
     line(fmt::format("{}  ({})", head, fmt::join(counts, ", ")));
     line(fmt::format("  reads {}  writes {}", refs(n.inputs), refs(n.outputs)));
+    if (!n.relay_ops.empty()) {
+      std::vector<std::string> ops;
+      for (const RelayOp& op : n.relay_ops) ops.push_back(clean(op.name));
+      line(fmt::format("  relay: {}{}", fmt::join(ops, ", "), n.relay_source == "name" ? "  (from the name)" : ""));
+    }
     for (size_t i = 0; i < n.workspaces.size(); ++i) {
       const int w = n.workspaces[i];
       if (!detail::valid_buffer(df_, w)) continue;

@@ -6,12 +6,16 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <ostream>
 
 #include <fmt/format.h>
 
 #include "kdflow/commands.h"
 #include "kdflow/dataflow_builder.h"
+#include "kdflow/dependencies.h"
+#include "kdflow/device_analyzer.h"
+#include "kdflow/relay.h"
 #include "kdflow/emit.h"
 #include "kdflow/function_table.h"
 #include "kdflow/graph_json.h"
@@ -52,11 +56,17 @@ Expected<ExtractInputs> resolve_extract_inputs(const ExtractInputs& in) {
     }
     if (out.params.empty() && !in.no_params && file_exists((dir / "params.bin").string()))
       out.params = (dir / "params.bin").string();
+    if (out.device.empty() && !in.no_device && file_exists((dir / "device.cu").string()))
+      out.device = (dir / "device.cu").string();
+    if (out.relay.empty() && !in.no_relay && file_exists((dir / "relay.txt").string()))
+      out.relay = (dir / "relay.txt").string();
   } else {
     if (out.graph.empty() || out.host.empty() || out.meta.empty())
       return Error{"kdflow extract: error: give a folder, or all of --graph, --host and --meta", ExitCode::Usage};
   }
   if (in.no_params) out.params.clear();
+  if (in.no_device) out.device.clear();
+  if (in.no_relay) out.relay.clear();
   return out;
 }
 
@@ -121,6 +131,42 @@ Expected<Dataflow> extract(const ExtractInputs& given, const InterpreterLimits& 
   Expected<Dataflow> df = build_dataflow(*graph, *table, trace, options);
   if (progress) progress(progress_ctx, total, total, "");
   if (!df) return df;
+
+  // Device side: what each kernel does through each buffer argument.
+  if (!in.device.empty()) {
+    Expected<std::string> cu = read_file(in.device, 256ull << 20);
+    if (!cu) return cu.error();
+    Expected<DeviceSource> device = analyze_device_source(*cu, in.device);
+    if (!device) return device.error();
+    if (Status s = apply_device_functions(*df, device->functions, *table, in.device); !s) return s.error();
+    df->sources.device = base_name(in.device);
+  }
+  assume_library_access(*df);
+
+  // The Relay view: exact from relay.txt where it has the function, else from the name.
+  std::map<std::string, std::vector<RelayOp>> relay;
+  if (!in.relay.empty()) {
+    Expected<std::string> text = read_file(in.relay, 256ull << 20);
+    if (!text) return text.error();
+    auto parsed = parse_relay_text(*text, in.relay);
+    if (!parsed) return parsed.error();
+    relay = parsed.take();
+    df->sources.relay = base_name(in.relay);
+  }
+  for (Node& n : df->nodes) {
+    // __nop / __copy nodes run no function. (relay.txt has a section for the reshape a
+    // __nop stands for, but graph.json names the node "reshape_nop": no exact link.)
+    if (n.op != "tvm_op" || !node_calls_function(graph->nodes[n.id])) continue;
+    auto it = relay.find(n.function);
+    if (it != relay.end()) {
+      n.relay_ops = it->second;
+      n.relay_source = "relay.txt";
+    } else {
+      n.relay_ops = decode_fused_name(n.function);
+      n.relay_source = "name";
+    }
+  }
+  compute_dependencies(*df);
   // Positions in the IR name host.c as sources.host does (no directory), so output
   // does not depend on where the inputs live; error messages keep the path given.
   auto scrub = [&](SourceLoc& l) {
@@ -130,6 +176,8 @@ Expected<Dataflow> extract(const ExtractInputs& given, const InterpreterLimits& 
   for (auto& k : df->kernels) scrub(k.loc);
   for (auto& c : df->library_calls) scrub(c.loc);
   for (auto& n : df->nodes) scrub(n.loc);
+  for (auto& f : df->device_functions)
+    if (f.loc.file == in.device) f.loc.file = df->sources.device;
   return df;
 #endif
 }
@@ -172,7 +220,7 @@ int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
   Expected<ExtractInputs> in = resolve_extract_inputs(cmd.inputs);
   if (!in) return report(in.error(), err);
   if (cmd.output != "-") {
-    for (const std::string* p : {&in->graph, &in->host, &in->meta, &in->params}) {
+    for (const std::string* p : {&in->graph, &in->host, &in->meta, &in->params, &in->device, &in->relay}) {
       if (!p->empty() && same_file(*p, cmd.output))
         return report(Error{file_error(cmd.output, "the output would overwrite an input file").message, ExitCode::Usage},
                       err);

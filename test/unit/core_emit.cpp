@@ -193,13 +193,14 @@ TEST_CASE("JSON has the kdflow/1 shape and exact values", "[emit]") {
   std::vector<std::string> keys;
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
   CHECK(keys == std::vector<std::string>{"schema", "generator", "sources", "summary", "buffers", "kernels",
-                                         "library_calls", "nodes", "edges", "inputs", "params", "outputs"});
+                                         "library_calls", "nodes", "edges", "dependencies", "device_functions",
+                                         "inputs", "params", "outputs"});
   CHECK(j["schema"] == "kdflow/1");
   CHECK(j["generator"] == "kdflow 0.1.0");
   CHECK(j["sources"]["graph"] == "graph.json");
   CHECK(j["sources"]["params"].is_null());
   CHECK(j["summary"] == nlohmann::ordered_json::parse(
-                            R"({"nodes":4,"function_nodes":2,"kernels":3,"library_calls":1,"buffers":5,"workspaces":1})"));
+                            R"({"nodes":4,"function_nodes":2,"kernels":3,"library_calls":1,"buffers":5,"workspaces":1,"dependencies":0})"));
 
   const auto& ws = j["buffers"][4];
   CHECK(ws["kind"] == "workspace");
@@ -218,7 +219,8 @@ TEST_CASE("JSON has the kdflow/1 shape and exact values", "[emit]") {
   CHECK(k0["dynamic_shared_memory"] == 256);
   CHECK(k0["loc"] == "host.c:230:7");
   CHECK(k0["loop_iterations"] == nlohmann::ordered_json::array({0, 3}));
-  CHECK(k0["args"][2] == nlohmann::ordered_json::parse(R"({"buffer":1,"offset":128,"dtype":"handle"})"));
+  CHECK(k0["args"][2] == nlohmann::ordered_json::parse(R"({"buffer":1,"offset":128,"access":"unknown","dtype":"handle"})"));
+  CHECK(k0["device_function"].is_null());
   CHECK(k0["args"][3]["value"].is_number_integer());
   CHECK(k0["args"][3] == nlohmann::ordered_json::parse(R"({"value":10,"dtype":"int32"})"));
   CHECK(k0["args"][4]["value"].is_number_float());
@@ -229,6 +231,9 @@ TEST_CASE("JSON has the kdflow/1 shape and exact values", "[emit]") {
   const auto& lc = j["library_calls"][0];
   CHECK(lc["after_kernel"] == 0);
   CHECK(lc["args"][4] == nlohmann::ordered_json::parse(R"({"null":true,"dtype":"handle"})"));
+  CHECK(j["sources"]["device"].is_null());
+  CHECK(j["dependencies"].empty());
+  CHECK(j["device_functions"].empty());
 
   CHECK_FALSE(j["nodes"][0].contains("function"));
   CHECK_FALSE(j["nodes"][0].contains("loc"));
@@ -241,7 +246,8 @@ TEST_CASE("JSON has the kdflow/1 shape and exact values", "[emit]") {
 
   // Short flat values stay on one line.
   CHECK(text.find("\"grid\": [10, 1, 1]") != std::string::npos);
-  CHECK(text.find("{\"buffer\": 4, \"offset\": 0, \"dtype\": \"handle\"}") != std::string::npos);
+  CHECK(text.find("{\"buffer\": 4, \"offset\": 0, \"access\": \"unknown\", \"dtype\": \"handle\"}") !=
+        std::string::npos);
 }
 
 TEST_CASE("JSON is deterministic and round-trips to an equal IR", "[emit]") {

@@ -22,7 +22,11 @@ int main(int argc, char** argv) {
   extract->add_option("--host", ex.inputs.host, "Host C source (overrides DIR/host.c)");
   extract->add_option("--meta", ex.inputs.meta, "Function table *.tvm_meta.json (overrides the one in DIR)");
   extract->add_option("--params", ex.inputs.params, "Params file, to tell params from inputs (default: DIR/params.bin)");
+  extract->add_option("--device", ex.inputs.device, "CUDA source, for per-kernel access sets (default: DIR/device.cu)");
+  extract->add_option("--relay", ex.inputs.relay, "relay.txt, for the exact Relay ops per function (default: DIR/relay.txt)");
   extract->add_flag("--no-params", ex.inputs.no_params, "Do not read a params file; params are the nodes named p<N>");
+  extract->add_flag("--no-device", ex.inputs.no_device, "Do not read device.cu; accesses stay unknown");
+  extract->add_flag("--no-relay", ex.inputs.no_relay, "Do not read relay.txt; Relay ops are decoded from names");
   extract->add_flag("-q,--quiet", ex.quiet, "No progress on stderr");
 
   try {

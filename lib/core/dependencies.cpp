@@ -1,0 +1,184 @@
+// dependencies.cpp — access binding and kernel-to-kernel dependencies (see dependencies.h).
+#include "kdflow/dependencies.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+
+namespace kdflow {
+
+namespace {
+
+Error at(const SourceLoc& loc, const std::string& fallback_file, const std::string& msg) {
+  if (loc.valid()) return source_error(loc.file, loc.line, loc.col, msg);
+  return file_error(loc.file.empty() ? fallback_file : loc.file, msg);
+}
+
+std::string loc_text(const SourceLoc& l) {
+  return l.valid() ? fmt::format("{}:{}:{}", l.file, l.line, l.col) : l.file;
+}
+
+/// C spellings a scalar kernel parameter of a TVM dtype may have in TVM's CUDA source
+/// (after its prelude's #defines: int64_t → long long, uint → unsigned int, ...).
+/// Empty: no spelling known, the check is skipped.
+std::vector<std::string> c_spellings(const std::string& dtype) {
+  static const std::map<std::string, std::vector<std::string>> m = {
+      {"int8", {"signed char", "char", "int8_t"}},
+      {"uint8", {"unsigned char", "uint8_t", "uchar"}},
+      {"int16", {"short", "int16_t"}},
+      {"uint16", {"unsigned short", "uint16_t", "ushort"}},
+      {"int32", {"int", "int32_t"}},
+      {"uint32", {"unsigned int", "uint32_t", "uint"}},
+      {"int64", {"long long", "long", "int64_t"}},
+      {"uint64", {"unsigned long long", "unsigned long", "uint64_t"}},
+      {"float32", {"float"}},
+      {"float64", {"double"}},
+      {"float16", {"half", "__half"}},
+      {"bool", {"bool", "_Bool"}},
+  };
+  auto it = m.find(dtype);
+  return it == m.end() ? std::vector<std::string>{} : it->second;
+}
+
+/// "const int __restrict" → "int".
+std::string bare_type(std::string t) {
+  for (const char* q : {"const ", "volatile ", "__restrict__", "__restrict", "restrict"}) {
+    for (size_t p; (p = t.find(q)) != std::string::npos;) t.erase(p, std::string(q).size());
+  }
+  std::string out;
+  for (char c : t) {
+    if (c == ' ' && (out.empty() || out.back() == ' ')) continue;
+    out += c;
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+}  // namespace
+
+Status apply_device_functions(Dataflow& df, const std::vector<DeviceFunction>& functions, const FunctionTable& table,
+                              const std::string& device_file) {
+  df.device_functions = functions;
+  std::map<std::string, int> by_name;
+  for (size_t i = 0; i < functions.size(); ++i) by_name.emplace(functions[i].name, static_cast<int>(i));
+  std::set<std::string> checked;
+  for (Kernel& k : df.kernels) {
+    auto it = by_name.find(k.name);
+    if (it == by_name.end())
+      return at(k.loc, device_file,
+                fmt::format("kernel '{}' is launched here but {} defines no __global__ function of that name", k.name,
+                            device_file));
+    k.device_function = it->second;
+    const DeviceFunction& fn = functions[it->second];
+    if (fn.launch_bounds > 0) {
+      int64_t threads = k.block[0] * k.block[1] * k.block[2];
+      if (threads != fn.launch_bounds)
+        return at(fn.loc, device_file,
+                  fmt::format("kernel '{}' declares __launch_bounds__({}) but {} launches it with block ({},{},{})",
+                              k.name, fn.launch_bounds, loc_text(k.loc), k.block[0], k.block[1], k.block[2]));
+    }
+    if (checked.insert(k.name).second) {
+      const FunctionInfo* info = table.find(k.name);
+      if (info) {
+        if (info->arg_types.size() != fn.params.size())
+          return at(fn.loc, device_file,
+                    fmt::format("kernel '{}' has {} parameters, but {} lists {} argument types", k.name,
+                                fn.params.size(), table.file, info->arg_types.size()));
+        for (size_t i = 0; i < fn.params.size(); ++i) {
+          const std::string& dt = info->arg_types[i];
+          const DeviceParam& p = fn.params[i];
+          if ((dt == "handle") != p.pointer)
+            return at(fn.loc, device_file,
+                      fmt::format("kernel '{}' parameter {} ('{}') is {}, but {} says {}", k.name, i, p.name,
+                                  p.pointer ? "a pointer" : "a scalar", table.file, dt));
+          if (!p.pointer) {
+            auto spellings = c_spellings(dt);
+            std::string bare = bare_type(p.type);
+            if (!spellings.empty() && std::find(spellings.begin(), spellings.end(), bare) == spellings.end())
+              return at(fn.loc, device_file,
+                        fmt::format("kernel '{}' parameter {} ('{}') has type '{}', but {} says {}", k.name, i, p.name,
+                                    p.type, table.file, dt));
+          }
+        }
+      }
+    }
+    for (size_t i = 0; i < k.args.size() && i < fn.params.size(); ++i)
+      if (k.args[i].kind == Arg::Kind::Buffer) k.args[i].access = fn.params[i].access;
+  }
+  return Status::ok();
+}
+
+void assume_library_access(Dataflow& df) {
+  for (LibraryCall& c : df.library_calls)
+    for (Arg& a : c.args)
+      if (a.kind == Arg::Kind::Buffer) a.access = Access::ReadWrite;
+}
+
+void compute_dependencies(Dataflow& df) {
+  // Memory key: (0, storage id) for graph buffers, (1, buffer id) for workspaces.
+  using Key = std::pair<int, int64_t>;
+  struct Touch {
+    int kernel;
+    int buffer;
+  };
+  struct State {
+    bool has_writer = false;
+    Touch writer{};
+    std::vector<Touch> readers;  // since the last write
+  };
+  std::map<Key, State> mem;
+  std::set<std::tuple<int, int, int, int, int>> seen;
+  std::vector<Dependency> deps;
+  auto add = [&](Dependency::Kind kind, const Touch& from, const Touch& to) {
+    if (from.kernel == to.kernel) return;
+    if (!seen.insert({from.kernel, to.kernel, static_cast<int>(kind), from.buffer, to.buffer}).second) return;
+    deps.push_back(Dependency{kind, from.kernel, to.kernel, from.buffer, to.buffer});
+  };
+  auto key_of = [&](int buffer) -> Key {
+    const Buffer& b = df.buffers[buffer];
+    if (b.kind == BufferKind::Workspace || !b.storage_id) return {1, buffer};
+    return {0, *b.storage_id};
+  };
+  for (const Kernel& k : df.kernels) {
+    // Reads of one launch happen before its writes take effect for others; collect first.
+    std::vector<std::pair<int, Access>> uses;
+    for (const Arg& a : k.args)
+      if (a.kind == Arg::Kind::Buffer) uses.emplace_back(a.buffer, a.access);
+    for (const auto& [b, acc] : uses) {
+      bool reads = acc != Access::Write;
+      if (!reads) continue;
+      State& s = mem[key_of(b)];
+      Touch me{k.id, b};
+      if (s.has_writer) add(Dependency::Kind::RAW, s.writer, me);
+    }
+    for (const auto& [b, acc] : uses) {
+      bool writes = acc != Access::Read;
+      if (!writes) continue;
+      State& s = mem[key_of(b)];
+      Touch me{k.id, b};
+      for (const Touch& r : s.readers) add(Dependency::Kind::WAR, r, me);
+      if (s.has_writer) add(Dependency::Kind::WAW, s.writer, me);
+    }
+    for (const auto& [b, acc] : uses) {
+      State& s = mem[key_of(b)];
+      Touch me{k.id, b};
+      if (acc != Access::Read) {
+        s.has_writer = true;
+        s.writer = me;
+        s.readers.clear();
+      }
+    }
+    // A read-write launch is the last writer: later writers order after it by WAW.
+    for (const auto& [b, acc] : uses)
+      if (acc == Access::Read) mem[key_of(b)].readers.push_back(Touch{k.id, b});
+  }
+  std::stable_sort(deps.begin(), deps.end(), [](const Dependency& a, const Dependency& b) {
+    return std::tie(a.to, a.from) < std::tie(b.to, b.from);
+  });
+  df.dependencies = std::move(deps);
+}
+
+}  // namespace kdflow

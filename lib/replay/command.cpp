@@ -1,0 +1,131 @@
+// command.cpp — `kdflow replay`: find the IR (extract a sample folder, or read --flow), fill in
+// the default files from the folder, replay, print the plan or the tables, write outputs,
+// and turn the result into an exit code. Results on `out`, diagnostics and progress on `err`.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <ostream>
+
+#include "kdflow/commands.h"
+#include "kdflow/emit.h"
+#include "kdflow/extract.h"
+#include "kdflow/io.h"
+#include "kdflow/replay.h"
+
+namespace kdflow {
+namespace {
+
+Error usage(const std::string& msg) { return Error{"kdflow replay: error: " + msg, ExitCode::Usage}; }
+
+std::string join(const std::string& dir, const std::string& name) {
+  return (std::filesystem::path(dir) / name).string();
+}
+
+Expected<Dataflow> load_flow(const ReplayCommand& cmd, std::string* label) {
+  if (!cmd.flow.empty()) {
+    *label = cmd.flow;
+    Expected<std::string> text = read_file(cmd.flow, 1ull << 30);
+    if (!text) return text.error();
+    return parse_dataflow_json(*text, cmd.flow);
+  }
+  *label = cmd.dir;
+  ExtractInputs in;
+  in.dir = cmd.dir;
+  if (!cmd.params.empty()) in.params = cmd.params;
+  return extract(in);
+}
+
+}  // namespace
+
+int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream& err) {
+  if (cmd.dir.empty() && cmd.flow.empty())
+    return report(usage("give a sample folder (DIR) or an extracted graph (--flow FLOW.json)"), err);
+  if (!cmd.dir.empty() && !is_directory(cmd.dir))
+    return report(file_error(cmd.dir, file_exists(cmd.dir) ? "is not a directory" : "no such directory",
+                             file_exists(cmd.dir) ? ExitCode::Usage : ExitCode::NoInput),
+                  err);
+  ReplayOptions opt;
+  if (cmd.mode == "eager") opt.mode = ReplayMode::Eager;
+  else if (cmd.mode == "graph") opt.mode = ReplayMode::Graph;
+  else return report(usage(fmt::format("--mode {}: expected eager or graph", cmd.mode)), err);
+  if (!cmd.trace.empty() && cmd.dry_run) return report(usage("--trace needs a run; drop --dry-run"), err);
+  if (!cmd.trace.empty() && opt.mode == ReplayMode::Graph)
+    return report(usage("--trace needs per-kernel times: use --mode eager"), err);
+  if (!(cmd.rtol >= 0) || !(cmd.atol >= 0)) return report(usage("--rtol and --atol must be 0 or more"), err);
+
+  for (const std::string& s : cmd.inputs) {
+    size_t eq = s.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+      return report(usage(fmt::format("--input {}: expected NAME=FILE.npy", s)), err);
+    opt.inputs.inputs.emplace_back(s.substr(0, eq), s.substr(eq + 1));
+  }
+
+  std::string label;
+  Expected<Dataflow> df = load_flow(cmd, &label);
+  if (!df) return report(df.error(), err);
+
+  opt.inputs.label = label;
+  opt.inputs.params = cmd.params;
+  if (opt.inputs.params.empty() && !cmd.dir.empty() && file_exists(join(cmd.dir, "params.bin")))
+    opt.inputs.params = join(cmd.dir, "params.bin");
+  opt.inputs.input_dir = cmd.dir;
+  opt.modules = cmd.modules;
+  if (opt.modules.empty() && !cmd.dir.empty())
+    for (const char* name : {"device.cubin", "device.ptx"})
+      if (file_exists(join(cmd.dir, name))) opt.modules.push_back(join(cmd.dir, name));
+  if (!cmd.no_expect) {
+    opt.expect = cmd.expect;
+    if (opt.expect.empty() && !cmd.dir.empty() && cmd.kernel < 0) {
+      for (size_t i = 0; i < df->outputs.size(); ++i) {
+        std::string f = join(cmd.dir, fmt::format("output_{}.npy", i));
+        opt.expect.push_back(file_exists(f) ? f : std::string());
+      }
+    }
+  }
+  opt.warmup = cmd.warmup;
+  opt.repeat = cmd.repeat;
+  opt.device = cmd.device;
+  opt.dry_run = cmd.dry_run;
+  opt.guard = cmd.guard;
+  opt.dump_dir = cmd.dump_dir;
+  opt.kernel = cmd.kernel;
+  opt.rtol = cmd.rtol;
+  opt.atol = cmd.atol;
+
+  std::ostream quiet(nullptr);
+  Expected<ReplayReport> rep = replay(*df, opt, cmd.quiet ? quiet : err);
+  if (!rep) return report(rep.error(), err);
+
+  if (cmd.dry_run) {
+    out << format_plan(rep->plan, *df);
+    return 0;
+  }
+  if (rep->guard) {
+    err << rep->guard->message << "\n";
+    return 1;
+  }
+  if (!cmd.output_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(cmd.output_dir, ec);
+    if (ec || !is_directory(cmd.output_dir))
+      return report(file_error(cmd.output_dir, "cannot create directory: " + ec.message(), ExitCode::CantCreate), err);
+    for (size_t i = 0; i < rep->results.size(); ++i)
+      if (Status s = write_npy(join(cmd.output_dir, rep->result_names[i]), rep->results[i]); !s)
+        return report(s.error(), err);
+  }
+  out << format_times(*rep, *df);
+  out << format_checks(*rep);
+  if (!cmd.trace.empty())
+    if (Status s = write_file_atomic(cmd.trace, chrome_trace(*rep, *df)); !s) return report(s.error(), err);
+  if (!rep->passed()) {
+    size_t bad = 0;
+    for (const OutputCheck& c : rep->checks) bad += c.pass ? 0 : 1;
+    err << fmt::format("kdflow replay: error: {} of {} compared {} differ{} (rtol {}, atol {}; integers exactly)\n", bad,
+                       rep->checks.size(), cmd.kernel >= 0 ? "buffers" : "outputs", bad == 1 ? "s" : "", cmd.rtol,
+                       cmd.atol);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace kdflow

@@ -1,0 +1,469 @@
+// plan.cpp — from the dataflow IR to a replay plan: what to allocate, what to upload and
+// every launch with its packed parameters. Pure: reads the params and input files, never
+// touches a driver, and rejects anything a launch would trip over before it runs.
+//
+// Sizes follow TVM's graph executor (src/runtime/graph_executor/graph_executor.cc,
+// SetupStorage): one pool per storage id of max(entry bytes) rounded up to 4 bytes, every
+// entry a view at offset 0. Workspaces get one allocation each of the bytes requested.
+// Parameters follow src/runtime/pack_args.h: handles as 8-byte pointers, int32, uint32 and
+// float32 narrowed from the 64-bit packed value, int64 and float64 as they are; laid out
+// as the CUDA ABI lays out kernel parameters (each at its natural alignment).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+
+#include "kdflow/io.h"
+#include "kdflow/params.h"
+#include "kdflow/replay.h"
+
+namespace kdflow {
+namespace {
+
+std::string ptr(const char* array, size_t i) { return fmt::format("/{}/{}", array, i); }
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+std::string dims_text(const std::array<int64_t, 3>& d) { return fmt::format("({}, {}, {})", d[0], d[1], d[2]); }
+
+/// IEEE binary16 bits of `v`, rounded to nearest even (through float).
+uint16_t to_half(double v) {
+  float f = static_cast<float>(v);
+  uint32_t x = 0;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t fexp = (x >> 23) & 0xffu;
+  uint32_t mant = x & 0x7fffffu;
+  if (fexp == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0u));
+  int32_t exp = static_cast<int32_t>(fexp) - 127 + 15;
+  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
+  if (exp <= 0) {
+    if (exp < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x800000u;
+    uint32_t shift = static_cast<uint32_t>(14 - exp);
+    uint32_t h = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (h & 1u))) ++h;
+    return static_cast<uint16_t>(sign | h);
+  }
+  uint32_t h = sign | (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+  uint32_t rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry correctly bumps the exponent
+  return static_cast<uint16_t>(h);
+}
+
+class Planner {
+ public:
+  Planner(const Dataflow& df, const ReplayInputs& in, const LaunchLimits& lim)
+      : df_(df), in_(in), lim_(lim), label_(in.label.empty() ? std::string("flow") : in.label) {}
+
+  Expected<ReplayPlan> run() {
+    plan_.label = label_;
+    plan_.outputs = df_.outputs;
+    if (!df_.library_calls.empty()) {
+      const LibraryCall& c = df_.library_calls[0];
+      return json_error(label_, ptr("library_calls", 0),
+                        fmt::format("replay cannot run library call '{}' of node {}: only kernels of the device "
+                                    "module can be replayed",
+                                    c.name, c.node),
+                        ExitCode::Unavailable);
+    }
+    if (Status s = allocations(); !s) return s.error();
+    if (Status s = params(); !s) return s.error();
+    if (Status s = inputs(); !s) return s.error();
+    for (size_t i = 0; i < df_.kernels.size(); ++i)
+      if (Status s = launch(df_.kernels[i], i); !s) return s.error();
+    return std::move(plan_);
+  }
+
+ private:
+  Error err(const std::string& pointer, const std::string& msg, ExitCode code = ExitCode::DataError) const {
+    return json_error(label_, pointer, msg, code);
+  }
+
+  Status allocations() {
+    std::map<int64_t, std::vector<int>> storages;
+    std::vector<int> workspaces;
+    plan_.buffer_allocation.assign(df_.buffers.size(), -1);
+    for (size_t i = 0; i < df_.buffers.size(); ++i) {
+      const Buffer& b = df_.buffers[i];
+      if (b.storage_id) {
+        if (*b.storage_id < 0)
+          return err(ptr("buffers", i) + "/storage_id", fmt::format("negative storage id {}", *b.storage_id));
+        storages[*b.storage_id].push_back(static_cast<int>(i));
+      } else {
+        workspaces.push_back(static_cast<int>(i));
+      }
+    }
+    for (auto& [sid, bufs] : storages) {
+      PlanAllocation a;
+      a.id = static_cast<int>(plan_.allocations.size());
+      a.storage_id = sid;
+      a.buffers = bufs;
+      uint64_t bytes = 0;
+      for (int b : bufs) bytes = std::max(bytes, df_.buffers[b].bytes);
+      if (!checked_add(bytes, 3, &bytes))
+        return err(ptr("buffers", bufs[0]) + "/bytes", "storage size overflows 64 bits");
+      a.bytes = bytes / 4 * 4;
+      for (int b : bufs) plan_.buffer_allocation[b] = a.id;
+      plan_.allocations.push_back(std::move(a));
+    }
+    for (int b : workspaces) {
+      PlanAllocation a;
+      a.id = static_cast<int>(plan_.allocations.size());
+      a.workspace = b;
+      a.buffers = {b};
+      a.bytes = df_.buffers[b].bytes;
+      plan_.buffer_allocation[b] = a.id;
+      plan_.allocations.push_back(std::move(a));
+    }
+    for (const PlanAllocation& a : plan_.allocations)
+      if (!checked_add(plan_.total_bytes, a.bytes, &plan_.total_bytes))
+        return err("/buffers", "the total of all allocations overflows 64 bits");
+    return Status::ok();
+  }
+
+  /// Checks that an array read from `file` fits buffer `b` exactly.
+  Status check_fits(const std::string& file, const std::string& what, int b, DType t,
+                    const std::vector<int64_t>& shape, uint64_t nbytes) const {
+    const Buffer& buf = df_.buffers[b];
+    auto want = parse_dtype(buf.dtype);
+    if (!want || *want != t || shape != buf.shape || nbytes != buf.bytes)
+      return file_error(file, fmt::format("{} is {} {} ({} bytes), but the model's buffer {} is {} {} ({} bytes)", what,
+                                          dtype_to_string(t), shape_text(shape), nbytes, b, buf.dtype,
+                                          shape_text(buf.shape), buf.bytes));
+    return Status::ok();
+  }
+
+  Status params() {
+    if (df_.params.empty()) return Status::ok();
+    if (in_.params.empty()) {
+      std::string names;
+      for (size_t i = 0; i < df_.params.size() && i < 3; ++i) names += (i ? ", " : "") + df_.buffers[df_.params[i]].name;
+      if (df_.params.size() > 3) names += ", ...";
+      return file_error(label_,
+                        fmt::format("the model has {} params ({}) but no params file was given (--params FILE)",
+                                    df_.params.size(), names),
+                        ExitCode::NoInput);
+    }
+    Expected<std::string> bytes = read_file(in_.params, 1ull << 34);
+    if (!bytes) return bytes.error();
+    Expected<ParamsFile> pf = parse_params(*bytes, in_.params);
+    if (!pf) return pf.error();
+    std::map<std::string, const ParamArray*> by_name;
+    for (const ParamArray& a : pf->arrays) by_name[a.name] = &a;
+    for (int b : df_.params) {
+      const Buffer& buf = df_.buffers[b];
+      auto it = by_name.find(buf.name);
+      if (it == by_name.end())
+        return file_error(in_.params,
+                          fmt::format("param '{}' (buffer {}, {} {}) is not in this file ({} arrays)", buf.name, b,
+                                      buf.dtype, shape_text(buf.shape), pf->arrays.size()));
+      const ParamArray& a = *it->second;
+      if (Status s = check_fits(in_.params, "param '" + buf.name + "'", b, a.dtype, a.shape, a.nbytes); !s) return s;
+      PlanUpload u;
+      u.buffer = b;
+      u.allocation = plan_.buffer_allocation[b];
+      u.source = base_name(in_.params) + ":" + buf.name;
+      u.data = bytes->substr(a.data_offset, a.nbytes);
+      plan_.uploads.push_back(std::move(u));
+    }
+    return Status::ok();
+  }
+
+  Status inputs() {
+    std::map<std::string, int> by_name;
+    std::string names;
+    for (int b : df_.inputs) {
+      by_name[df_.buffers[b].name] = b;
+      names += (names.empty() ? "" : ", ") + df_.buffers[b].name;
+    }
+    std::map<std::string, std::string> given;
+    for (const auto& [name, file] : in_.inputs) {
+      if (!by_name.count(name))
+        return Error{fmt::format("--input {}: error: the model has no input '{}' (its inputs: {})", name, name,
+                                 names.empty() ? "none" : names),
+                     ExitCode::Usage};
+      given[name] = file;
+    }
+    for (int b : df_.inputs) {
+      const Buffer& buf = df_.buffers[b];
+      std::string file;
+      if (auto it = given.find(buf.name); it != given.end()) {
+        file = it->second;
+      } else if (!in_.input_dir.empty()) {
+        file = in_.input_dir + "/input_" + buf.name + ".npy";
+      } else {
+        return file_error(label_, fmt::format("no data for input '{}' ({} {}): pass --input {}=FILE.npy", buf.name,
+                                              buf.dtype, shape_text(buf.shape), buf.name),
+                          ExitCode::NoInput);
+      }
+      Expected<NpyArray> a = read_npy(file);
+      if (!a) return a.error();
+      if (Status s = check_fits(file, "input '" + buf.name + "'", b, a->dtype, a->shape, a->data.size()); !s) return s;
+      PlanUpload u;
+      u.buffer = b;
+      u.allocation = plan_.buffer_allocation[b];
+      u.source = base_name(file);
+      u.data = std::move(a->data);
+      plan_.uploads.push_back(std::move(u));
+    }
+    return Status::ok();
+  }
+
+  Status launch(const Kernel& k, size_t i) {
+    const std::string kp = ptr("kernels", i);
+    PlanLaunch l;
+    l.kernel = k.id;
+    l.name = k.name;
+    l.node = k.node;
+    int64_t threads = 1;
+    for (int d = 0; d < 3; ++d) {
+      if (k.grid[d] < 1 || k.grid[d] > lim_.max_grid[d])
+        return err(kp + "/grid", fmt::format("grid {} of {}: dimension {} must be 1..{}", dims_text(k.grid), k.name,
+                                             "xyz"[d], lim_.max_grid[d]));
+      if (k.block[d] < 1 || k.block[d] > lim_.max_block[d])
+        return err(kp + "/block", fmt::format("block {} of {}: dimension {} must be 1..{}", dims_text(k.block), k.name,
+                                              "xyz"[d], lim_.max_block[d]));
+      threads *= k.block[d];
+      l.grid[d] = static_cast<uint32_t>(k.grid[d]);
+      l.block[d] = static_cast<uint32_t>(k.block[d]);
+    }
+    if (threads > lim_.max_threads)
+      return err(kp + "/block", fmt::format("block {} of {} has {} threads, more than {}", dims_text(k.block), k.name,
+                                            threads, lim_.max_threads));
+    if (k.dynamic_shared_memory < 0 || k.dynamic_shared_memory > lim_.max_shared_memory)
+      return err(kp + "/dynamic_shared_memory",
+                 fmt::format("{} bytes of dynamic shared memory for {}: must be 0..{}", k.dynamic_shared_memory,
+                             k.name, lim_.max_shared_memory));
+    l.shared_memory = static_cast<uint32_t>(k.dynamic_shared_memory);
+
+    const DeviceFunction* fn = nullptr;
+    if (k.device_function >= 0 && static_cast<size_t>(k.device_function) < df_.device_functions.size())
+      fn = &df_.device_functions[k.device_function];
+    if (fn) {
+      if (fn->params.size() != k.args.size())
+        return err(kp + "/args", fmt::format("{} arguments, but the CUDA source declares {} with {} parameters",
+                                             k.args.size(), k.name, fn->params.size()));
+      if (fn->launch_bounds > 0 && threads > fn->launch_bounds)
+        return err(kp + "/block", fmt::format("block {} of {} has {} threads, but it was compiled with "
+                                              "__launch_bounds__({})",
+                                              dims_text(k.block), k.name, threads, fn->launch_bounds));
+    }
+
+    uint32_t pos = 0;
+    for (size_t j = 0; j < k.args.size(); ++j) {
+      const Arg& a = k.args[j];
+      const std::string ap = kp + "/args/" + std::to_string(j);
+      PlanArg p;
+      p.access = a.access;
+      auto t = parse_dtype(a.dtype);
+      if (!t || t->lanes != 1)
+        return err(ap + "/dtype", fmt::format("argument {} of {} has dtype '{}', which cannot be passed to a kernel",
+                                              j, k.name, a.dtype));
+      bool numeric = a.kind == Arg::Kind::Int || a.kind == Arg::Kind::Float;
+      auto want_number = [&]() -> Status {
+        if (!numeric)
+          return err(ap, fmt::format("argument {} of {} is a {} parameter but the IR passes a pointer", j, k.name,
+                                     a.dtype));
+        return Status::ok();
+      };
+      if (t->code == kDLOpaqueHandle) {
+        p.size = 8;
+        if (a.kind == Arg::Kind::Buffer) {
+          p.kind = PlanArg::Kind::Pointer;
+          p.buffer = a.buffer;
+          p.allocation = a.buffer >= 0 && static_cast<size_t>(a.buffer) < plan_.buffer_allocation.size()
+                             ? plan_.buffer_allocation[a.buffer]
+                             : -1;
+          if (p.allocation < 0) return err(ap + "/buffer", fmt::format("buffer {} has no allocation", a.buffer));
+          const PlanAllocation& al = plan_.allocations[p.allocation];
+          if (a.offset < 0 || static_cast<uint64_t>(a.offset) > al.bytes)
+            return err(ap + "/offset",
+                       fmt::format("argument {} of {} points {} bytes into buffer {} ('{}'), outside its {}-byte "
+                                   "allocation",
+                                   j, k.name, a.offset, a.buffer, df_.buffers[a.buffer].name, al.bytes));
+          p.offset = static_cast<uint64_t>(a.offset);
+        } else if (a.kind == Arg::Kind::Null || (a.kind == Arg::Kind::Int && a.int_value == 0)) {
+          p.kind = PlanArg::Kind::Null;
+        } else {
+          return err(ap, fmt::format("argument {} of {} is a pointer parameter but the IR passes a number", j, k.name));
+        }
+      } else if (t->code == kDLInt && (t->bits == 32 || t->bits == 64)) {
+        if (Status s = want_number(); !s) return s;
+        if (a.kind == Arg::Kind::Float)
+          return err(ap, fmt::format("argument {} of {} is {} but the IR passes a float", j, k.name, a.dtype));
+        p.int_value = a.int_value;
+        if (t->bits == 32) {
+          if (a.int_value < std::numeric_limits<int32_t>::min() || a.int_value > std::numeric_limits<int32_t>::max())
+            return err(ap, fmt::format("argument {} of {} is int32 but its value {} does not fit", j, k.name,
+                                       a.int_value));
+          p.kind = PlanArg::Kind::Int32;
+          p.size = 4;
+        } else {
+          p.kind = PlanArg::Kind::Int64;
+          p.size = 8;
+        }
+      } else if (t->code == kDLUInt && t->bits == 32) {
+        if (Status s = want_number(); !s) return s;
+        if (a.kind == Arg::Kind::Float || a.int_value < 0 || a.int_value > std::numeric_limits<uint32_t>::max())
+          return err(ap, fmt::format("argument {} of {} is uint32 but its value does not fit", j, k.name));
+        p.kind = PlanArg::Kind::UInt32;
+        p.int_value = a.int_value;
+        p.size = 4;
+      } else if (t->code == kDLFloat && (t->bits == 16 || t->bits == 32 || t->bits == 64)) {
+        if (Status s = want_number(); !s) return s;
+        p.float_value = a.kind == Arg::Kind::Float ? a.float_value : static_cast<double>(a.int_value);
+        p.kind = t->bits == 16 ? PlanArg::Kind::Float16 : t->bits == 32 ? PlanArg::Kind::Float32 : PlanArg::Kind::Float64;
+        p.size = t->bits / 8;
+      } else {
+        return err(ap + "/dtype", fmt::format("argument {} of {} has dtype '{}': TVM passes only handles, int32, "
+                                              "int64, uint32, float16, float32 and float64 to kernels",
+                                              j, k.name, a.dtype));
+      }
+      if (fn && j < fn->params.size()) {
+        bool is_ptr = p.kind == PlanArg::Kind::Pointer || p.kind == PlanArg::Kind::Null;
+        if (fn->params[j].pointer != is_ptr)
+          return err(ap, fmt::format("argument {} of {} is {}, but the CUDA source's parameter '{}' is {}", j, k.name,
+                                     is_ptr ? "a pointer" : "a scalar", fn->params[j].name, fn->params[j].type));
+      }
+      pos = (pos + p.size - 1) / p.size * p.size;
+      p.position = pos;
+      pos += p.size;
+      if (pos > lim_.max_param_bytes)
+        return err(kp + "/args", fmt::format("the parameters of {} take more than {} bytes", k.name,
+                                             lim_.max_param_bytes));
+      l.args.push_back(p);
+    }
+    l.param_bytes = pos;
+    plan_.launches.push_back(std::move(l));
+    return Status::ok();
+  }
+
+  const Dataflow& df_;
+  const ReplayInputs& in_;
+  const LaunchLimits& lim_;
+  std::string label_;
+  ReplayPlan plan_;
+};
+
+void put_le(std::string* out, uint32_t pos, uint64_t v, uint32_t size) {
+  for (uint32_t k = 0; k < size; ++k) (*out)[pos + k] = static_cast<char>((v >> (8 * k)) & 0xff);
+}
+
+}  // namespace
+
+const char* to_string(PlanArg::Kind k) {
+  switch (k) {
+    case PlanArg::Kind::Pointer: return "ptr";
+    case PlanArg::Kind::Null: return "null";
+    case PlanArg::Kind::Int32: return "int32";
+    case PlanArg::Kind::UInt32: return "uint32";
+    case PlanArg::Kind::Int64: return "int64";
+    case PlanArg::Kind::Float16: return "float16";
+    case PlanArg::Kind::Float32: return "float32";
+    case PlanArg::Kind::Float64: return "float64";
+  }
+  return "?";
+}
+
+Expected<ReplayPlan> make_plan(const Dataflow& df, const ReplayInputs& in, const LaunchLimits& limits) {
+  return Planner(df, in, limits).run();
+}
+
+std::string pack_arguments(const PlanLaunch& l, const std::vector<uint64_t>& bases) {
+  std::string out(l.param_bytes, '\0');
+  for (const PlanArg& a : l.args) {
+    uint64_t v = 0;
+    switch (a.kind) {
+      case PlanArg::Kind::Pointer:
+        v = bases.at(static_cast<size_t>(a.allocation)) + a.offset;
+        break;
+      case PlanArg::Kind::Null:
+        v = 0;
+        break;
+      case PlanArg::Kind::Int32:
+      case PlanArg::Kind::UInt32:
+      case PlanArg::Kind::Int64:
+        v = static_cast<uint64_t>(a.int_value);  // two's complement; the size keeps the low bytes
+        break;
+      case PlanArg::Kind::Float16:
+        v = to_half(a.float_value);
+        break;
+      case PlanArg::Kind::Float32: {
+        float f = static_cast<float>(a.float_value);
+        uint32_t bits = 0;
+        std::memcpy(&bits, &f, 4);
+        v = bits;
+        break;
+      }
+      case PlanArg::Kind::Float64:
+        std::memcpy(&v, &a.float_value, 8);
+        break;
+    }
+    put_le(&out, a.position, v, a.size);
+  }
+  return out;
+}
+
+std::string format_plan(const ReplayPlan& plan, const Dataflow& df) {
+  std::string out = fmt::format("plan {}: {} allocations ({} bytes), {} uploads, {} launches, {} outputs\n", plan.label,
+                                plan.allocations.size(), plan.total_bytes, plan.uploads.size(), plan.launches.size(),
+                                plan.outputs.size());
+  for (const PlanAllocation& a : plan.allocations) {
+    std::string bufs;
+    for (int b : a.buffers) bufs += fmt::format("{}{} {}", bufs.empty() ? "" : ", ", b, df.buffers[b].name);
+    if (a.storage_id >= 0)
+      out += fmt::format("alloc {}: storage {}, {} bytes: buffer{} {}\n", a.id, a.storage_id, a.bytes,
+                         a.buffers.size() > 1 ? "s" : "", bufs);
+    else
+      out += fmt::format("alloc {}: workspace, {} bytes: buffer {}\n", a.id, a.bytes, bufs);
+  }
+  for (const PlanUpload& u : plan.uploads) {
+    const Buffer& b = df.buffers[u.buffer];
+    out += fmt::format("upload alloc {}: {} bytes from {} (buffer {} {}, {} {})\n", u.allocation, u.data.size(),
+                       u.source, u.buffer, b.name, b.dtype, shape_text(b.shape));
+  }
+  for (const PlanLaunch& l : plan.launches) {
+    std::string args;
+    for (size_t j = 0; j < l.args.size(); ++j) {
+      const PlanArg& a = l.args[j];
+      std::string v;
+      switch (a.kind) {
+        case PlanArg::Kind::Pointer:
+          v = fmt::format("ptr alloc{}+{} (buffer {}, {})", a.allocation, a.offset, a.buffer, to_string(a.access));
+          break;
+        case PlanArg::Kind::Null:
+          v = "null";
+          break;
+        case PlanArg::Kind::Int32:
+        case PlanArg::Kind::UInt32:
+        case PlanArg::Kind::Int64:
+          v = fmt::format("{} {}", to_string(a.kind), a.int_value);
+          break;
+        default:
+          v = fmt::format("{} {}", to_string(a.kind), a.float_value);
+          break;
+      }
+      args += fmt::format("{}[{}@{}] {}", j ? ", " : "", j, a.position, v);
+    }
+    out += fmt::format("launch {}: {} node {} grid [{}, {}, {}] block [{}, {}, {}] smem {} params {} bytes: {}\n",
+                       l.kernel, l.name, l.node, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
+                       l.shared_memory, l.param_bytes, args);
+  }
+  for (size_t i = 0; i < plan.outputs.size(); ++i) {
+    int b = plan.outputs[i];
+    out += fmt::format("output {}: buffer {} {}, {} {}, alloc {}\n", i, b, df.buffers[b].name, df.buffers[b].dtype,
+                       shape_text(df.buffers[b].shape), plan.buffer_allocation[b]);
+  }
+  return out;
+}
+
+}  // namespace kdflow

@@ -1,0 +1,282 @@
+// report.cpp — what a replay produces, for people and tools: output comparisons, the
+// per-kernel time table, the Chrome trace; and the buffer ↔ .npy mapping dumps use.
+// Printing only: nothing here runs or fails.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "kdflow/replay.h"
+
+namespace kdflow {
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+/// The element type and shape an .npy of buffer `b` has.
+void array_layout(const Buffer& b, DType* t, std::vector<int64_t>* shape) {
+  auto parsed = parse_dtype(b.dtype);
+  auto raw = [&] {
+    *t = DType{kDLUInt, 8, 1};
+    *shape = {static_cast<int64_t>(b.bytes)};
+  };
+  if (!parsed || parsed->code == kDLOpaqueHandle) return raw();
+  DType d = *parsed;
+  *shape = b.shape;
+  if (d.lanes > 1) {
+    shape->push_back(d.lanes);
+    d.lanes = 1;
+  }
+  if (!npy_descr(d)) {
+    if (d.bits == 8 || d.bits == 16 || d.bits == 32 || d.bits == 64) d = DType{kDLUInt, d.bits, 1};
+    else return raw();
+  }
+  uint64_t n = dtype_element_bytes(d);
+  for (int64_t x : *shape)
+    if (x < 0 || !checked_mul(n, static_cast<uint64_t>(x), &n)) return raw();
+  if (n > b.bytes) return raw();
+  *t = d;
+}
+
+double element(const NpyArray& a, uint64_t i) {
+  const char* p = a.data.data() + i * dtype_element_bytes(a.dtype);
+  auto load = [&](auto v) {
+    std::memcpy(&v, p, sizeof(v));
+    return static_cast<double>(v);
+  };
+  switch (a.dtype.code) {
+    case kDLInt:
+      switch (a.dtype.bits) {
+        case 8: return load(int8_t{});
+        case 16: return load(int16_t{});
+        case 32: return load(int32_t{});
+        default: return load(int64_t{});
+      }
+    case kDLUInt:
+      switch (a.dtype.bits) {
+        case 1:
+        case 8: return load(uint8_t{});
+        case 16: return load(uint16_t{});
+        case 32: return load(uint32_t{});
+        default: return load(uint64_t{});
+      }
+    case kDLFloat:
+      if (a.dtype.bits == 16) {
+        uint16_t h = 0;
+        std::memcpy(&h, p, 2);
+        int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+        double v = e == 0 ? std::ldexp(m, -24) : e == 31 ? (m ? std::nan("") : INFINITY) : std::ldexp(m + 1024, e - 25);
+        return (h & 0x8000) ? -v : v;
+      }
+      if (a.dtype.bits == 32) return load(float{});
+      return load(double{});
+    default:
+      return 0;
+  }
+}
+
+bool is_integer(DType t) { return t.code == kDLInt || t.code == kDLUInt; }
+
+std::string number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return "inf";
+  return fmt::format("{:.3g}", v);
+}
+
+}  // namespace
+
+const char* to_string(ModuleFormat f) {
+  switch (f) {
+    case ModuleFormat::Ptx: return "ptx";
+    case ModuleFormat::Cubin: return "cubin";
+    case ModuleFormat::Fatbin: return "fatbin";
+    default: return "unknown";
+  }
+}
+
+ModuleFormat detect_module_format(std::string_view bytes) {
+  if (bytes.size() >= 4 && bytes.compare(0, 4, "\x7f" "ELF") == 0) return ModuleFormat::Cubin;
+  if (bytes.size() >= 4 && bytes.compare(0, 4, "\x50\xed\x55\xba") == 0) return ModuleFormat::Fatbin;
+  std::string_view head = bytes.substr(0, 16384);
+  if (head.find('\0') == std::string_view::npos && head.find(".version") != std::string_view::npos &&
+      head.find(".target") != std::string_view::npos)
+    return ModuleFormat::Ptx;
+  return ModuleFormat::Unknown;
+}
+
+bool ReplayReport::passed() const {
+  if (guard) return false;
+  return std::all_of(checks.begin(), checks.end(), [](const OutputCheck& c) { return c.pass; });
+}
+
+uint64_t buffer_array_bytes(const Buffer& b) {
+  DType t;
+  std::vector<int64_t> shape;
+  array_layout(b, &t, &shape);
+  uint64_t n = dtype_element_bytes(t);
+  for (int64_t x : shape) n *= static_cast<uint64_t>(x);
+  return n;
+}
+
+NpyArray buffer_array(const Buffer& b, std::string data) {
+  NpyArray a;
+  array_layout(b, &a.dtype, &a.shape);
+  a.data = std::move(data);
+  return a;
+}
+
+std::string dump_file_name(const Kernel& k, size_t arg) { return fmt::format("{}_{}_arg{}.npy", k.id, k.name, arg); }
+
+OutputCheck compare_arrays(const NpyArray& actual, const NpyArray& expected, double rtol, double atol) {
+  OutputCheck c;
+  c.exact = is_integer(actual.dtype) && is_integer(expected.dtype);
+  if (actual.shape != expected.shape) {
+    c.problem = fmt::format("shape {} differs from the expected {}", shape_text(actual.shape),
+                            shape_text(expected.shape));
+    return c;
+  }
+  if (actual.data.size() != actual.count() * dtype_element_bytes(actual.dtype) ||
+      expected.data.size() != expected.count() * dtype_element_bytes(expected.dtype)) {
+    c.problem = "data size does not match dtype and shape";
+    return c;
+  }
+  c.elements = actual.count();
+  for (uint64_t i = 0; i < c.elements; ++i) {
+    double a = element(actual, i), e = element(expected, i);
+    bool ok;
+    double diff, rel;
+    if (std::isnan(a) || std::isnan(e)) {
+      ok = std::isnan(a) && std::isnan(e);
+      diff = rel = ok ? 0 : std::numeric_limits<double>::infinity();
+    } else if (a == e) {  // equal infinities too
+      ok = true;
+      diff = rel = 0;
+    } else {
+      diff = std::fabs(a - e);
+      rel = e != 0 ? diff / std::fabs(e) : std::numeric_limits<double>::infinity();
+      ok = !c.exact && diff <= atol + rtol * std::fabs(e);
+    }
+    c.max_abs = std::max(c.max_abs, diff);
+    c.max_rel = std::max(c.max_rel, rel);
+    if (!ok) ++c.mismatches;
+  }
+  c.pass = c.mismatches == 0;
+  return c;
+}
+
+std::string format_checks(const ReplayReport& r) {
+  if (r.checks.empty()) return "";
+  std::string out = fmt::format("{:<8} {:<40} {:<10} {:<10} {:<14} {}\n", "output", "expected", "max_abs", "max_rel",
+                                "mismatches", "result");
+  for (const OutputCheck& c : r.checks) {
+    std::string result = c.pass ? "ok" : "MISMATCH";
+    if (!c.problem.empty()) result += ": " + c.problem;
+    else if (c.exact) result += c.pass ? " (exact)" : " (integers, compared exactly)";
+    out += fmt::format("{:<8} {:<40} {:<10} {:<10} {:<14} {}\n", c.output, c.expect_file, number(c.max_abs),
+                       number(c.max_rel), fmt::format("{}/{}", c.mismatches, c.elements), result);
+  }
+  return out;
+}
+
+std::string format_times(const ReplayReport& r, const Dataflow& df) {
+  std::string out;
+  if (r.mode == ReplayMode::Graph) {
+    out += fmt::format("graph: median {:.2f} us, min {:.2f} us per launch of all {} kernels ({} runs after {} "
+                       "warmup)\n",
+                       r.total_median_us, r.total_min_us, r.plan.launches.size(), r.repeat, r.warmup);
+    return out;
+  }
+  if (r.times.empty()) return out;
+  out += fmt::format("kernel times in us (median and min of {} runs after {} warmup), grouped by graph node\n",
+                     r.repeat, r.warmup);
+  std::map<int, std::vector<const KernelTime*>> by_node;
+  std::vector<int> order;
+  for (const KernelTime& t : r.times) {
+    int node = t.kernel >= 0 && static_cast<size_t>(t.kernel) < df.kernels.size() ? df.kernels[t.kernel].node : -1;
+    if (!by_node.count(node)) order.push_back(node);
+    by_node[node].push_back(&t);
+  }
+  for (int node : order) {
+    double med = 0, mn = 0;
+    for (const KernelTime* t : by_node[node]) {
+      med += t->median_us;
+      mn += t->min_us;
+    }
+    std::string name = node >= 0 && static_cast<size_t>(node) < df.nodes.size() ? df.nodes[node].name : "?";
+    out += fmt::format("node {} {}: {:.2f} (min {:.2f})\n", node, name, med, mn);
+    for (const KernelTime* t : by_node[node]) {
+      const Kernel& k = df.kernels[t->kernel];
+      out += fmt::format("  kernel {:<4} {:<56} grid [{}, {}, {}] block [{}, {}, {}]: {:.2f} (min {:.2f})\n", k.id,
+                         k.name, k.grid[0], k.grid[1], k.grid[2], k.block[0], k.block[1], k.block[2], t->median_us,
+                         t->min_us);
+    }
+  }
+  out += fmt::format("total: {:.2f} (min {:.2f}) over {} kernels\n", r.total_median_us, r.total_min_us, r.times.size());
+  return out;
+}
+
+std::string chrome_trace(const ReplayReport& r, const Dataflow& df) {
+  using nlohmann::json;
+  json events = json::array();
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 0},
+                    {"args", {{"name", "kdflow replay " + r.plan.label}}}});
+  std::map<int, double> start, dur;  // kernel id → µs
+  std::vector<int> nodes;
+  double ts = 0;
+  for (const KernelTime& t : r.times) {
+    if (t.kernel < 0 || static_cast<size_t>(t.kernel) >= df.kernels.size()) continue;
+    start[t.kernel] = ts;
+    dur[t.kernel] = t.median_us;
+    ts += t.median_us;
+    int node = df.kernels[t.kernel].node;
+    if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
+  }
+  for (int node : nodes) {
+    std::string name = node >= 0 && static_cast<size_t>(node) < df.nodes.size() ? df.nodes[node].name : "?";
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", node},
+                      {"args", {{"name", fmt::format("node {}: {}", node, name)}}}});
+    events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 1}, {"tid", node},
+                      {"args", {{"sort_index", node}}}});
+  }
+  for (const KernelTime& t : r.times) {
+    if (!start.count(t.kernel)) continue;
+    const Kernel& k = df.kernels[t.kernel];
+    events.push_back({{"name", k.name},
+                      {"cat", "kernel"},
+                      {"ph", "X"},
+                      {"pid", 1},
+                      {"tid", k.node},
+                      {"ts", start[t.kernel]},
+                      {"dur", t.median_us},
+                      {"args",
+                       {{"kernel", k.id},
+                        {"grid", k.grid},
+                        {"block", k.block},
+                        {"dynamic_shared_memory", k.dynamic_shared_memory},
+                        {"min_us", t.min_us},
+                        {"samples", t.samples}}}});
+  }
+  int id = 0;
+  for (const Dependency& d : df.dependencies) {
+    if (!start.count(d.from) || !start.count(d.to)) continue;
+    const char* kind = to_string(d.kind);
+    json args = {{"from_buffer", d.from_buffer}, {"to_buffer", d.to_buffer}};
+    events.push_back({{"name", kind}, {"cat", "dependency"}, {"ph", "s"}, {"id", id}, {"pid", 1},
+                      {"tid", df.kernels[d.from].node}, {"ts", start[d.from] + dur[d.from] / 2}, {"args", args}});
+    events.push_back({{"name", kind}, {"cat", "dependency"}, {"ph", "f"}, {"bp", "e"}, {"id", id}, {"pid", 1},
+                      {"tid", df.kernels[d.to].node}, {"ts", start[d.to] + dur[d.to] / 2}, {"args", args}});
+    ++id;
+  }
+  json root = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ns"}};
+  return root.dump(1) + "\n";
+}
+
+}  // namespace kdflow

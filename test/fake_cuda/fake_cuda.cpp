@@ -1,0 +1,735 @@
+// fake_cuda.cpp — a stand-in for libcuda.so.1 for the replay tests: the driver entry points
+// kdflow's replay engine uses, on host memory. Loaded through KDFLOW_CUDA_LIBRARY.
+//
+// Memory is real (malloc'd, zero-filled) behind fake device addresses, so copies and memsets
+// work and out-of-range accesses fail. Kernels do not run: each launch is recorded. Every
+// call appends one line to the file named by $KDFLOW_FAKE_CUDA_LOG:
+//
+//   <call> key=value ... -> <CUresult> [key=value ...]
+//
+// Launch lines carry the kernel name, grid, block, shared memory and the packed parameter
+// bytes in hex; when the module was loaded from PTX, the fake also knows each kernel's
+// parameter list (".entry name(.param .u64 ..., .param .u32 ...)"), rejects a parameter
+// buffer of the wrong size as the real driver does, and decodes it: pointers as
+// a<allocation index>+<offset>, others as u32:/u64:/f32:... values.
+//
+// Other knobs (environment, read at each call):
+//   KDFLOW_FAKE_CUDA_REJECT_BINARY=1   cubin/fatbin images fail with CUDA_ERROR_NO_BINARY_FOR_GPU
+//   KDFLOW_FAKE_CUDA_NO_DEVICE=1       cuInit fails with CUDA_ERROR_NO_DEVICE
+//   KDFLOW_FAKE_CUDA_NO_PROC_ADDRESS=1 cuGetProcAddress finds nothing (tests the dlsym fallback)
+//   KDFLOW_FAKE_CUDA_SCRIBBLE=name@N   launching kernel `name` writes 4 zero bytes at N bytes
+//                                      past its first pointer parameter (a buffer overrun)
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+using CUresult = int;
+using CUdeviceptr = unsigned long long;
+using Handle = void*;
+
+constexpr CUresult kSuccess = 0, kInvalidValue = 1, kInvalidDevice = 101, kNoDevice = 100, kInvalidHandle = 400,
+                   kNotFound = 500, kNoBinary = 209, kInvalidImage = 200;
+
+bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+void log_line(const char* fmt, ...) {
+  const char* path = std::getenv("KDFLOW_FAKE_CUDA_LOG");
+  if (!path || !*path) return;
+  FILE* f = std::fopen(path, "a");
+  if (!f) return;
+  va_list ap;
+  va_start(ap, fmt);
+  std::vfprintf(f, fmt, ap);
+  va_end(ap);
+  std::fputc('\n', f);
+  std::fclose(f);
+}
+
+struct Alloc {
+  int index;
+  std::vector<unsigned char> mem;
+};
+
+struct Param {
+  unsigned size;
+  unsigned align;
+  std::string type;  // "u64", "u32", "f32", ... or "b8[N]"
+};
+
+struct Module {
+  bool ptx = false;
+  std::string kind;
+  std::string blob;                                    // binaries: the image bytes
+  std::map<std::string, std::vector<Param>> entries;   // PTX: parameter lists
+  std::map<std::string, long> maxntid;                 // PTX: .maxntid products
+};
+
+struct Function {
+  std::string name;
+  uintptr_t module;
+};
+
+struct Launch {
+  uintptr_t function;
+  unsigned grid[3], block[3], smem;
+  std::string params;
+};
+
+struct State {
+  std::map<CUdeviceptr, Alloc> allocs;  // base address → memory
+  CUdeviceptr next_addr = 0x100000000ull;
+  int next_index = 0;
+  uintptr_t next_handle = 0x1000;
+  std::map<uintptr_t, Module> modules;
+  std::map<uintptr_t, Function> functions;
+  std::map<uintptr_t, uintptr_t> capturing;  // stream → graph
+  std::map<uintptr_t, std::vector<Launch>> graphs, execs;
+  std::map<uintptr_t, double> events;        // event → recorded clock (µs)
+  double clock_us = 0;
+};
+
+State& st() {
+  static State s;
+  return s;
+}
+
+uintptr_t new_handle() { return st().next_handle++; }
+
+/// The allocation holding [addr, addr + n), or null.
+Alloc* find(CUdeviceptr addr, size_t n, CUdeviceptr* base = nullptr) {
+  auto& m = st().allocs;
+  auto it = m.upper_bound(addr);
+  if (it == m.begin()) return nullptr;
+  --it;
+  if (addr < it->first || addr - it->first + n > it->second.mem.size()) return nullptr;
+  if (base) *base = it->first;
+  return &it->second;
+}
+
+std::string hex(const std::string& bytes) {
+  static const char* d = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out += d[c >> 4];
+    out += d[c & 15];
+  }
+  return out.empty() ? "-" : out;
+}
+
+/// Parses ".entry name( .param .u64 x, .param .align 8 .b8 y[16] )" lists and ".maxntid".
+void parse_ptx(const std::string& text, Module* m) {
+  size_t pos = 0;
+  while ((pos = text.find(".entry ", pos)) != std::string::npos) {
+    pos += 7;
+    size_t open = text.find('(', pos);
+    size_t close = text.find(')', open);
+    if (open == std::string::npos || close == std::string::npos) return;
+    std::string name = text.substr(pos, open - pos);
+    while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.pop_back();
+    std::vector<Param>& params = m->entries[name];
+    std::string list = text.substr(open + 1, close - open - 1);
+    size_t p = 0;
+    while ((p = list.find(".param", p)) != std::string::npos) {
+      p += 6;
+      size_t end = list.find(',', p);
+      std::string decl = list.substr(p, end == std::string::npos ? std::string::npos : end - p);
+      Param prm{0, 0, ""};
+      unsigned align = 0;
+      if (size_t a = decl.find(".align"); a != std::string::npos) align = static_cast<unsigned>(std::atoi(decl.c_str() + a + 6));
+      const char* types[] = {"u64", "s64", "b64", "f64", "u32", "s32", "b32", "f32", "u16", "s16", "b16", "f16", "u8", "s8", "b8"};
+      for (const char* t : types) {
+        std::string tag = std::string(".") + t + " ";
+        size_t at = decl.find(tag);
+        if (at == std::string::npos) continue;
+        unsigned bits = static_cast<unsigned>(std::atoi(t + 1));
+        prm.size = bits / 8;
+        prm.align = prm.size;
+        prm.type = t;
+        size_t br = decl.find('[', at);
+        if (br != std::string::npos) {
+          unsigned count = static_cast<unsigned>(std::atoi(decl.c_str() + br + 1));
+          prm.size *= count;
+          prm.type = std::string(t) + "[" + std::to_string(count) + "]";
+        }
+        break;
+      }
+      if (align) prm.align = align;
+      params.push_back(prm);
+      if (end == std::string::npos) break;
+      p = end;
+    }
+    size_t next_entry = text.find(".entry ", close);
+    size_t mx = text.find(".maxntid", close);
+    if (mx != std::string::npos && (next_entry == std::string::npos || mx < next_entry)) {
+      long x = 1, y = 1, z = 1;
+      std::sscanf(text.c_str() + mx + 8, " %ld , %ld , %ld", &x, &y, &z);
+      m->maxntid[name] = x * y * z;
+    }
+    pos = close;
+  }
+}
+
+/// Size of a binary image: fatbin header or ELF section table end.
+size_t image_size(const unsigned char* p) {
+  if (std::memcmp(p, "\x50\xed\x55\xba", 4) == 0) {
+    uint16_t header = 0;
+    uint64_t rest = 0;
+    std::memcpy(&header, p + 6, 2);
+    std::memcpy(&rest, p + 8, 8);
+    return header + rest;
+  }
+  uint64_t shoff = 0;
+  uint16_t shentsize = 0, shnum = 0;
+  std::memcpy(&shoff, p + 0x28, 8);
+  std::memcpy(&shentsize, p + 0x3a, 2);
+  std::memcpy(&shnum, p + 0x3c, 2);
+  return shoff + static_cast<uint64_t>(shentsize) * shnum;
+}
+
+void fill_log(unsigned n, int* options, void** values, int buffer_option, const char* text) {
+  char* buf = nullptr;
+  size_t size = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    if (options[i] == buffer_option) buf = static_cast<char*>(values[i]);
+    if (options[i] == buffer_option + 1) size = static_cast<size_t>(reinterpret_cast<uintptr_t>(values[i]));
+  }
+  if (buf && size) std::snprintf(buf, size, "%s", text);
+}
+
+/// Decodes packed parameters against a PTX parameter list; "" when the sizes disagree.
+std::string decode(const std::vector<Param>& params, const std::string& bytes, bool* ok) {
+  std::string out;
+  size_t pos = 0;
+  *ok = true;
+  for (const Param& p : params) {
+    size_t align = p.align ? p.align : 1;
+    pos = (pos + align - 1) / align * align;
+    if (pos + p.size > bytes.size()) {
+      *ok = false;
+      return "";
+    }
+    uint64_t v = 0;
+    if (p.size <= 8) std::memcpy(&v, bytes.data() + pos, p.size);
+    std::string item;
+    if (p.size == 8 && p.type[0] != 'f') {
+      CUdeviceptr base = 0;
+      if (Alloc* a = find(v, 0, &base)) item = "a" + std::to_string(a->index) + "+" + std::to_string(v - base);
+      else item = p.type + ":" + std::to_string(v);
+    } else if (p.type == "f32") {
+      float f;
+      std::memcpy(&f, &v, 4);
+      char b[64];
+      std::snprintf(b, sizeof(b), "f32:%g", f);
+      item = b;
+    } else if (p.type == "f64") {
+      double f;
+      std::memcpy(&f, &v, 8);
+      char b[64];
+      std::snprintf(b, sizeof(b), "f64:%g", f);
+      item = b;
+    } else if (p.size <= 8) {
+      item = p.type + ":" + std::to_string(v);
+    } else {
+      item = p.type;
+    }
+    out += (out.empty() ? "" : ",") + item;
+    pos += p.size;
+  }
+  if (pos != bytes.size()) *ok = false;
+  return out;
+}
+
+/// What a launch does when it "runs": advance the clock, maybe overrun a buffer.
+void execute(const Launch& l) {
+  st().clock_us += 10;
+  const char* s = std::getenv("KDFLOW_FAKE_CUDA_SCRIBBLE");
+  if (!s || !*s) return;
+  std::string spec = s;
+  size_t at = spec.rfind('@');
+  if (at == std::string::npos) return;
+  const Function& f = st().functions[l.function];
+  if (spec.substr(0, at) != f.name || l.params.size() < 8) return;
+  CUdeviceptr p = 0;
+  std::memcpy(&p, l.params.data(), 8);
+  CUdeviceptr target = p + std::strtoull(spec.c_str() + at + 1, nullptr, 10);
+  CUdeviceptr base = 0;
+  if (Alloc* a = find(target, 4, &base)) {
+    std::memset(a->mem.data() + (target - base), 0, 4);
+    log_line("scribble kernel=%s at=0x%llx", f.name.c_str(), target);
+  } else {
+    log_line("scribble kernel=%s at=0x%llx outside every allocation", f.name.c_str(), target);
+  }
+}
+
+const char* error_name(CUresult r) {
+  switch (r) {
+    case 0: return "CUDA_SUCCESS";
+    case 1: return "CUDA_ERROR_INVALID_VALUE";
+    case 100: return "CUDA_ERROR_NO_DEVICE";
+    case 101: return "CUDA_ERROR_INVALID_DEVICE";
+    case 200: return "CUDA_ERROR_INVALID_IMAGE";
+    case 209: return "CUDA_ERROR_NO_BINARY_FOR_GPU";
+    case 400: return "CUDA_ERROR_INVALID_HANDLE";
+    case 500: return "CUDA_ERROR_NOT_FOUND";
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+CUresult cuInit(unsigned flags) {
+  CUresult r = env_on("KDFLOW_FAKE_CUDA_NO_DEVICE") ? kNoDevice : kSuccess;
+  log_line("cuInit flags=%u -> %d", flags, r);
+  return r;
+}
+
+CUresult cuDeviceGet(int* dev, int ordinal) {
+  CUresult r = ordinal == 0 ? kSuccess : kInvalidDevice;
+  if (r == kSuccess) *dev = 0;
+  log_line("cuDeviceGet ordinal=%d -> %d", ordinal, r);
+  return r;
+}
+
+CUresult cuDeviceGetAttribute(int* value, int attrib, int dev) {
+  switch (attrib) {
+    case 1: *value = 1024; break;     // max threads per block
+    case 16: *value = 132; break;     // SMs
+    case 75: *value = 9; break;       // compute capability
+    case 76: *value = 0; break;
+    case 97: *value = 232448; break;  // opt-in shared memory per block
+    default: *value = 0; break;
+  }
+  log_line("cuDeviceGetAttribute attrib=%d device=%d -> 0 value=%d", attrib, dev, *value);
+  return kSuccess;
+}
+
+CUresult cuDeviceGetName(char* name, int len, int dev) {
+  std::snprintf(name, static_cast<size_t>(len), "%s", "kdflow fake CUDA device");
+  log_line("cuDeviceGetName device=%d -> 0", dev);
+  return kSuccess;
+}
+
+CUresult cuDevicePrimaryCtxRetain(Handle* ctx, int dev) {
+  *ctx = reinterpret_cast<Handle>(uintptr_t{0xc0});
+  log_line("cuDevicePrimaryCtxRetain device=%d -> 0 ctx=0xc0", dev);
+  return kSuccess;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(int dev) {
+  log_line("cuDevicePrimaryCtxRelease device=%d -> 0", dev);
+  return kSuccess;
+}
+
+CUresult cuCtxCreate_v2(Handle* ctx, unsigned flags, int dev) {
+  *ctx = reinterpret_cast<Handle>(uintptr_t{0xc1});
+  log_line("cuCtxCreate flags=%u device=%d -> 0 ctx=0xc1", flags, dev);
+  return kSuccess;
+}
+
+CUresult cuCtxDestroy_v2(Handle ctx) {
+  log_line("cuCtxDestroy ctx=%p -> 0", ctx);
+  return kSuccess;
+}
+
+CUresult cuCtxSetCurrent(Handle ctx) {
+  log_line("cuCtxSetCurrent ctx=%p -> 0", ctx);
+  return kSuccess;
+}
+
+CUresult cuCtxSynchronize() {
+  log_line("cuCtxSynchronize -> 0");
+  return kSuccess;
+}
+
+CUresult cuModuleLoadDataEx(Handle* module, const void* image, unsigned n, int* options, void** values) {
+  const unsigned char* p = static_cast<const unsigned char*>(image);
+  Module m;
+  if (std::memcmp(p, "\x7f" "ELF", 4) == 0 || std::memcmp(p, "\x50\xed\x55\xba", 4) == 0) {
+    m.kind = p[0] == 0x7f ? "cubin" : "fatbin";
+    m.blob.assign(reinterpret_cast<const char*>(p), image_size(p));
+    if (env_on("KDFLOW_FAKE_CUDA_REJECT_BINARY")) {
+      fill_log(n, options, values, 5, "fake: no kernel image is available for this device (sm_00)\nsecond line");
+      log_line("cuModuleLoadDataEx kind=%s bytes=%zu options=%u -> %d", m.kind.c_str(), m.blob.size(), n, kNoBinary);
+      return kNoBinary;
+    }
+  } else {
+    std::string text(reinterpret_cast<const char*>(p));
+    if (text.find(".version") == std::string::npos) {
+      fill_log(n, options, values, 5, "fake: not PTX");
+      log_line("cuModuleLoadDataEx kind=unknown options=%u -> %d", n, kInvalidImage);
+      return kInvalidImage;
+    }
+    m.ptx = true;
+    m.kind = "ptx";
+    parse_ptx(text, &m);
+    m.blob = text;
+    fill_log(n, options, values, 3, "fake: ptx compiled");
+  }
+  uintptr_t h = new_handle();
+  log_line("cuModuleLoadDataEx kind=%s bytes=%zu options=%u -> 0 module=0x%lx entries=%zu", m.kind.c_str(),
+           m.blob.size(), n, static_cast<unsigned long>(h), m.entries.size());
+  st().modules[h] = std::move(m);
+  *module = reinterpret_cast<Handle>(h);
+  return kSuccess;
+}
+
+CUresult cuModuleGetFunction(Handle* f, Handle module, const char* name) {
+  auto it = st().modules.find(reinterpret_cast<uintptr_t>(module));
+  CUresult r = kSuccess;
+  if (it == st().modules.end()) {
+    r = kInvalidHandle;
+  } else if (it->second.ptx) {
+    if (!it->second.entries.count(name)) r = kNotFound;
+  } else {
+    std::string needle = std::string(name) + '\0';
+    if (it->second.blob.find(needle) == std::string::npos) r = kNotFound;
+  }
+  if (r == kSuccess) {
+    uintptr_t h = new_handle();
+    st().functions[h] = Function{name, reinterpret_cast<uintptr_t>(module)};
+    *f = reinterpret_cast<Handle>(h);
+    log_line("cuModuleGetFunction name=%s -> 0 function=0x%lx", name, static_cast<unsigned long>(h));
+  } else {
+    log_line("cuModuleGetFunction name=%s -> %d", name, r);
+  }
+  return r;
+}
+
+CUresult cuModuleUnload(Handle module) {
+  CUresult r = st().modules.erase(reinterpret_cast<uintptr_t>(module)) ? kSuccess : kInvalidHandle;
+  log_line("cuModuleUnload module=%p -> %d", module, r);
+  return r;
+}
+
+CUresult cuFuncSetAttribute(Handle f, int attrib, int value) {
+  log_line("cuFuncSetAttribute name=%s attrib=%d value=%d -> 0",
+           st().functions[reinterpret_cast<uintptr_t>(f)].name.c_str(), attrib, value);
+  return kSuccess;
+}
+
+CUresult cuFuncGetAttribute(int* value, int attrib, Handle f) {
+  const Function& fn = st().functions[reinterpret_cast<uintptr_t>(f)];
+  *value = 0;
+  if (attrib == 0) {
+    *value = 1024;
+    const Module& m = st().modules[fn.module];
+    if (auto it = m.maxntid.find(fn.name); it != m.maxntid.end()) *value = static_cast<int>(it->second);
+  }
+  log_line("cuFuncGetAttribute name=%s attrib=%d -> 0 value=%d", fn.name.c_str(), attrib, *value);
+  return kSuccess;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
+  if (bytes == 0) {
+    log_line("cuMemAlloc bytes=0 -> %d", kInvalidValue);
+    return kInvalidValue;
+  }
+  State& s = st();
+  if (s.allocs.empty()) {  // each replay in a process sees the same addresses and indices
+    s.next_addr = 0x100000000ull;
+    s.next_index = 0;
+  }
+  CUdeviceptr a = s.next_addr;
+  s.next_addr += (bytes + 255) / 256 * 256 + 0x10000;  // a gap: overruns land nowhere valid
+  Alloc al;
+  al.index = s.next_index++;
+  al.mem.assign(bytes, 0);
+  s.allocs[a] = std::move(al);
+  *ptr = a;
+  log_line("cuMemAlloc bytes=%zu -> 0 ptr=0x%llx index=%d", bytes, a, s.allocs[a].index);
+  return kSuccess;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr ptr) {
+  auto& m = st().allocs;
+  auto it = m.find(ptr);
+  CUresult r = kInvalidValue;
+  int index = -1;
+  if (it != m.end()) {
+    index = it->second.index;
+    m.erase(it);
+    r = kSuccess;
+  }
+  log_line("cuMemFree ptr=0x%llx -> %d index=%d", ptr, r, index);
+  return r;
+}
+
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
+  CUdeviceptr base = 0;
+  Alloc* a = find(dst, bytes, &base);
+  CUresult r = a ? kSuccess : kInvalidValue;
+  if (a) std::memcpy(a->mem.data() + (dst - base), src, bytes);
+  log_line("cuMemcpyHtoD dst=0x%llx bytes=%zu -> %d index=%d offset=%llu", dst, bytes, r, a ? a->index : -1,
+           a ? dst - base : 0ull);
+  return r;
+}
+
+CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
+  CUdeviceptr base = 0;
+  Alloc* a = find(src, bytes, &base);
+  CUresult r = a ? kSuccess : kInvalidValue;
+  if (a) std::memcpy(dst, a->mem.data() + (src - base), bytes);
+  log_line("cuMemcpyDtoH src=0x%llx bytes=%zu -> %d index=%d offset=%llu", src, bytes, r, a ? a->index : -1,
+           a ? src - base : 0ull);
+  return r;
+}
+
+CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t count) {
+  CUdeviceptr base = 0;
+  Alloc* a = find(dst, count, &base);
+  CUresult r = a ? kSuccess : kInvalidValue;
+  if (a) std::memset(a->mem.data() + (dst - base), value, count);
+  log_line("cuMemsetD8 dst=0x%llx value=%u count=%zu -> %d index=%d offset=%llu", dst, value, count, r,
+           a ? a->index : -1, a ? dst - base : 0ull);
+  return r;
+}
+
+CUresult cuLaunchKernel(Handle f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned smem, Handle stream, void** kernel_params, void** extra) {
+  State& s = st();
+  auto fit = s.functions.find(reinterpret_cast<uintptr_t>(f));
+  if (fit == s.functions.end()) {
+    log_line("cuLaunchKernel function=%p -> %d", f, kInvalidHandle);
+    return kInvalidHandle;
+  }
+  const Function& fn = fit->second;
+  Launch l{reinterpret_cast<uintptr_t>(f), {gx, gy, gz}, {bx, by, bz}, smem, ""};
+  CUresult r = kSuccess;
+  std::string why;
+  if (kernel_params) {
+    r = kInvalidValue;
+    why = " error=kernelParams_unsupported_by_the_fake";
+  } else if (extra) {
+    void* buf = nullptr;
+    size_t size = 0;
+    for (void** e = extra; *e; e += 2) {
+      uintptr_t key = reinterpret_cast<uintptr_t>(e[0]);
+      if (key == 1) buf = e[1];
+      else if (key == 2) size = *static_cast<size_t*>(e[1]);
+      else {
+        r = kInvalidValue;
+        why = " error=unknown_extra_key";
+        break;
+      }
+    }
+    if (buf && size) l.params.assign(static_cast<const char*>(buf), size);
+  }
+  std::string args;
+  const Module& m = s.modules[fn.module];
+  if (r == kSuccess && m.ptx) {
+    bool ok = true;
+    auto it = m.entries.find(fn.name);
+    if (it != m.entries.end()) args = decode(it->second, l.params, &ok);
+    if (!ok) {
+      r = kInvalidValue;
+      why = " error=parameter_buffer_does_not_match_the_ptx_signature";
+    }
+    if (auto mx = m.maxntid.find(fn.name); mx != m.maxntid.end() && long(bx) * by * bz > mx->second) {
+      r = kInvalidValue;
+      why = " error=block_exceeds_maxntid";
+    }
+  }
+  uintptr_t sh = reinterpret_cast<uintptr_t>(stream);
+  bool captured = s.capturing.count(sh) > 0;
+  log_line("cuLaunchKernel name=%s grid=%u,%u,%u block=%u,%u,%u smem=%u stream=0x%lx captured=%d param_bytes=%zu "
+           "params=%s args=%s -> %d%s",
+           fn.name.c_str(), gx, gy, gz, bx, by, bz, smem, static_cast<unsigned long>(sh), captured ? 1 : 0,
+           l.params.size(), hex(l.params).c_str(), args.empty() ? "-" : args.c_str(), r, why.c_str());
+  if (r != kSuccess) return r;
+  if (captured) s.graphs[s.capturing[sh]].push_back(l);
+  else execute(l);
+  return kSuccess;
+}
+
+CUresult cuEventCreate(Handle* ev, unsigned flags) {
+  uintptr_t h = new_handle();
+  st().events[h] = 0;
+  *ev = reinterpret_cast<Handle>(h);
+  log_line("cuEventCreate flags=%u -> 0 event=0x%lx", flags, static_cast<unsigned long>(h));
+  return kSuccess;
+}
+
+CUresult cuEventRecord(Handle ev, Handle stream) {
+  st().events[reinterpret_cast<uintptr_t>(ev)] = st().clock_us;
+  log_line("cuEventRecord event=%p stream=%p -> 0", ev, stream);
+  return kSuccess;
+}
+
+CUresult cuEventSynchronize(Handle ev) {
+  log_line("cuEventSynchronize event=%p -> 0", ev);
+  return kSuccess;
+}
+
+CUresult cuEventElapsedTime(float* ms, Handle a, Handle b) {
+  *ms = static_cast<float>((st().events[reinterpret_cast<uintptr_t>(b)] - st().events[reinterpret_cast<uintptr_t>(a)]) /
+                           1000.0);
+  log_line("cuEventElapsedTime start=%p end=%p -> 0 ms=%g", a, b, *ms);
+  return kSuccess;
+}
+
+CUresult cuEventDestroy_v2(Handle ev) {
+  CUresult r = st().events.erase(reinterpret_cast<uintptr_t>(ev)) ? kSuccess : kInvalidHandle;
+  log_line("cuEventDestroy event=%p -> %d", ev, r);
+  return r;
+}
+
+CUresult cuStreamCreate(Handle* stream, unsigned flags) {
+  uintptr_t h = new_handle();
+  *stream = reinterpret_cast<Handle>(h);
+  log_line("cuStreamCreate flags=%u -> 0 stream=0x%lx", flags, static_cast<unsigned long>(h));
+  return kSuccess;
+}
+
+CUresult cuStreamDestroy_v2(Handle stream) {
+  log_line("cuStreamDestroy stream=%p -> 0", stream);
+  return kSuccess;
+}
+
+CUresult cuStreamBeginCapture_v2(Handle stream, int mode) {
+  uintptr_t g = new_handle();
+  st().capturing[reinterpret_cast<uintptr_t>(stream)] = g;
+  st().graphs[g];
+  log_line("cuStreamBeginCapture stream=%p mode=%d -> 0", stream, mode);
+  return kSuccess;
+}
+
+CUresult cuStreamEndCapture(Handle stream, Handle* graph) {
+  auto& c = st().capturing;
+  auto it = c.find(reinterpret_cast<uintptr_t>(stream));
+  if (it == c.end()) {
+    log_line("cuStreamEndCapture stream=%p -> %d", stream, kInvalidValue);
+    return kInvalidValue;
+  }
+  *graph = reinterpret_cast<Handle>(it->second);
+  log_line("cuStreamEndCapture stream=%p -> 0 graph=0x%lx kernels=%zu", stream, static_cast<unsigned long>(it->second),
+           st().graphs[it->second].size());
+  c.erase(it);
+  return kSuccess;
+}
+
+CUresult cuGraphInstantiateWithFlags(Handle* exec, Handle graph, unsigned long long flags) {
+  auto it = st().graphs.find(reinterpret_cast<uintptr_t>(graph));
+  if (it == st().graphs.end()) {
+    log_line("cuGraphInstantiate graph=%p -> %d", graph, kInvalidHandle);
+    return kInvalidHandle;
+  }
+  uintptr_t h = new_handle();
+  st().execs[h] = it->second;
+  *exec = reinterpret_cast<Handle>(h);
+  log_line("cuGraphInstantiate graph=%p flags=%llu -> 0 exec=0x%lx kernels=%zu", graph, flags,
+           static_cast<unsigned long>(h), it->second.size());
+  return kSuccess;
+}
+
+CUresult cuGraphLaunch(Handle exec, Handle stream) {
+  auto it = st().execs.find(reinterpret_cast<uintptr_t>(exec));
+  if (it == st().execs.end()) {
+    log_line("cuGraphLaunch exec=%p -> %d", exec, kInvalidHandle);
+    return kInvalidHandle;
+  }
+  for (const Launch& l : it->second) execute(l);
+  log_line("cuGraphLaunch exec=%p stream=%p kernels=%zu -> 0", exec, stream, it->second.size());
+  return kSuccess;
+}
+
+CUresult cuGraphDestroy(Handle graph) {
+  CUresult r = st().graphs.erase(reinterpret_cast<uintptr_t>(graph)) ? kSuccess : kInvalidHandle;
+  log_line("cuGraphDestroy graph=%p -> %d", graph, r);
+  return r;
+}
+
+CUresult cuGraphExecDestroy(Handle exec) {
+  CUresult r = st().execs.erase(reinterpret_cast<uintptr_t>(exec)) ? kSuccess : kInvalidHandle;
+  log_line("cuGraphExecDestroy exec=%p -> %d", exec, r);
+  return r;
+}
+
+CUresult cuGetErrorName(CUresult err, const char** str) {
+  *str = error_name(err);
+  return *str ? kSuccess : kInvalidValue;
+}
+
+CUresult cuGetErrorString(CUresult err, const char** str) {
+  *str = err == kNoBinary ? "no kernel image is available for execution on the device (fake)"
+         : err == kNoDevice ? "no CUDA-capable device is detected (fake)"
+                            : "fake driver error";
+  return kSuccess;
+}
+
+struct ProcEntry {
+  const char* name;
+  void* fn;
+};
+
+static const ProcEntry kProcs[] = {
+    {"cuInit", reinterpret_cast<void*>(&cuInit)},
+    {"cuDeviceGet", reinterpret_cast<void*>(&cuDeviceGet)},
+    {"cuDeviceGetAttribute", reinterpret_cast<void*>(&cuDeviceGetAttribute)},
+    {"cuDeviceGetName", reinterpret_cast<void*>(&cuDeviceGetName)},
+    {"cuDevicePrimaryCtxRetain", reinterpret_cast<void*>(&cuDevicePrimaryCtxRetain)},
+    {"cuDevicePrimaryCtxRelease", reinterpret_cast<void*>(&cuDevicePrimaryCtxRelease_v2)},
+    {"cuCtxCreate", reinterpret_cast<void*>(&cuCtxCreate_v2)},
+    {"cuCtxDestroy", reinterpret_cast<void*>(&cuCtxDestroy_v2)},
+    {"cuCtxSetCurrent", reinterpret_cast<void*>(&cuCtxSetCurrent)},
+    {"cuCtxSynchronize", reinterpret_cast<void*>(&cuCtxSynchronize)},
+    {"cuModuleLoadDataEx", reinterpret_cast<void*>(&cuModuleLoadDataEx)},
+    {"cuModuleGetFunction", reinterpret_cast<void*>(&cuModuleGetFunction)},
+    {"cuModuleUnload", reinterpret_cast<void*>(&cuModuleUnload)},
+    {"cuFuncSetAttribute", reinterpret_cast<void*>(&cuFuncSetAttribute)},
+    {"cuFuncGetAttribute", reinterpret_cast<void*>(&cuFuncGetAttribute)},
+    {"cuMemAlloc", reinterpret_cast<void*>(&cuMemAlloc_v2)},
+    {"cuMemFree", reinterpret_cast<void*>(&cuMemFree_v2)},
+    {"cuMemcpyHtoD", reinterpret_cast<void*>(&cuMemcpyHtoD_v2)},
+    {"cuMemcpyDtoH", reinterpret_cast<void*>(&cuMemcpyDtoH_v2)},
+    {"cuMemsetD8", reinterpret_cast<void*>(&cuMemsetD8_v2)},
+    {"cuLaunchKernel", reinterpret_cast<void*>(&cuLaunchKernel)},
+    {"cuEventCreate", reinterpret_cast<void*>(&cuEventCreate)},
+    {"cuEventRecord", reinterpret_cast<void*>(&cuEventRecord)},
+    {"cuEventSynchronize", reinterpret_cast<void*>(&cuEventSynchronize)},
+    {"cuEventElapsedTime", reinterpret_cast<void*>(&cuEventElapsedTime)},
+    {"cuEventDestroy", reinterpret_cast<void*>(&cuEventDestroy_v2)},
+    {"cuStreamCreate", reinterpret_cast<void*>(&cuStreamCreate)},
+    {"cuStreamDestroy", reinterpret_cast<void*>(&cuStreamDestroy_v2)},
+    {"cuStreamBeginCapture", reinterpret_cast<void*>(&cuStreamBeginCapture_v2)},
+    {"cuStreamEndCapture", reinterpret_cast<void*>(&cuStreamEndCapture)},
+    {"cuGraphInstantiateWithFlags", reinterpret_cast<void*>(&cuGraphInstantiateWithFlags)},
+    {"cuGraphInstantiate", reinterpret_cast<void*>(&cuGraphInstantiateWithFlags)},
+    {"cuGraphLaunch", reinterpret_cast<void*>(&cuGraphLaunch)},
+    {"cuGraphDestroy", reinterpret_cast<void*>(&cuGraphDestroy)},
+    {"cuGraphExecDestroy", reinterpret_cast<void*>(&cuGraphExecDestroy)},
+    {"cuGetErrorName", reinterpret_cast<void*>(&cuGetErrorName)},
+    {"cuGetErrorString", reinterpret_cast<void*>(&cuGetErrorString)},
+};
+
+CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, unsigned long long flags, int* status) {
+  *pfn = nullptr;
+  CUresult r = kNotFound;
+  if (!env_on("KDFLOW_FAKE_CUDA_NO_PROC_ADDRESS"))
+    for (const ProcEntry& e : kProcs)
+      if (std::strcmp(e.name, symbol) == 0) {
+        *pfn = e.fn;
+        r = kSuccess;
+        break;
+      }
+  if (status) *status = r == kSuccess ? 0 : 1;
+  log_line("cuGetProcAddress symbol=%s version=%d flags=%llu -> %d", symbol, version, flags, r);
+  return r;
+}
+
+CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, unsigned long long flags) {
+  return cuGetProcAddress_v2(symbol, pfn, version, flags, nullptr);
+}
+
+}  // extern "C"
