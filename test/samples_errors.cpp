@@ -138,3 +138,44 @@ TEST_CASE("missing inputs, wrong params magic, bad options", "[errors][cli]") {
   CHECK(r.exit_code == 64);
   CHECK(r.err.find("would overwrite an input") != std::string::npos);
 }
+
+TEST_CASE("device.cu of another model or version: device.cu position", "[errors][cli]") {
+  // TVM 0.8's kernels are named _kernel0: none of this model's launches is defined there.
+  std::string err = expect_failure({sample_dir("mlp"), "--device", sample_dir("mlp_v08") + "/device.cu"}, 65);
+  CHECK(err.find("host.c:") != std::string::npos);
+  CHECK(err.find("defines no __global__ function of that name") != std::string::npos);
+  // Same kernel names, but a __launch_bounds__ that disagrees with the launch.
+  std::string dir = copy_sample("mlp");
+  std::string cu = slurp(sample_dir("mlp") + "/device.cu");
+  std::string from = "__launch_bounds__(64) tvmgen_default_fused_nn_dense_add_kernel(";
+  auto at = cu.find(from);
+  REQUIRE(at != std::string::npos);
+  cu.replace(at, from.size(), "__launch_bounds__(128) tvmgen_default_fused_nn_dense_add_kernel(");
+  write(dir + "/device.cu", cu);
+  err = expect_failure({dir}, 65);
+  CHECK(err.rfind(dir + "/device.cu:", 0) == 0);
+  CHECK(err.find("declares __launch_bounds__(128) but " + dir + "/host.c:") != std::string::npos);
+}
+
+TEST_CASE("a model.so extracts like its folder; a corrupt one is one line", "[errors][cli][model_so]") {
+  for (const std::string m : {"attention", "sort_scan", "sort_scan_v08"}) {
+    INFO(m);
+    auto from_so = run_kdflow({"extract", sample_dir(m) + "/model.so"});
+    auto from_dir = run_kdflow({"extract", sample_dir(m)});
+    REQUIRE(from_so.exit_code == 0);
+    auto a = nlohmann::json::parse(from_so.out), b = nlohmann::json::parse(from_dir.out);
+    for (const char* k : {"kernels", "buffers", "edges", "dependencies", "nodes", "inputs", "params", "outputs"})
+      CHECK(a[k] == b[k]);
+    CHECK(a["sources"]["library"] == "model.so");
+  }
+  std::string dir = temp_dir();
+  std::string so = slurp(sample_dir("sort_scan") + "/model.so");
+  write(dir + "/model.so", so.substr(0, so.size() / 2));
+  fs::copy_file(sample_dir("sort_scan") + "/host.c", dir + "/host.c");
+  std::string err = expect_failure({dir + "/model.so"}, 65);
+  CHECK(err.rfind(dir + "/model.so", 0) == 0);
+  fs::remove(dir + "/host.c");
+  write(dir + "/model.so", so);
+  err = expect_failure({dir + "/model.so"}, 64);  // no host C beside it and no --host
+  CHECK(err.find("--host") != std::string::npos);
+}

@@ -11,7 +11,10 @@
 namespace kdflow {
 
 struct ExtractInputs {
-  std::string dir;     ///< a folder holding graph.json, host.c, *.tvm_meta.json (optional when all three are given)
+  std::string dir;     ///< a folder holding graph.json, host.c, *.tvm_meta.json (optional when all three are given),
+                       ///< or an exported model.so: graph, function table and params then come from its
+                       ///< __tvm_dev_mblob, and --host is needed unless host.c sits beside it
+  std::string library; ///< set by resolve_extract_inputs when `dir` names a model.so
   std::string graph;   ///< overrides dir/graph.json
   std::string host;    ///< overrides dir/host.c
   std::string meta;    ///< overrides dir/*.tvm_meta.json

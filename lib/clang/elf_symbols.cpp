@@ -64,6 +64,13 @@ Expected<std::string> read_elf_symbol(std::string_view bytes, const std::string&
   const auto* elf = llvm::dyn_cast<llvm::object::ELFObjectFileBase>(obj->get());
   if (!elf) return file_error(file, "not an ELF file");
 
+  // LLVM counts a symbol table's entries from its section header alone: a corrupt size
+  // would have us iterate billions of unreadable entries. Check the tables lie in the file.
+  for (const llvm::object::ELFSectionRef sec : elf->sections()) {
+    if (sec.getType() != llvm::ELF::SHT_SYMTAB && sec.getType() != llvm::ELF::SHT_DYNSYM) continue;
+    llvm::Expected<llvm::StringRef> contents = sec.getContents();
+    if (!contents) return file_error(file, "not a valid ELF file: its symbol table: " + message_of(contents.takeError()));
+  }
   // The static symbol table first, then the dynamic one (a stripped library keeps only the latter).
   auto found = find_symbol(elf->symbols(), *elf, file, symbol);
   if (!found) return found.error();

@@ -19,6 +19,7 @@
 #include "kdflow/emit.h"
 #include "kdflow/function_table.h"
 #include "kdflow/graph_json.h"
+#include "kdflow/inspect.h"
 #include "kdflow/io.h"
 #include "kdflow/params.h"
 
@@ -28,12 +29,24 @@ namespace fs = std::filesystem;
 
 Expected<ExtractInputs> resolve_extract_inputs(const ExtractInputs& in) {
   ExtractInputs out = in;
-  if (!in.dir.empty()) {
-    if (!is_directory(in.dir)) {
-      if (!file_exists(in.dir)) return file_error(in.dir, "no such file or directory", ExitCode::NoInput);
-      return file_error(in.dir, "is not a directory (extract reads a folder with graph.json, host.c and *.tvm_meta.json)",
-                        ExitCode::Usage);
+  if (!in.dir.empty() && !is_directory(in.dir)) {
+    if (!file_exists(in.dir)) return file_error(in.dir, "no such file or directory", ExitCode::NoInput);
+    // An exported library: graph.json, the function table and the params are inside it;
+    // host.c, device.cu and relay.txt are looked for beside it.
+    out.library = in.dir;
+    fs::path dir = fs::path(in.dir).parent_path();
+    if (dir.empty()) dir = ".";
+    if (out.host.empty()) {
+      if (!file_exists((dir / "host.c").string()))
+        return file_error(in.dir, "a model.so carries no host C source: pass --host host.c (TVM's lib.get_source())",
+                          ExitCode::Usage);
+      out.host = (dir / "host.c").string();
     }
+    if (out.device.empty() && !in.no_device && file_exists((dir / "device.cu").string()))
+      out.device = (dir / "device.cu").string();
+    if (out.relay.empty() && !in.no_relay && file_exists((dir / "relay.txt").string()))
+      out.relay = (dir / "relay.txt").string();
+  } else if (!in.dir.empty()) {
     fs::path dir(in.dir);
     if (out.graph.empty()) out.graph = (dir / "graph.json").string();
     if (out.host.empty()) out.host = (dir / "host.c").string();
@@ -76,20 +89,47 @@ Expected<Dataflow> extract(const ExtractInputs& given, const InterpreterLimits& 
   if (!resolved) return resolved.error();
   const ExtractInputs& in = *resolved;
 
-  Expected<std::string> graph_text = read_file(in.graph, 256ull << 20);
-  if (!graph_text) return graph_text.error();
-  Expected<Graph> graph = parse_graph_json(*graph_text, in.graph);
-  if (!graph) return graph.error();
-
-  Expected<std::string> meta_text = read_file(in.meta, 64ull << 20);
-  if (!meta_text) return meta_text.error();
-  Expected<FunctionTable> table = parse_function_table(*meta_text, in.meta);
-  if (!table) return table.error();
-
   BuildOptions options;
-  options.sources.graph = base_name(in.graph);
   options.sources.host = base_name(in.host);
-  options.sources.meta = base_name(in.meta);
+  std::string graph_file = in.graph;  // labels diagnostics about the graph
+  Expected<std::string> graph_text = std::string();
+  Expected<FunctionTable> table = FunctionTable();
+  if (!in.library.empty()) {
+    Expected<LoadedLibrary> lib = load_model_library(in.library);
+    if (!lib) return lib.error();
+    const std::string blob = base_name(in.library) + ":__tvm_dev_mblob";
+    options.sources.library = base_name(in.library);
+    if (in.graph.empty()) {
+      graph_file = in.library + ":graph.json";
+      graph_text = lib->graph_json;
+      options.sources.graph = blob;
+    }
+    if (in.meta.empty()) {
+      table = lib->table;
+      options.sources.meta = blob;
+    }
+    if (in.params.empty() && !in.no_params) {
+      // The factory's params are the bound weights: their names tell params from inputs.
+      options.params_known = true;
+      options.param_names.insert(lib->param_names.begin(), lib->param_names.end());
+      options.sources.params = blob;
+    }
+  }
+  if (options.sources.graph.empty()) {
+    graph_text = read_file(in.graph, 256ull << 20);
+    if (!graph_text) return graph_text.error();
+    options.sources.graph = base_name(in.graph);
+  }
+  Expected<Graph> graph = parse_graph_json(*graph_text, graph_file);
+  if (!graph) return graph.error();
+  if (options.sources.meta.empty()) {
+    Expected<std::string> meta_text = read_file(in.meta, 64ull << 20);
+    if (!meta_text) return meta_text.error();
+    table = parse_function_table(*meta_text, in.meta);
+    if (!table) return table.error();
+    options.sources.meta = base_name(in.meta);
+  }
+
   if (!in.params.empty()) {
     Expected<std::string> bytes = read_file(in.params);
     if (!bytes) return bytes.error();
@@ -116,7 +156,7 @@ Expected<Dataflow> extract(const ExtractInputs& given, const InterpreterLimits& 
     if (!node_calls_function(n)) continue;
     ++total;
     if (!(*program)->has_function(n.func_name))
-      return json_error(in.graph, fmt::format("/nodes/{}/attrs/func_name", nid),
+      return json_error(graph_file, fmt::format("/nodes/{}/attrs/func_name", nid),
                         fmt::format("function '{}' is not defined in {} (is host.c from another model?)", n.func_name,
                                     in.host));
   }
@@ -220,7 +260,8 @@ int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
   Expected<ExtractInputs> in = resolve_extract_inputs(cmd.inputs);
   if (!in) return report(in.error(), err);
   if (cmd.output != "-") {
-    for (const std::string* p : {&in->graph, &in->host, &in->meta, &in->params, &in->device, &in->relay}) {
+    for (const std::string* p :
+         {&in->graph, &in->host, &in->meta, &in->params, &in->device, &in->relay, &in->library}) {
       if (!p->empty() && same_file(*p, cmd.output))
         return report(Error{file_error(cmd.output, "the output would overwrite an input file").message, ExitCode::Usage},
                       err);

@@ -1,11 +1,13 @@
 // kdflow — the command line. Parses options with CLI11 and calls the library
-// (include/kdflow/commands.h); nothing else happens here.
+// (include/kdflow/commands.h, inspect.h, replay.h); nothing else happens here.
 #include <iostream>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "kdflow/commands.h"
+#include "kdflow/inspect.h"
+#include "kdflow/replay.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"kdflow: the kernel-level dataflow of a TVM-compiled model (graph.json + host C + CUDA)"};
@@ -14,7 +16,9 @@ int main(int argc, char** argv) {
 
   kdflow::ExtractCommand ex;
   CLI::App* extract = app.add_subcommand("extract", "Write the kernel-level dataflow graph (JSON, DOT or text)");
-  extract->add_option("DIR", ex.inputs.dir, "Folder with graph.json, host.c and *.tvm_meta.json (and params.bin)");
+  extract->add_option("DIR", ex.inputs.dir,
+                      "Folder with graph.json, host.c and *.tvm_meta.json (and params.bin, device.cu, relay.txt), "
+                      "or an exported model.so");
   extract->add_option("-o,--output", ex.output, "Output file, or - for stdout")->capture_default_str();
   extract->add_option("--format", ex.format, "json | dot | text (default: from the output's extension; stdout: json)")
       ->check(CLI::IsMember({"json", "dot", "text"}));
@@ -28,6 +32,35 @@ int main(int argc, char** argv) {
   extract->add_flag("--no-device", ex.inputs.no_device, "Do not read device.cu; accesses stay unknown");
   extract->add_flag("--no-relay", ex.inputs.no_relay, "Do not read relay.txt; Relay ops are decoded from names");
   extract->add_flag("-q,--quiet", ex.quiet, "No progress on stderr");
+
+  std::string inspect_path;
+  CLI::App* inspect = app.add_subcommand("inspect", "Show what a model.so, cubin, fatbin or PTX file holds");
+  inspect->add_option("FILE", inspect_path, "model.so (its __tvm_dev_mblob), cubin, fatbin or PTX")->required();
+
+  kdflow::ReplayCommand rp;
+  CLI::App* replay = app.add_subcommand("replay", "Run the graph kernel by kernel on the CUDA driver API");
+  replay->add_option("DIR", rp.dir, "Sample folder (extracted unless --flow; default files are read from it)");
+  replay->add_option("--flow", rp.flow, "Read the graph from a kdflow JSON instead of extracting");
+  replay->add_option("--module", rp.modules, "Device code: PTX, cubin or fatbin (repeatable; default DIR/device.cubin, DIR/device.ptx)");
+  replay->add_option("--params", rp.params, "Params file (default: DIR/params.bin)");
+  replay->add_option("--input", rp.inputs, "NAME=FILE.npy (repeatable; default DIR/input_<name>.npy)");
+  replay->add_option("--expect", rp.expect, "Reference output .npy, in output order (default DIR/output_<i>.npy)");
+  replay->add_flag("--no-expect", rp.no_expect, "Compare nothing");
+  replay->add_option("--mode", rp.mode, "eager (one launch at a time) or graph (one CUDA graph)")
+      ->check(CLI::IsMember({"eager", "graph"}))
+      ->capture_default_str();
+  replay->add_option("--warmup", rp.warmup, "Warm-up runs")->capture_default_str();
+  replay->add_option("--repeat", rp.repeat, "Timed runs")->capture_default_str();
+  replay->add_option("--device", rp.device, "CUDA device ordinal")->capture_default_str();
+  replay->add_flag("--dry-run", rp.dry_run, "Print and check the plan; do not touch the driver");
+  replay->add_flag("--guard", rp.guard, "Redzones after each allocation; report the first kernel writing past its buffer");
+  replay->add_option("--dump-dir", rp.dump_dir, "Write every buffer a kernel writes, after it runs, as .npy");
+  replay->add_option("--kernel", rp.kernel, "Run one kernel alone on buffers restored from --dump-dir");
+  replay->add_option("--trace", rp.trace, "Chrome trace (Perfetto) of the kernel timeline");
+  replay->add_option("--output-dir", rp.output_dir, "Write the outputs as output_<i>.npy");
+  replay->add_option("--rtol", rp.rtol, "Relative tolerance for float outputs")->capture_default_str();
+  replay->add_option("--atol", rp.atol, "Absolute tolerance for float outputs")->capture_default_str();
+  replay->add_flag("-q,--quiet", rp.quiet, "No progress on stderr");
 
   try {
     app.parse(argc, argv);
@@ -43,5 +76,7 @@ int main(int argc, char** argv) {
   }
 
   if (extract->parsed()) return kdflow::run_extract_command(ex, std::cerr);
+  if (inspect->parsed()) return kdflow::run_inspect_command(inspect_path, std::cout, std::cerr);
+  if (replay->parsed()) return kdflow::run_replay_command(rp, std::cout, std::cerr);
   return static_cast<int>(kdflow::ExitCode::Usage);
 }
