@@ -41,58 +41,13 @@
 #include <unordered_map>
 
 #include "device_headers.h"
+#include "in_memory_parse.h"
 
 namespace kdflow {
 
 namespace {
 
 using namespace clang;
-
-// ---------------------------------------------------------------------------
-// Parsing (same scheme as host_analyzer.cpp: ToolInvocation over an in-memory FS)
-
-/// Keeps the first error as `file:line:col: error: msg`, the virtual main file renamed
-/// to the caller's label. (host_analyzer.cpp has the same class in its own file.)
-class FirstErrorConsumer : public DiagnosticConsumer {
- public:
-  FirstErrorConsumer(std::string virtual_main, std::string label)
-      : virtual_main_(std::move(virtual_main)), label_(std::move(label)) {}
-  void HandleDiagnostic(DiagnosticsEngine::Level level, const Diagnostic& info) override {
-    DiagnosticConsumer::HandleDiagnostic(level, info);
-    if (level < DiagnosticsEngine::Error || !first_.empty()) return;
-    llvm::SmallString<256> text;
-    info.FormatDiagnostic(text);
-    std::string file = label_;
-    unsigned line = 0, col = 0;
-    if (info.hasSourceManager() && info.getLocation().isValid()) {
-      PresumedLoc p = info.getSourceManager().getPresumedLoc(info.getLocation());
-      if (p.isValid()) {
-        file = p.getFilename();
-        line = p.getLine();
-        col = p.getColumn();
-      }
-    }
-    if (file == virtual_main_) file = label_;
-    first_ = line ? source_error(file, line, col, text.str().str()).message
-                  : file_error(file, text.str().str()).message;
-  }
-  const std::string& first() const { return first_; }
-
- private:
-  std::string virtual_main_, label_, first_;
-};
-
-class AstBuilder : public tooling::ToolAction {
- public:
-  std::unique_ptr<ASTUnit> unit;
-  bool runInvocation(std::shared_ptr<CompilerInvocation> inv, FileManager* files,
-                     std::shared_ptr<PCHContainerOperations> pch, DiagnosticConsumer* diag) override {
-    unit = ASTUnit::LoadFromCompilerInvocation(
-        inv, std::move(pch),
-        CompilerInstance::createDiagnostics(&inv->getDiagnosticOpts(), diag, /*ShouldOwnClient=*/false), files);
-    return unit != nullptr;
-  }
-};
 
 // ---------------------------------------------------------------------------
 // Effects and slot sets
@@ -868,14 +823,6 @@ void collect_kernels(const DeclContext* dc, std::vector<const FunctionDecl*>& ou
 Expected<DeviceSource> analyze_device_source(const std::string& source, const std::string& file) {
   const std::string virtual_main = std::string(detail::kVirtualInputDir) + "/device.cu";
 
-  // Only in-memory files: the analyzed code cannot make clang read the real file system.
-  llvm::IntrusiveRefCntPtr<llvm::vfs::InMemoryFileSystem> fs(new llvm::vfs::InMemoryFileSystem);
-  fs->addFile(virtual_main, 0, llvm::MemoryBuffer::getMemBufferCopy(source, virtual_main));
-  for (const auto& [path, text] : detail::device_stub_headers())
-    fs->addFile(std::string(detail::kStubIncludeDir) + "/" + path, 0, llvm::MemoryBuffer::getMemBufferCopy(text, path));
-  fs->setCurrentWorkingDirectory(detail::kVirtualInputDir);
-  llvm::IntrusiveRefCntPtr<FileManager> files(new FileManager(FileSystemOptions(), fs));
-
   // clang 15 refuses sm_90; sm_80 is the target, and the prelude preprocesses the source
   // as for sm_90 (__CUDA_ARCH__ 900, see device_headers.cpp). Nothing depends on it beyond
   // TVM's `__CUDA_ARCH__ >= N` feature blocks.
@@ -896,30 +843,16 @@ Expected<DeviceSource> analyze_device_source(const std::string& source, const st
                                    "-ferror-limit=1",
                                    std::string("-I") + detail::kStubIncludeDir,
                                    "-include",
-                                   std::string(detail::kStubIncludeDir) + "/" + detail::kDevicePrelude,
-                                   virtual_main};
-  AstBuilder builder;
-  FirstErrorConsumer diags(virtual_main, file);
-  tooling::ToolInvocation invocation(args, &builder, files.get(), std::make_shared<PCHContainerOperations>());
-  invocation.setDiagnosticConsumer(&diags);
-  bool ok = invocation.run();
-  if (!diags.first().empty()) return Error{diags.first(), ExitCode::DataError};
-  if (!ok || !builder.unit) return Error{file_error(file, "clang could not parse the file").message, ExitCode::DataError};
+                                   std::string(detail::kStubIncludeDir) + "/" + detail::kDevicePrelude};
+  detail::InMemorySource src{source, file, virtual_main, &detail::device_stub_headers()};
+  auto parsed = detail::parse_in_memory(src, args);
+  if (!parsed) return parsed.error();
+  std::unique_ptr<ASTUnit> unit = parsed.take();
 
-  ASTContext& ctx = builder.unit->getASTContext();
-  const SourceManager& sm = builder.unit->getSourceManager();
-  auto to_loc = [&](SourceLocation l) {
-    SourceLoc out;
-    out.file = file;
-    if (l.isInvalid()) return out;
-    PresumedLoc p = sm.getPresumedLoc(sm.getExpansionLoc(l));
-    if (p.isInvalid()) return out;
-    std::string f = p.getFilename();
-    out.file = f == virtual_main ? file : f;
-    out.line = p.getLine();
-    out.col = p.getColumn();
-    return out;
-  };
+  ASTContext& ctx = unit->getASTContext();
+  const SourceManager& sm = unit->getSourceManager();
+  auto to_loc = [&](SourceLocation l) { return detail::presumed_loc(sm, l, virtual_main, file); };
+
 
   std::vector<const FunctionDecl*> kernels;
   collect_kernels(ctx.getTranslationUnitDecl(), kernels);

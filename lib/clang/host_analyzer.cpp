@@ -35,6 +35,7 @@
 #include <unordered_map>
 
 #include "host_headers.h"
+#include "in_memory_parse.h"
 
 namespace kdflow {
 
@@ -89,48 +90,6 @@ struct Failure {
 
 enum class Flow { Normal, Break, Continue, Return };
 
-/// The diagnostic consumer that keeps the first error as `file:line:col: error: msg`.
-class FirstErrorConsumer : public DiagnosticConsumer {
- public:
-  FirstErrorConsumer(std::string virtual_main, std::string label)
-      : virtual_main_(std::move(virtual_main)), label_(std::move(label)) {}
-  void HandleDiagnostic(DiagnosticsEngine::Level level, const Diagnostic& info) override {
-    DiagnosticConsumer::HandleDiagnostic(level, info);
-    if (level < DiagnosticsEngine::Error || !first_.empty()) return;
-    llvm::SmallString<256> text;
-    info.FormatDiagnostic(text);
-    std::string file = label_;
-    unsigned line = 0, col = 0;
-    if (info.hasSourceManager() && info.getLocation().isValid()) {
-      PresumedLoc p = info.getSourceManager().getPresumedLoc(info.getLocation());
-      if (p.isValid()) {
-        file = p.getFilename();
-        line = p.getLine();
-        col = p.getColumn();
-      }
-    }
-    if (file == virtual_main_) file = label_;
-    first_ = line ? source_error(file, line, col, text.str().str()).message
-                  : file_error(file, text.str().str()).message;
-  }
-  const std::string& first() const { return first_; }
-
- private:
-  std::string virtual_main_, label_, first_;
-};
-
-class AstBuilder : public tooling::ToolAction {
- public:
-  std::unique_ptr<ASTUnit> unit;
-  bool runInvocation(std::shared_ptr<CompilerInvocation> inv, FileManager* files,
-                     std::shared_ptr<PCHContainerOperations> pch, DiagnosticConsumer* diag) override {
-    unit = ASTUnit::LoadFromCompilerInvocation(
-        inv, std::move(pch),
-        CompilerInstance::createDiagnostics(&inv->getDiagnosticOpts(), diag, /*ShouldOwnClient=*/false), files);
-    return unit != nullptr;
-  }
-};
-
 bool is_math_function(llvm::StringRef n) {
   static const char* const names[] = {"ceil", "floor", "round", "trunc", "log", "log2", "log10", "exp", "exp2",
                                       "sqrt", "pow", "fabs", "fmin", "fmax", "fmod", "ceilf", "floorf", "roundf",
@@ -155,17 +114,7 @@ struct HostProgram::Impl {
   const RecordDecl* dltensor = nullptr;
 
   SourceLoc to_loc(SourceLocation l) const {
-    SourceLoc out;
-    out.file = label;
-    if (l.isInvalid()) return out;
-    const SourceManager& sm = unit->getSourceManager();
-    PresumedLoc p = sm.getPresumedLoc(sm.getExpansionLoc(l));
-    if (p.isInvalid()) return out;
-    std::string f = p.getFilename();
-    out.file = f == virtual_main ? label : f;
-    out.line = p.getLine();
-    out.col = p.getColumn();
-    return out;
+    return detail::presumed_loc(unit->getSourceManager(), l, virtual_main, label);
   }
 };
 
@@ -1263,26 +1212,12 @@ Expected<std::unique_ptr<HostProgram>> HostProgram::parse(const std::string& sou
   impl->limits = limits;
   impl->virtual_main = std::string(detail::kVirtualInputDir) + "/host.c";
 
-  // Only in-memory files: the analyzed code cannot make clang read the real file system.
-  llvm::IntrusiveRefCntPtr<llvm::vfs::InMemoryFileSystem> fs(new llvm::vfs::InMemoryFileSystem);
-  fs->addFile(impl->virtual_main, 0, llvm::MemoryBuffer::getMemBufferCopy(source, impl->virtual_main));
-  for (const auto& [path, text] : detail::host_stub_headers())
-    fs->addFile(std::string(detail::kStubIncludeDir) + "/" + path, 0, llvm::MemoryBuffer::getMemBufferCopy(text, path));
-  fs->setCurrentWorkingDirectory(detail::kVirtualInputDir);
-  llvm::IntrusiveRefCntPtr<FileManager> files(new FileManager(FileSystemOptions(), fs));
-
-  std::vector<std::string> args = {"clang",     "-fsyntax-only", "-x", "c", "-std=gnu11",
-                                   "-target",   "x86_64-unknown-linux-gnu", "-nostdinc", "-w",
-                                   "-ferror-limit=1", std::string("-I") + detail::kStubIncludeDir,
-                                   impl->virtual_main};
-  AstBuilder builder;
-  FirstErrorConsumer diags(impl->virtual_main, file);
-  tooling::ToolInvocation invocation(args, &builder, files.get(), std::make_shared<PCHContainerOperations>());
-  invocation.setDiagnosticConsumer(&diags);
-  bool ok = invocation.run();
-  if (!diags.first().empty()) return Error{diags.first(), ExitCode::DataError};
-  if (!ok || !builder.unit) return Error{file_error(file, "clang could not parse the file").message, ExitCode::DataError};
-  impl->unit = std::move(builder.unit);
+  detail::InMemorySource src{source, file, impl->virtual_main, &detail::host_stub_headers()};
+  auto unit = detail::parse_in_memory(src, {"clang", "-fsyntax-only", "-x", "c", "-std=gnu11", "-target",
+                                            "x86_64-unknown-linux-gnu", "-nostdinc", "-w", "-ferror-limit=1",
+                                            std::string("-I") + detail::kStubIncludeDir});
+  if (!unit) return unit.error();
+  impl->unit = unit.take();
 
   ASTContext& ctx = impl->unit->getASTContext();
   for (const Decl* d : ctx.getTranslationUnitDecl()->decls()) {

@@ -1,0 +1,99 @@
+// in_memory_parse.cpp — a ToolInvocation over an InMemoryFileSystem (see in_memory_parse.h).
+#include "in_memory_parse.h"
+
+#include <clang/Basic/Diagnostic.h>
+#include <clang/Basic/FileManager.h>
+#include <clang/Basic/SourceManager.h>
+#include <clang/Frontend/CompilerInstance.h>
+#include <clang/Tooling/Tooling.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/VirtualFileSystem.h>
+
+#include "host_headers.h"
+
+namespace kdflow::detail {
+
+namespace {
+
+using namespace clang;
+
+/// Keeps the first error as `file:line:col: error: msg`, the virtual file renamed to its label.
+class FirstErrorConsumer : public DiagnosticConsumer {
+ public:
+  FirstErrorConsumer(std::string virtual_path, std::string label)
+      : virtual_path_(std::move(virtual_path)), label_(std::move(label)) {}
+  void HandleDiagnostic(DiagnosticsEngine::Level level, const Diagnostic& info) override {
+    DiagnosticConsumer::HandleDiagnostic(level, info);
+    if (level < DiagnosticsEngine::Error || !first_.empty()) return;
+    llvm::SmallString<256> text;
+    info.FormatDiagnostic(text);
+    SourceLoc l;
+    l.file = label_;
+    if (info.hasSourceManager() && info.getLocation().isValid()) {
+      PresumedLoc p = info.getSourceManager().getPresumedLoc(info.getLocation());
+      if (p.isValid()) {
+        l.file = p.getFilename() == virtual_path_ ? label_ : std::string(p.getFilename());
+        l.line = p.getLine();
+        l.col = p.getColumn();
+      }
+    }
+    first_ = l.valid() ? source_error(l.file, l.line, l.col, text.str().str()).message
+                       : file_error(l.file, text.str().str()).message;
+  }
+  const std::string& first() const { return first_; }
+
+ private:
+  std::string virtual_path_, label_, first_;
+};
+
+class AstBuilder : public tooling::ToolAction {
+ public:
+  std::unique_ptr<ASTUnit> unit;
+  bool runInvocation(std::shared_ptr<CompilerInvocation> inv, FileManager* files,
+                     std::shared_ptr<PCHContainerOperations> pch, DiagnosticConsumer* diag) override {
+    unit = ASTUnit::LoadFromCompilerInvocation(
+        inv, std::move(pch),
+        CompilerInstance::createDiagnostics(&inv->getDiagnosticOpts(), diag, /*ShouldOwnClient=*/false), files);
+    return unit != nullptr;
+  }
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<ASTUnit>> parse_in_memory(const InMemorySource& src, const std::vector<std::string>& clang_args) {
+  // Only in-memory files: the analyzed code cannot make clang read the real file system.
+  llvm::IntrusiveRefCntPtr<llvm::vfs::InMemoryFileSystem> fs(new llvm::vfs::InMemoryFileSystem);
+  fs->addFile(src.virtual_path, 0, llvm::MemoryBuffer::getMemBufferCopy(src.text, src.virtual_path));
+  if (src.headers)
+    for (const auto& [path, text] : *src.headers)
+      fs->addFile(std::string(kStubIncludeDir) + "/" + path, 0, llvm::MemoryBuffer::getMemBufferCopy(text, path));
+  fs->setCurrentWorkingDirectory(kVirtualInputDir);
+  llvm::IntrusiveRefCntPtr<FileManager> files(new FileManager(FileSystemOptions(), fs));
+
+  std::vector<std::string> args = clang_args;
+  args.push_back(src.virtual_path);
+  AstBuilder builder;
+  FirstErrorConsumer diags(src.virtual_path, src.label);
+  tooling::ToolInvocation invocation(args, &builder, files.get(), std::make_shared<PCHContainerOperations>());
+  invocation.setDiagnosticConsumer(&diags);
+  bool ok = invocation.run();
+  if (!diags.first().empty()) return Error{diags.first(), ExitCode::DataError};
+  if (!ok || !builder.unit)
+    return Error{file_error(src.label, "clang could not parse the file").message, ExitCode::DataError};
+  return std::move(builder.unit);
+}
+
+SourceLoc presumed_loc(const SourceManager& sm, SourceLocation loc, const std::string& virtual_path,
+                       const std::string& label) {
+  SourceLoc out;
+  out.file = label;
+  if (loc.isInvalid()) return out;
+  PresumedLoc p = sm.getPresumedLoc(sm.getExpansionLoc(loc));
+  if (p.isInvalid()) return out;
+  out.file = p.getFilename() == virtual_path ? label : std::string(p.getFilename());
+  out.line = p.getLine();
+  out.col = p.getColumn();
+  return out;
+}
+
+}  // namespace kdflow::detail

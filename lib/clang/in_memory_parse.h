@@ -1,0 +1,36 @@
+// in_memory_parse.h — runs clang on one source held in memory, with in-memory headers and
+// no access to the real file system, and keeps the first error as one diagnostic line.
+// Shared by the host-C and CUDA analyzers; knows nothing about TVM.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <clang/Basic/SourceLocation.h>
+#include <clang/Frontend/ASTUnit.h>
+
+#include "kdflow/diag.h"
+#include "kdflow/host_trace.h"
+
+namespace kdflow::detail {
+
+struct InMemorySource {
+  std::string text;          ///< the source
+  std::string label;         ///< the user's name for it (diagnostics, locations)
+  std::string virtual_path;  ///< where it sits in the in-memory file system
+  /// (path relative to kStubIncludeDir, contents) of every header it may include.
+  const std::vector<std::pair<std::string, std::string>>* headers = nullptr;
+};
+
+/// Parses `src` with `clang_args` (the command line without the input file) followed by
+/// the virtual path. A clang error → `label:line:col: error: ...` (ExitCode::DataError).
+Expected<std::unique_ptr<clang::ASTUnit>> parse_in_memory(const InMemorySource& src,
+                                                          const std::vector<std::string>& clang_args);
+
+/// `loc` as file:line:col (expansion location), the virtual path shown as `label`.
+SourceLoc presumed_loc(const clang::SourceManager& sm, clang::SourceLocation loc, const std::string& virtual_path,
+                       const std::string& label);
+
+}  // namespace kdflow::detail
