@@ -60,3 +60,10 @@ if [ "$check_status" -ne 0 ]; then
   exit 1
 fi
 echo "test: all tests passed"
+
+# CI (.ci/run sets KDFLOW_TEST_SANITIZERS=1) then builds and runs the whole suite again under
+# ASan+UBSan in build-asan/ (scripts/test-sanitizers.sh; docs/fuzzing.md has the timings).
+if [ "${KDFLOW_TEST_SANITIZERS:-0}" = 1 ]; then
+  echo "test: running the suite under ASan+UBSan (scripts/test-sanitizers.sh)"
+  bash scripts/test-sanitizers.sh
+fi

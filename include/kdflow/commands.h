@@ -6,6 +6,7 @@
 #include <iosfwd>
 #include <string>
 
+#include "kdflow/emit.h"
 #include "kdflow/extract.h"
 
 namespace kdflow {
@@ -15,11 +16,24 @@ struct ExtractCommand {
   std::string output = "-";  ///< file, or "-" for stdout
   std::string format;        ///< "json" | "dot" | "text"; empty: from the output's extension (stdout: json)
   bool quiet = false;        ///< no progress on stderr
+  DotOptions dot;            ///< how DOT output is drawn (--cluster, --collapse, --op-colors, --no-buffers)
 };
 
 int run_extract_command(const ExtractCommand& cmd, std::ostream& err);
 
 /// Prints `e.message` as one line on `err` and returns its exit code.
 int report(const Error& e, std::ostream& err);
+
+/// A one-line progress display ("kdflow: [3/5] fused_nn_dense") rewritten in place with
+/// `\r`; used as the ProgressFn context of extract(). Prints nothing unless `enabled`,
+/// which commands set only when stderr is a terminal and -q was not given.
+struct TerminalProgress {
+  bool enabled = false;
+  std::ostream* err = nullptr;
+  size_t last_len = 0;
+};
+void print_terminal_progress(void* ctx, size_t done, size_t total, const std::string& what);
+/// Whether progress should be shown: stderr is a terminal and not `quiet`.
+bool progress_wanted(bool quiet);
 
 }  // namespace kdflow

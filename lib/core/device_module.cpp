@@ -641,10 +641,27 @@ Expected<std::vector<PtxEntry>> parse_ptx_entries(std::string_view text, const s
     auto describe = [](const Token& t) {
       return t.text.empty() ? std::string("the end of the file") : quote_input(std::string(t.text));
     };
+    // Braces must balance: a truncated file ends inside a function body.
+    std::vector<std::pair<unsigned, unsigned>> open_braces;
     for (;;) {
       auto t = lex.next();
       if (!t) return t.error();
-      if (t->text.empty()) break;
+      if (t->text.empty()) {
+        if (!open_braces.empty())
+          return source_error(file, open_braces.back().first, open_braces.back().second,
+                              "this { is never closed (is the file truncated?)");
+        break;
+      }
+      if (!t->string && t->text == "{") {
+        if (open_braces.size() >= 1024) return source_error(file, t->line, t->col, "blocks nested too deeply");
+        open_braces.emplace_back(t->line, t->col);
+        continue;
+      }
+      if (!t->string && t->text == "}") {
+        if (open_braces.empty()) return source_error(file, t->line, t->col, "unbalanced }");
+        open_braces.pop_back();
+        continue;
+      }
       if (t->string || t->text != ".entry") continue;
       auto name = lex.next();
       if (!name) return name.error();
@@ -657,7 +674,13 @@ Expected<std::vector<PtxEntry>> parse_ptx_entries(std::string_view text, const s
       auto open = lex.next();
       if (!open) return open.error();
       if (open->text != "(") {  // no parameter list
+        if (!open->string && open->text == "{") open_braces.emplace_back(open->line, open->col);
+        if (!open->string && open->text == "}") {
+          if (open_braces.empty()) return source_error(file, open->line, open->col, "unbalanced }");
+          open_braces.pop_back();
+        }
         out.push_back(std::move(e));
+        if (!open->string && open->text == "{") open_braces.emplace_back(open->line, open->col);  // the body
         continue;
       }
       // `.param [.attributes] .type [.attributes] NAME[N]?` separated by commas.

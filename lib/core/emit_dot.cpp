@@ -1,10 +1,15 @@
 // emit_dot.cpp — the IR as a Graphviz digraph: one cluster per graph node holding its
 // kernels, library calls and workspaces; buffers as nodes coloured by kind; one edge per
 // (kernel, buffer) pair, directed by the buffer's graph-level role. Deterministic, plain
-// quoted labels (no HTML, no record shapes), every ID quoted.
+// quoted labels (no HTML, no record shapes), every ID quoted. DotOptions select other
+// views of the same IR: no clusters, one box per graph node (--collapse), fills by
+// operator family, kernel → kernel RAW edges instead of buffer nodes; the default
+// options print exactly what emit_dot(df) always printed (test/golden/*.dot).
 #include <algorithm>
+#include <initializer_list>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -70,6 +75,67 @@ std::string label(const std::vector<std::string>& lines) {
     out += esc(lines[i]);
   }
   return out + "\"";
+}
+
+// --- operator families ---------------------------------------------------------
+
+struct Family {
+  const char* name;
+  const char* color;
+};
+// In priority order: a node's family is the first one any of its Relay ops belongs to.
+constexpr Family kFamilies[] = {
+    {"conv", "#f4cccc"},      {"dense", "#c9daf8"},         {"sort", "#d9d2e9"},
+    {"reduction", "#f9cb9c"}, {"pooling", "#b4a7d6"},       {"data movement", "#d0e0e3"},
+    {"elementwise", "#fff2cc"}, {"other", "#eeeeee"},
+};
+constexpr size_t kFamilyCount = sizeof(kFamilies) / sizeof(kFamilies[0]);
+
+bool one_of(const std::string& s, std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (s == n) return true;
+  return false;
+}
+
+/// Index in kFamilies of one Relay op (a dialect prefix such as "qnn." or "dyn." ignored).
+size_t op_family(std::string op) {
+  for (const char* prefix : {"qnn.", "dyn."})
+    if (op.compare(0, std::char_traits<char>::length(prefix), prefix) == 0) op = op.substr(std::char_traits<char>::length(prefix));
+  auto has = [&](const char* part) { return op.find(part) != std::string::npos; };
+  if (has("conv")) return 0;
+  if (has("dense") || has("matmul")) return 1;
+  if (one_of(op, {"sort", "argsort", "topk", "cumsum", "cumprod", "unique", "searchsorted",
+                  "vision.non_max_suppression", "vision.get_valid_counts"}))
+    return 2;
+  if (one_of(op, {"sum", "mean", "max", "min", "prod", "argmax", "argmin", "variance", "std", "logsumexp", "all",
+                  "any", "nn.softmax", "nn.log_softmax", "nn.fast_softmax", "nn.batch_norm", "nn.layer_norm",
+                  "nn.group_norm", "nn.instance_norm", "nn.l2_normalize", "nn.lrn", "norm"}))
+    return 3;
+  if (has("pool")) return 4;
+  if (one_of(op, {"reshape", "reshape_like", "transpose", "concatenate", "split", "squeeze", "expand_dims",
+                  "layout_transform", "strided_slice", "slice_like", "take", "gather", "gather_nd", "scatter",
+                  "scatter_nd", "scatter_elements", "stack", "tile", "repeat", "broadcast_to", "broadcast_to_like",
+                  "nn.pad", "nn.batch_flatten", "copy", "reverse", "reverse_sequence", "nn.depth_to_space",
+                  "nn.space_to_depth", "image.resize1d", "image.resize2d", "image.resize3d", "one_hot", "arange",
+                  "meshgrid", "device_copy"}))
+    return 5;
+  if (one_of(op, {"add", "subtract", "multiply", "divide", "floor_divide", "floor_mod", "mod", "power", "maximum",
+                  "minimum", "nn.relu", "nn.leaky_relu", "nn.prelu", "nn.bias_add", "nn.dropout", "exp", "log",
+                  "log2", "log10", "sqrt", "rsqrt", "sigmoid", "tanh", "erf", "fast_exp", "fast_tanh", "fast_erf",
+                  "clip", "cast", "cast_like", "negative", "abs", "sign", "round", "floor", "ceil", "trunc", "where",
+                  "sin", "cos", "tan", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+                  "logical_and", "logical_or", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor",
+                  "bitwise_not", "left_shift", "right_shift", "isnan", "isinf", "isfinite", "zeros", "ones", "full",
+                  "zeros_like", "ones_like", "full_like", "fixed_point_multiply", "requantize", "quantize",
+                  "dequantize", "annotation.stop_fusion"}))
+    return 6;
+  return 7;
+}
+
+size_t node_family(const Node& n) {
+  size_t best = kFamilyCount - 1;
+  for (const RelayOp& op : n.relay_ops) best = std::min(best, op_family(op.name));
+  return best;
 }
 
 std::string human_bytes(uint64_t b) {
@@ -141,7 +207,9 @@ std::string buffer_stmt(const Buffer& b) {
 
 struct Writer {
   const Dataflow& df;
+  const DotOptions& opt;
   std::string out;
+  std::vector<bool> families_used = std::vector<bool>(kFamilyCount);
 
   void line(int indent, const std::string& s) {
     out.append(static_cast<size_t>(indent) * 2, ' ');
@@ -153,16 +221,28 @@ struct Writer {
     return id >= 0 && static_cast<size_t>(id) < df.nodes.size() ? &df.nodes[id] : nullptr;
   }
 
-  std::string kernel_stmt(const Kernel& k) const {
+  /// The fill of a launch or node box: "#fce5cd", or its node's family colour.
+  std::string fill_of(int node) {
+    if (!opt.op_colors) return "#fce5cd";
+    const Node* n = node_of(node);
+    const size_t f = n ? node_family(*n) : kFamilyCount - 1;
+    families_used[f] = true;
+    return kFamilies[f].color;
+  }
+
+  std::string kernel_stmt(const Kernel& k) {
     std::vector<std::string> lines{k.name, fmt::format("<<<{}, {}, {}>>>", dim3_text(k.grid), dim3_text(k.block),
                                                       k.dynamic_shared_memory)};
     if (std::string s = scalars_line(k.args); !s.empty()) lines.push_back(s);
-    return fmt::format("{} [label={}, shape=box, style=filled, fillcolor=\"#fce5cd\"];", kernel_id(k.id), label(lines));
+    if (opt.cluster == DotOptions::Cluster::None) lines.push_back(fmt::format("node {}", k.node));
+    return fmt::format("{} [label={}, shape=box, style=filled, fillcolor=\"{}\"];", kernel_id(k.id), label(lines),
+                       fill_of(k.node));
   }
 
   std::string call_stmt(const LibraryCall& c) const {
     std::vector<std::string> lines{c.name, "library call"};
     if (std::string s = scalars_line(c.args); !s.empty()) lines.push_back(s);
+    if (opt.cluster == DotOptions::Cluster::None) lines.push_back(fmt::format("node {}", c.node));
     return fmt::format("{} [label={}, shape=hexagon, style=filled, fillcolor=\"#d9d2e9\"];", call_id(c.id),
                        label(lines));
   }
@@ -227,11 +307,64 @@ struct Writer {
     }
   }
 
-  void run() {
+  void header() {
     line(0, "digraph kdflow {");
     line(1, "graph [rankdir=TB, fontname=\"Helvetica\", fontsize=10, nodesep=0.25, ranksep=0.4];");
     line(1, "node [fontname=\"Helvetica\", fontsize=10];");
     line(1, "edge [fontname=\"Helvetica\", fontsize=9, color=\"#555555\"];");
+  }
+
+  /// "sid 3" for graph memory, "ws0" for a node's first workspace.
+  std::string memory_text(int b) const {
+    if (!detail::valid_buffer(df, b)) return fmt::format("buffer {}", b);
+    const Buffer& buf = df.buffers[b];
+    if (buf.storage_id) return fmt::format("sid {}", *buf.storage_id);
+    if (const Node* n = node_of(buf.node)) {
+      auto it = std::find(n->workspaces.begin(), n->workspaces.end(), b);
+      if (it != n->workspaces.end()) return fmt::format("ws{}", it - n->workspaces.begin());
+    }
+    return buf.name;
+  }
+
+  /// Kernel → kernel edges, one per (from, to) pair of RAW dependencies, labelled with
+  /// the memory the value passes through.
+  void raw_edges() {
+    std::vector<std::pair<std::pair<int, int>, std::vector<std::string>>> pairs;
+    for (const Dependency& d : df.dependencies) {
+      if (d.kind != Dependency::Kind::RAW) continue;
+      auto key = std::make_pair(d.from, d.to);
+      auto it = std::find_if(pairs.begin(), pairs.end(), [&](const auto& p) { return p.first == key; });
+      if (it == pairs.end()) it = pairs.insert(pairs.end(), {key, {}});
+      const std::string m = memory_text(d.from_buffer);
+      if (std::find(it->second.begin(), it->second.end(), m) == it->second.end()) it->second.push_back(m);
+    }
+    for (const auto& p : pairs)
+      line(1, fmt::format("{} -> {} [label=\"{}\"];", kernel_id(p.first.first), kernel_id(p.first.second),
+                          esc(fmt::format("{}", fmt::join(p.second, ", ")))));
+  }
+
+  void legend() {
+    if (!opt.op_colors || std::none_of(families_used.begin(), families_used.end(), [](bool b) { return b; })) return;
+    out += '\n';
+    line(1, "// operator families (from each node's Relay ops)");
+    line(1, "subgraph \"cluster_legend\" {");
+    line(2, "label=\"operator family\"; style=rounded; color=\"#999999\"; fontsize=10;");
+    int previous = -1;
+    for (size_t f = 0; f < kFamilyCount; ++f) {
+      if (!families_used[f]) continue;
+      line(2, fmt::format("\"family{}\" [label=\"{}\", shape=box, style=filled, fillcolor=\"{}\"];", f,
+                          kFamilies[f].name, kFamilies[f].color));
+      if (previous >= 0) line(2, fmt::format("\"family{}\" -> \"family{}\" [style=invis];", previous, f));
+      previous = static_cast<int>(f);
+    }
+    line(1, "}");
+  }
+
+  void run() {
+    if (opt.collapse) return run_collapsed();
+    header();
+    const bool clusters = opt.cluster == DotOptions::Cluster::Node;
+    const int in = clusters ? 2 : 1;  // indentation of what a cluster holds
 
     // Which launches and workspaces live in which cluster.
     std::vector<bool> kernel_placed(df.kernels.size()), call_placed(df.library_calls.size()),
@@ -241,36 +374,42 @@ struct Writer {
       if (!n.kernels.empty() || !n.library_calls.empty()) clustered.push_back(&n);
 
     out += '\n';
-    line(1, "// graph nodes: kernels, library calls and workspaces");
+    line(1, clusters ? "// graph nodes: kernels, library calls and workspaces"
+                     : "// graph nodes' kernels, library calls and workspaces (no clusters)");
     for (const Node* np : clustered) {
       const Node& n = *np;
       std::vector<std::string> title{fmt::format("node {}", n.id), n.name};
       if (!n.function.empty() && n.function != n.name) title.push_back(n.function);
-      line(1, fmt::format("subgraph \"cluster_node{}\" {{", n.id));
-      line(2, fmt::format("label={}; style=rounded; color=\"#999999\"; fontsize=10;", label(title)));
+      if (clusters) {
+        line(1, fmt::format("subgraph \"cluster_node{}\" {{", n.id));
+        line(2, fmt::format("label={}; style=rounded; color=\"#999999\"; fontsize=10;", label(title)));
+      }
       int previous = -1;
       for (int k : n.kernels) {
         if (k < 0 || static_cast<size_t>(k) >= df.kernels.size() || kernel_placed[k]) continue;
-        line(2, kernel_stmt(df.kernels[k]));
+        line(in, kernel_stmt(df.kernels[k]));
         kernel_placed[k] = true;
         // Invisible edges stack a node's kernels top-down in launch order.
-        if (previous >= 0) line(2, kernel_id(previous) + " -> " + kernel_id(k) + " [style=invis];");
+        if (previous >= 0) line(in, kernel_id(previous) + " -> " + kernel_id(k) + " [style=invis];");
         previous = k;
       }
       for (int c : n.library_calls)
         if (c >= 0 && static_cast<size_t>(c) < df.library_calls.size() && !call_placed[c])
-          line(2, call_stmt(df.library_calls[c])), call_placed[c] = true;
+          line(in, call_stmt(df.library_calls[c])), call_placed[c] = true;
       for (int w : n.workspaces)
-        if (detail::valid_buffer(df, w) && !buffer_placed[w])
-          line(2, buffer_stmt(df.buffers[w])), buffer_placed[w] = true;
-      line(1, "}");
+        if (detail::valid_buffer(df, w) && !buffer_placed[w]) {
+          if (opt.buffers) line(in, buffer_stmt(df.buffers[w]));
+          buffer_placed[w] = true;
+        }
+      if (clusters) line(1, "}");
     }
 
     // Nodes that launch nothing (__nop, __copy, functions without kernels): a dashed box
     // joined to the node's graph inputs and outputs, so the graph stays connected.
+    // Without buffer nodes they would stand alone: not drawn.
     std::vector<const Node*> boxes;
     for (const Node& n : df.nodes)
-      if (n.op != "null" && n.kernels.empty() && n.library_calls.empty()) boxes.push_back(&n);
+      if (n.op != "null" && n.kernels.empty() && n.library_calls.empty() && opt.buffers) boxes.push_back(&n);
     if (!boxes.empty()) {
       out += '\n';
       line(1, "// graph nodes without launches");
@@ -282,9 +421,11 @@ struct Writer {
     }
 
     out += '\n';
-    line(1, "// buffers");
-    for (size_t i = 0; i < df.buffers.size(); ++i)
-      if (!buffer_placed[i]) line(1, buffer_stmt(df.buffers[i]));
+    if (opt.buffers) {
+      line(1, "// buffers");
+      for (size_t i = 0; i < df.buffers.size(); ++i)
+        if (!buffer_placed[i]) line(1, buffer_stmt(df.buffers[i]));
+    }
     bool orphans = false;
     for (size_t i = 0; i < df.kernels.size(); ++i)
       if (!kernel_placed[i]) {
@@ -297,6 +438,13 @@ struct Writer {
         line(1, call_stmt(df.library_calls[i]));
       }
 
+    if (!opt.buffers) {
+      line(1, "// read-after-write dependencies between kernels, through the memory named on each edge");
+      raw_edges();
+      legend();
+      line(0, "}");
+      return;
+    }
     out += '\n';
     line(1, "// kernel and library-call arguments");
     for (const Kernel& k : df.kernels) arg_edges(kernel_id(k.id), k.node, k.args);
@@ -318,16 +466,97 @@ struct Writer {
           if (detail::valid_buffer(df, b)) line(1, node_box_id(n->id) + " -> " + buffer_id(b) + ";");
       }
     }
+    legend();
+    line(0, "}");
+  }
+
+  /// --collapse: one box per graph node that runs (op tvm_op), graph buffers between
+  /// them, or node → node edges without buffers.
+  void run_collapsed() {
+    header();
+    out += '\n';
+    line(1, "// graph nodes (collapsed: kernels counted in each box)");
+    std::vector<bool> drawn(df.nodes.size());
+    for (const Node& n : df.nodes) {
+      if (n.op == "null") continue;
+      drawn[n.id] = true;
+      std::vector<std::string> lines{fmt::format("node {}", n.id), n.name};
+      if (!n.function.empty() && n.function != n.name) lines.push_back(n.function);
+      // Relay ops, wrapped at about 40 characters a line.
+      std::string ops;
+      for (const RelayOp& op : n.relay_ops) {
+        if (!ops.empty() && ops.size() + op.name.size() + 2 > 40) lines.push_back(ops + ","), ops.clear();
+        ops += ops.empty() ? op.name : ", " + op.name;
+      }
+      if (!ops.empty()) lines.push_back(ops);
+      std::vector<std::string> counts;
+      if (!n.kernels.empty()) counts.push_back(fmt::format("{} kernel{}", n.kernels.size(), n.kernels.size() == 1 ? "" : "s"));
+      if (!n.library_calls.empty())
+        counts.push_back(fmt::format("{} library call{}", n.library_calls.size(), n.library_calls.size() == 1 ? "" : "s"));
+      if (!n.workspaces.empty()) {
+        uint64_t bytes = 0;
+        for (int w : n.workspaces)
+          if (detail::valid_buffer(df, w)) bytes += df.buffers[w].bytes;
+        counts.push_back(fmt::format("{} workspace{} ({})", n.workspaces.size(), n.workspaces.size() == 1 ? "" : "s",
+                                     human_bytes(bytes)));
+      }
+      const bool runs = !n.kernels.empty() || !n.library_calls.empty();
+      lines.push_back(runs ? fmt::format("{}", fmt::join(counts, ", ")) : std::string("no launches"));
+      if (runs)
+        line(1, fmt::format("{} [label={}, shape=box, style=\"filled,rounded\", fillcolor=\"{}\"];", node_box_id(n.id),
+                            label(lines), fill_of(n.id)));
+      else
+        line(1, fmt::format("{} [label={}, shape=box, style=\"dashed,rounded\"];", node_box_id(n.id), label(lines)));
+    }
+
+    out += '\n';
+    if (opt.buffers) {
+      line(1, "// graph buffers");
+      for (const Buffer& b : df.buffers)
+        if (b.kind != BufferKind::Workspace) line(1, buffer_stmt(b));
+      out += '\n';
+      line(1, "// graph-level reads and writes");
+      for (const Node& n : df.nodes) {
+        if (!drawn[n.id]) continue;
+        std::vector<int> seen;
+        for (int b : n.inputs)
+          if (detail::valid_buffer(df, b) && std::find(seen.begin(), seen.end(), b) == seen.end()) {
+            seen.push_back(b);
+            line(1, buffer_id(b) + " -> " + node_box_id(n.id) + ";");
+          }
+        for (int b : n.outputs)
+          if (detail::valid_buffer(df, b)) line(1, node_box_id(n.id) + " -> " + buffer_id(b) + ";");
+      }
+    } else {
+      line(1, "// node -> node: the later node reads a buffer the earlier one writes");
+      for (const Node& n : df.nodes) {
+        if (!drawn[n.id]) continue;
+        std::vector<int> seen;
+        for (int b : n.inputs) {
+          if (!detail::valid_buffer(df, b)) continue;
+          const int p = df.buffers[b].node;
+          if (p < 0 || static_cast<size_t>(p) >= df.nodes.size() || !drawn[p]) continue;
+          if (std::find(seen.begin(), seen.end(), p) != seen.end()) continue;
+          seen.push_back(p);
+          line(1, node_box_id(p) + " -> " + node_box_id(n.id) + ";");
+        }
+      }
+    }
+    legend();
     line(0, "}");
   }
 };
 
 }  // namespace
 
-std::string emit_dot(const Dataflow& df) {
-  Writer w{df, {}};
+std::string emit_dot(const Dataflow& df) { return emit_dot(df, DotOptions{}); }
+
+std::string emit_dot(const Dataflow& df, const DotOptions& options) {
+  Writer w{df, options, {}};
   w.run();
   return std::move(w.out);
 }
+
+const char* relay_family(const Node& n) { return kFamilies[node_family(n)].name; }
 
 }  // namespace kdflow

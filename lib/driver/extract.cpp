@@ -230,32 +230,34 @@ int report(const Error& e, std::ostream& err) {
   return static_cast<int>(e.code);
 }
 
-namespace {
-
-struct Progress {
-  bool enabled = false;
-  std::ostream* err = nullptr;
-  size_t last_len = 0;
-};
-
-void print_progress(void* ctx, size_t done, size_t total, const std::string& what) {
-  auto* p = static_cast<Progress*>(ctx);
-  if (!p->enabled) return;
+void print_terminal_progress(void* ctx, size_t done, size_t total, const std::string& what) {
+  auto* p = static_cast<TerminalProgress*>(ctx);
+  if (!p->enabled || !p->err) return;
   std::string line = done >= total ? std::string() : fmt::format("kdflow: [{}/{}] {}", done + 1, total, what);
   if (line.size() > 100) line.resize(100);
+  for (char& c : line)  // names from the input: no control bytes on the terminal
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
   *p->err << "\r" << line << std::string(p->last_len > line.size() ? p->last_len - line.size() : 0, ' ');
   if (line.empty()) *p->err << "\r";
   p->err->flush();
   p->last_len = line.size();
 }
 
-}  // namespace
+bool progress_wanted(bool quiet) { return !quiet && isatty(STDERR_FILENO) != 0; }
 
 int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
   Expected<Format> format = !cmd.format.empty() ? format_from_name(cmd.format)
                             : cmd.output == "-" ? Expected<Format>(Format::Json)
                                                 : format_from_path(cmd.output);
   if (!format) return report(format.error(), err);
+  const DotOptions plain_dot;
+  if (*format != Format::Dot &&
+      (cmd.dot.cluster != plain_dot.cluster || cmd.dot.collapse != plain_dot.collapse ||
+       cmd.dot.op_colors != plain_dot.op_colors || cmd.dot.buffers != plain_dot.buffers))
+    return report(Error{"kdflow extract: error: --cluster, --collapse, --op-colors and --no-buffers apply to DOT "
+                        "output only (--format dot, or -o FILE.dot)",
+                        ExitCode::Usage},
+                  err);
 
   Expected<ExtractInputs> in = resolve_extract_inputs(cmd.inputs);
   if (!in) return report(in.error(), err);
@@ -268,16 +270,16 @@ int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
     }
   }
 
-  Progress progress;
+  TerminalProgress progress;
   progress.err = &err;
-  progress.enabled = !cmd.quiet && isatty(STDERR_FILENO) != 0;
-  Expected<Dataflow> df = extract(*in, InterpreterLimits{}, print_progress, &progress);
+  progress.enabled = progress_wanted(cmd.quiet);
+  Expected<Dataflow> df = extract(*in, InterpreterLimits{}, print_terminal_progress, &progress);
   if (!df) return report(df.error(), err);
 
   std::string text;
   switch (*format) {
     case Format::Json: text = emit_json(*df); break;
-    case Format::Dot: text = emit_dot(*df); break;
+    case Format::Dot: text = emit_dot(*df, cmd.dot); break;
     case Format::Text: text = emit_text(*df); break;
   }
   if (Status s = write_file_atomic(cmd.output, text); !s) return report(s.error(), err);

@@ -32,7 +32,13 @@ Expected<Dataflow> load_flow(const ReplayCommand& cmd, std::string* label) {
   ExtractInputs in;
   in.dir = cmd.dir;
   if (!cmd.params.empty()) in.params = cmd.params;
-  return extract(in);
+  Expected<Dataflow> df = extract(in);
+  if (!df && df.error().code == ExitCode::Unavailable) {
+    Error e = df.error();
+    e.message += "; replay can read an extracted graph instead: --flow FLOW.json";
+    return e;
+  }
+  return df;
 }
 
 }  // namespace
@@ -91,6 +97,23 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   opt.kernel = cmd.kernel;
   opt.rtol = cmd.rtol;
   opt.atol = cmd.atol;
+
+  // No output may overwrite an input (as extract refuses): --trace and the output_<i>.npy
+  // files of --output-dir, checked against every file the run reads (DIR/output_<i>.npy are
+  // the references when --output-dir is DIR).
+  std::vector<std::string> read_files = opt.modules;
+  for (const std::string* f : {&cmd.flow, static_cast<const std::string*>(&opt.inputs.params)})
+    if (!f->empty()) read_files.push_back(*f);
+  for (const auto& kv : opt.inputs.inputs) read_files.push_back(kv.second);
+  for (const std::string& f : opt.expect)
+    if (!f.empty()) read_files.push_back(f);
+  for (const std::string& f : read_files) {
+    bool clash = !cmd.trace.empty() && same_file(f, cmd.trace);
+    if (!cmd.output_dir.empty() && cmd.kernel < 0)
+      for (size_t i = 0; i < df->outputs.size() && !clash; ++i)
+        clash = same_file(join(cmd.output_dir, fmt::format("output_{}.npy", i)), f);
+    if (clash) return report(usage(fmt::format("{}: an output would overwrite this input file", f)), err);
+  }
 
   std::ostream quiet(nullptr);
   Expected<ReplayReport> rep = replay(*df, opt, cmd.quiet ? quiet : err);

@@ -1,6 +1,7 @@
 // report.cpp — what a replay produces, for people and tools: output comparisons, the
 // per-kernel time table, the Chrome trace; and the buffer ↔ .npy mapping dumps use.
 // Printing only: nothing here runs or fails.
+#include <cctype>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -133,7 +134,15 @@ NpyArray buffer_array(const Buffer& b, std::string data) {
   return a;
 }
 
-std::string dump_file_name(const Kernel& k, size_t arg) { return fmt::format("{}_{}_arg{}.npy", k.id, k.name, arg); }
+std::string dump_file_name(const Kernel& k, size_t arg) {
+  // The kernel name comes from input files: keep [A-Za-z0-9_.-] only and at most 160 of them,
+  // so the name can neither leave --dump-dir nor exceed NAME_MAX; the leading id keeps it
+  // from starting with '.'.
+  std::string safe;
+  for (char c : k.name.substr(0, 160))
+    safe += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-') ? c : '_';
+  return fmt::format("{}_{}_arg{}.npy", k.id, safe, arg);
+}
 
 OutputCheck compare_arrays(const NpyArray& actual, const NpyArray& expected, double rtol, double atol) {
   OutputCheck c;

@@ -284,6 +284,14 @@ TEST_CASE("corrupt and foreign files give one-line errors", "[model_so][errors]"
   CHECK(outside.error().message.rfind("x.so: error: symbol \"__tvm_dev_mblob\" (address 0x42e0) lies outside its section", 0) ==
         0);
 
+  // A symbol table whose size says billions of entries is refused, not iterated.
+  std::string big_symtab = bytes;
+  put_le(&big_symtab, section_header(big_symtab, ".symtab") + 0x20, 1ull << 40, 8);
+  auto symtab = read_elf_symbol(big_symtab, "x.so", "__tvm_dev_mblob");
+  REQUIRE_FALSE(symtab);
+  CHECK(symtab.error().message.rfind("x.so: error: not a valid ELF file: its symbol table: ", 0) == 0);
+  CHECK(one_line_naming(symtab.error().message, "x.so: error: "));
+
   // A blob whose entry count is absurd: load_model_library and inspect say so on one line.
   std::string huge = bytes;
   put_le(&huge, at + 8, 1ull << 60, 8);

@@ -363,6 +363,10 @@ TEST_CASE("PTX errors name file:line:col", "[device_module][errors]") {
         "t.ptx:2:25: error: expected , or ) in the parameter list of \"k\", got \".param\"");
   CHECK(error_of(".version 8.0\n.entry k()\n{}\n.entry k()\n{}\n") == "t.ptx:4:8: error: .entry \"k\" is defined twice");
   CHECK(error_of(".version 8.0\n.file 1 \"unterminated\n") == "t.ptx:2:9: error: unterminated string");
+  // A truncated file ends inside a kernel body (found by the bad-input tests).
+  CHECK(error_of(".version 8.0\n.entry k()\n{\n  ret;\n") ==
+        "t.ptx:3:1: error: this { is never closed (is the file truncated?)");
+  CHECK(error_of(".version 8.0\n.entry k()\n{ ret; }\n}\n") == "t.ptx:4:1: error: unbalanced }");
 
   auto no_target = list_device_images(".version 8.0\n", "t.ptx");
   REQUIRE_FALSE(no_target);

@@ -1,5 +1,5 @@
 // kdflow — the command line. Parses options with CLI11 and calls the library
-// (include/kdflow/commands.h, inspect.h, replay.h); nothing else happens here.
+// (include/kdflow/commands.h, inspect.h, replay.h, show.h); nothing else happens here.
 #include <iostream>
 #include <string>
 
@@ -8,6 +8,7 @@
 #include "kdflow/commands.h"
 #include "kdflow/inspect.h"
 #include "kdflow/replay.h"
+#include "kdflow/show.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"kdflow: the kernel-level dataflow of a TVM-compiled model (graph.json + host C + CUDA)"};
@@ -32,6 +33,32 @@ int main(int argc, char** argv) {
   extract->add_flag("--no-device", ex.inputs.no_device, "Do not read device.cu; accesses stay unknown");
   extract->add_flag("--no-relay", ex.inputs.no_relay, "Do not read relay.txt; Relay ops are decoded from names");
   extract->add_flag("-q,--quiet", ex.quiet, "No progress on stderr");
+  std::string cluster = "node";
+  extract->add_option("--cluster", cluster, "DOT: node (one cluster per graph node) or none")
+      ->check(CLI::IsMember({"node", "none"}))
+      ->capture_default_str();
+  extract->add_flag("--collapse", ex.dot.collapse, "DOT: one box per graph node, graph buffers between nodes");
+  extract->add_flag("--op-colors", ex.dot.op_colors, "DOT: fill by operator family (conv, dense, pooling, ...)");
+  bool no_buffers = false;
+  extract->add_flag("--no-buffers", no_buffers, "DOT: kernel -> kernel edges from RAW dependencies, no buffer nodes");
+
+  kdflow::ShowCommand sh;
+  CLI::App* show = app.add_subcommand("show", "Table of the graph's nodes and kernels, with a summary; or a profile joined to it");
+  show->add_option("INPUT", sh.input, "Build folder (extracted), model.so, or a kdflow JSON file")->required();
+  show->add_option("--profile", sh.profile, "Nsight Compute (ncu --csv) or Nsight Systems (nsys stats --format csv) export");
+  show->add_option("--color", sh.color, "auto (on a terminal, unless NO_COLOR is set), always or never")
+      ->check(CLI::IsMember({"auto", "always", "never"}))
+      ->capture_default_str();
+  show->add_flag("-q,--quiet", sh.quiet, "No progress on stderr");
+
+  kdflow::ExplainCommand xp;
+  CLI::App* explain = app.add_subcommand("explain", "Everything about one kernel or graph node");
+  explain->add_option("INPUT", xp.input, "Build folder (extracted), model.so, or a kdflow JSON file")->required();
+  explain->add_option("WHAT", xp.selector, "k<ID> or a kernel name; n<ID>, a node name or a function name")->required();
+  explain->add_option("--color", xp.color, "auto (on a terminal, unless NO_COLOR is set), always or never")
+      ->check(CLI::IsMember({"auto", "always", "never"}))
+      ->capture_default_str();
+  explain->add_flag("-q,--quiet", xp.quiet, "No progress on stderr");
 
   std::string inspect_path;
   CLI::App* inspect = app.add_subcommand("inspect", "Show what a model.so, cubin, fatbin or PTX file holds");
@@ -75,7 +102,11 @@ int main(int argc, char** argv) {
     return static_cast<int>(kdflow::ExitCode::Usage);
   }
 
+  ex.dot.cluster = cluster == "none" ? kdflow::DotOptions::Cluster::None : kdflow::DotOptions::Cluster::Node;
+  ex.dot.buffers = !no_buffers;
   if (extract->parsed()) return kdflow::run_extract_command(ex, std::cerr);
+  if (show->parsed()) return kdflow::run_show_command(sh, std::cout, std::cerr);
+  if (explain->parsed()) return kdflow::run_explain_command(xp, std::cout, std::cerr);
   if (inspect->parsed()) return kdflow::run_inspect_command(inspect_path, std::cout, std::cerr);
   if (replay->parsed()) return kdflow::run_replay_command(rp, std::cout, std::cerr);
   return static_cast<int>(kdflow::ExitCode::Usage);

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""bench.py KDFLOW DUMP_HEADERS OUT_DIR [--runs N] [--clang CLANG] [--scale-sample NAME]
+
+Times `kdflow extract` on every samples/* folder — wall time and peak RSS of the process,
+measured by fork/exec + wait4's rusage, median of N runs — next to `clang -fsyntax-only` on
+the same sources kdflow parses (host.c as C, device.cu as CUDA device code, with the same
+stand-in headers and flags as lib/clang/host_analyzer.cpp and device_analyzer.cpp): the
+floor for any clang-based reader. Then a scaling series on synthetic models made of 1, 4,
+16 and 64 renamed copies of a sample (bench/make_synthetic.py). Prints Markdown tables.
+"""
+import argparse, os, shutil, statistics, subprocess, sys, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_once(argv):
+    """(wall seconds, CPU seconds (user + system), peak RSS MiB, exit status) of one fork/exec of argv."""
+    t0 = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            fd = os.open(os.devnull, os.O_RDWR)
+            os.dup2(fd, 0); os.dup2(fd, 1); os.dup2(fd, 2)
+            os.execvp(argv[0], argv)
+        finally:
+            os._exit(127)
+    _, status, ru = os.wait4(pid, 0)
+    wall = time.perf_counter() - t0
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024.0, os.waitstatus_to_exitcode(status)
+
+
+def measure(argv, runs):
+    walls, cpus, rss = [], [], []
+    for _ in range(runs):
+        w, c, m, code = run_once(argv)
+        if code != 0:
+            sys.exit("bench: failed (exit %d): %s" % (code, " ".join(argv)))
+        walls.append(w); cpus.append(c); rss.append(m)
+    return statistics.median(walls), statistics.median(rss), statistics.median(cpus)
+
+
+def clang_cmds(clang, headers, host_c, device_cu):
+    host = [clang, "-fsyntax-only", "-x", "c", "-std=gnu11", "-target", "x86_64-unknown-linux-gnu", "-nostdinc",
+            "-w", "-ferror-limit=1", "-I" + os.path.join(headers, "host"), host_c]
+    dev = os.path.join(headers, "device")
+    device = [clang, "-fsyntax-only", "-x", "cuda", "--cuda-device-only", "-nocudainc", "-nocudalib",
+              "--cuda-gpu-arch=sm_80", "--cuda-path=/__kdflow__/cuda", "-std=c++17", "-target",
+              "x86_64-unknown-linux-gnu", "-nostdinc", "-w", "-ferror-limit=1", "-I" + dev,
+              "-include", os.path.join(dev, "kdflow_cuda_prelude.h"), device_cu]
+    return host, device
+
+
+def row(name, size_kb, ex, host, dev):
+    floor, floor_cpu = host[0] + dev[0], host[2] + dev[2]
+    return "| %s | %d | %.3f | %.3f | %.0f | %.3f | %.3f | %.3f | %.0f | %.2f | %.2f |" % (
+        name, size_kb, ex[0], ex[2], ex[1], host[0], dev[0], floor, max(host[1], dev[1]), ex[0] / floor,
+        ex[2] / floor_cpu)
+
+
+HEAD = ("| model | host.c + device.cu (KiB) | extract wall (s) | extract CPU (s) | extract peak RSS (MiB) | "
+        "clang host.c wall (s) | clang device.cu wall (s) | clang floor wall (s) | clang peak RSS (MiB) | "
+        "extract / floor, wall | extract / floor, CPU |\n"
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("kdflow"); ap.add_argument("dump_headers"); ap.add_argument("out")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--clang", default=None)
+    ap.add_argument("--scale-sample", default="mlp")
+    ap.add_argument("--scales", default="1,4,16,64")
+    ap.add_argument("--samples", default="")
+    a = ap.parse_args()
+    clang = a.clang or next((c for c in ("clang-15", "clang-14") if shutil.which(c)), None)
+    if not clang:
+        sys.exit("bench: neither clang-15 nor clang-14 is installed")
+    os.makedirs(a.out, exist_ok=True)
+    headers = os.path.join(a.out, "headers")
+    shutil.rmtree(headers, ignore_errors=True)
+    subprocess.check_call([a.dump_headers, headers])
+    out_json = os.path.join(a.out, "out.json")
+    version = subprocess.run([clang, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    print("kdflow extract vs `%s -fsyntax-only` (%s); median of %d runs; %d CPUs, load average %.1f at start\n"
+          % (clang, version, a.runs, os.cpu_count(), os.getloadavg()[0]))
+
+    print("## Samples\n\n" + HEAD)
+    samples = a.samples.split(",") if a.samples else sorted(
+        d for d in os.listdir(os.path.join(ROOT, "samples")) if os.path.isfile(os.path.join(ROOT, "samples", d, "graph.json")))
+    for m in samples:
+        d = os.path.join(ROOT, "samples", m)
+        h, dv = os.path.join(d, "host.c"), os.path.join(d, "device.cu")
+        ex = measure([a.kdflow, "extract", d, "-q", "-o", out_json], a.runs)
+        hc, dc = clang_cmds(clang, headers, h, dv)
+        size = (os.path.getsize(h) + os.path.getsize(dv)) // 1024
+        print(row(m, size, ex, measure(hc, a.runs), measure(dc, a.runs)), flush=True)
+
+    print("\n## Scaling: %s repeated N times (bench/make_synthetic.py; extract --no-params --no-relay)\n" % a.scale_sample)
+    print(HEAD.replace("| model |", "| N |"))
+    base = None
+    for n in [int(x) for x in a.scales.split(",")]:
+        d = os.path.join(a.out, "synthetic_%dx" % n)
+        subprocess.check_call([sys.executable, os.path.join(ROOT, "bench", "make_synthetic.py"),
+                               os.path.join(ROOT, "samples", a.scale_sample), d, str(n)])
+        h, dv = os.path.join(d, "host.c"), os.path.join(d, "device.cu")
+        runs = a.runs if n < 64 else max(1, min(a.runs, 3))
+        ex = measure([a.kdflow, "extract", d, "--no-params", "--no-relay", "-q", "-o", out_json], runs)
+        hc, dc = clang_cmds(clang, headers, h, dv)
+        size = (os.path.getsize(h) + os.path.getsize(dv)) // 1024
+        print(row("%d×" % n, size, ex, measure(hc, runs), measure(dc, runs)), flush=True)
+        if base is None:
+            base = (n, ex[0], ex[2])
+        last = (n, ex[0], ex[2])
+    if base and last[0] != base[0]:
+        print("\nextract %d×/%d×: wall %.1f, CPU %.1f (linear would be %.0f)" % (
+            last[0], base[0], last[1] / base[1], last[2] / base[2], last[0] / base[0]))
+
+
+if __name__ == "__main__":
+    main()
