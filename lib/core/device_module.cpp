@@ -680,7 +680,6 @@ Expected<std::vector<PtxEntry>> parse_ptx_entries(std::string_view text, const s
           open_braces.pop_back();
         }
         out.push_back(std::move(e));
-        if (!open->string && open->text == "{") open_braces.emplace_back(open->line, open->col);  // the body
         continue;
       }
       // `.param [.attributes] .type [.attributes] NAME[N]?` separated by commas.
