@@ -82,7 +82,7 @@ Expected<Profile> read_profile_csv(const std::string& text, const std::string& f
 
 /// A launch configuration the export and the graph disagree on.
 struct ProfileMismatch {
-  std::string what;      ///< "grid" | "block" | "dynamic shared memory"
+  std::string what;      ///< "name" (another TVM's name of the kernel) | "grid" | "block" | "dynamic shared memory"
   std::string profiled;  ///< "(20,1,1)"
   std::string graph;     ///< "(64,1,1)"
 };

@@ -397,6 +397,14 @@ ProfileJoin join_profile(const Dataflow& df, const Profile& profile) {
     ProfileMatch m;
     m.launch = static_cast<int>(i);
     const std::vector<int>* ids = lookup(l.name);
+    // A profile of this model built by another TVM version: the same kernels under the
+    // other naming scheme (0.8 `_kernel0`/`_kernel1`, 0.13+ `_kernel`/`_kernel_1`). Join
+    // them, and report the name as a difference.
+    bool renamed = false;
+    if (!ids) {
+      const std::string other = other_tvm_kernel_name(base_name_of(l.name));
+      if (!other.empty() && (ids = lookup(other)) != nullptr) renamed = true;
+    }
     if (!ids) {
       auto it = unknown_index.find(l.name);
       if (it == unknown_index.end()) {
@@ -418,6 +426,7 @@ ProfileJoin join_profile(const Dataflow& df, const Profile& profile) {
     j.runs = std::max(j.runs, m.run + 1);
     matched[m.kernel] = true;
     const Kernel& k = df.kernels[m.kernel];
+    if (renamed) m.mismatches.push_back({"name", l.name, k.name});
     if (l.grid && *l.grid != k.grid) m.mismatches.push_back({"grid", dim3_text(*l.grid), dim3_text(k.grid)});
     if (l.block && *l.block != k.block) m.mismatches.push_back({"block", dim3_text(*l.block), dim3_text(k.block)});
     if (l.dynamic_shared_memory && *l.dynamic_shared_memory != k.dynamic_shared_memory)
