@@ -23,6 +23,7 @@
 #include <cstring>
 #include <set>
 
+#include "byte_reader.h"
 #include "json_read.h"  // detail::quote_input
 #include "kdflow/dtype.h"
 
@@ -52,12 +53,7 @@ uint64_t le_at(std::string_view b, uint64_t off, int n) {
   return v;
 }
 
-Error byte_error(const std::string& file, uint64_t offset, const std::string& msg) {
-  std::string text = fmt::format("{}: byte {}: error: {}", file, offset, msg);
-  for (char& c : text)
-    if (c == '\n' || c == '\r') c = ' ';
-  return Error{std::move(text), ExitCode::DataError};
-}
+using detail::byte_error;
 
 std::string hex_prefix(std::string_view b) {
   std::string out;
@@ -308,9 +304,9 @@ Expected<std::vector<DeviceImage>> ptx_images(std::string_view text, const std::
 
 // --- __tvm_dev_mblob ------------------------------------------------------------
 
-class BlobReader {
+class BlobReader : private detail::ByteReader {
  public:
-  BlobReader(std::string_view bytes, const std::string& file) : bytes_(bytes), file_(file), end_(bytes.size()) {}
+  BlobReader(std::string_view bytes, const std::string& file) : ByteReader(bytes, file, "blob") {}
 
   Expected<DeviceBlob> read() {
     uint64_t len = 0;
@@ -354,49 +350,6 @@ class BlobReader {
   }
 
  private:
-  /// Bytes left before the end of the blob (the whole input until its length is read).
-  uint64_t left() const { return end_ - pos_; }
-
-  Error err(uint64_t offset, const std::string& msg) const { return byte_error(file_, offset, msg); }
-
-  bool fail(uint64_t offset, const std::string& msg) {
-    error_ = err(offset, msg);
-    return false;
-  }
-
-  bool truncated(uint64_t size, const std::string& what) {
-    return fail(pos_, fmt::format("blob ends inside {} ({} bytes needed, {} left)", what, size, left()));
-  }
-
-  bool read_le(uint64_t size, const std::string& what, uint64_t* out) {
-    if (left() < size) return truncated(size, what);
-    *out = le_at(bytes_, pos_, static_cast<int>(size));
-    pos_ += size;
-    return true;
-  }
-  bool read_u64(uint64_t* out, const std::string& what) { return read_le(8, what, out); }
-  bool read_i64(int64_t* out, const std::string& what) {
-    uint64_t v = 0;
-    if (!read_le(8, what, &v)) return false;
-    *out = static_cast<int64_t>(v);
-    return true;
-  }
-  bool read_i32(int32_t* out, const std::string& what) {
-    uint64_t v = 0;
-    if (!read_le(4, what, &v)) return false;
-    *out = static_cast<int32_t>(static_cast<uint32_t>(v));
-    return true;
-  }
-
-  bool read_string(std::string* out, const std::string& what) {
-    uint64_t at = pos_, len = 0;
-    if (!read_u64(&len, "the length of " + what)) return false;
-    if (len > left()) return fail(at, fmt::format("{} is {} bytes long, but only {} bytes are left", what, len, left()));
-    out->assign(bytes_.data() + pos_, len);
-    pos_ += len;
-    return true;
-  }
-
   bool read_u64_vector(std::vector<uint64_t>* out, const std::string& what) {
     uint64_t at = pos_, n = 0;
     if (!read_u64(&n, "the length of " + what)) return false;
@@ -579,12 +532,7 @@ class BlobReader {
     return true;
   }
 
-  std::string_view bytes_;
-  const std::string& file_;
-  uint64_t pos_ = 0;
-  uint64_t end_ = 0;
   uint64_t tree_at_ = 0;
-  Error error_;
   DeviceBlob out_;
 };
 

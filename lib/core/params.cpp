@@ -11,6 +11,7 @@
 
 #include <set>
 
+#include "byte_reader.h"
 #include "json_read.h"  // detail::quote_input
 
 namespace kdflow {
@@ -25,9 +26,9 @@ constexpr uint64_t kMinArrayBytes = kArrayHeaderBytes + 8;
 /// DLPack tensors in TVM have at most this many dimensions (and 32 covers any model).
 constexpr int32_t kMaxNdim = 32;
 
-class ParamsReader {
+class ParamsReader : private detail::ByteReader {
  public:
-  ParamsReader(std::string_view bytes, const std::string& file) : bytes_(bytes), file_(file) { out_.file = file; }
+  ParamsReader(std::string_view bytes, const std::string& file) : ByteReader(bytes, file, "file") { out_.file = file; }
 
   Expected<ParamsFile> read() {
     uint64_t magic = 0, reserved = 0, n_names = 0, n_arrays = 0;
@@ -67,62 +68,6 @@ class ParamsReader {
   }
 
  private:
-  uint64_t left() const { return bytes_.size() - pos_; }
-
-  Error err(uint64_t offset, const std::string& msg) const {
-    std::string text = fmt::format("{}: byte {}: error: {}", file_, offset, msg);
-    for (char& c : text)
-      if (c == '\n' || c == '\r') c = ' ';
-    return Error{std::move(text), ExitCode::DataError};
-  }
-
-  /// Records a truncation error for a field of `size` bytes called `what`.
-  bool truncated(uint64_t size, const std::string& what) {
-    error_ = err(pos_, fmt::format("file ends inside {} ({} bytes needed, {} left)", what, size, left()));
-    return false;
-  }
-
-  /// Little-endian unsigned integer of `size` bytes (≤ 8).
-  bool read_le(uint64_t size, const std::string& what, uint64_t* out) {
-    if (left() < size) return truncated(size, what);
-    uint64_t v = 0;
-    for (uint64_t k = 0; k < size; ++k)
-      v |= static_cast<uint64_t>(static_cast<unsigned char>(bytes_[pos_ + k])) << (8 * k);
-    pos_ += size;
-    *out = v;
-    return true;
-  }
-  bool read_u64(uint64_t* out, const std::string& what) { return read_le(8, what, out); }
-  bool read_i64(int64_t* out, const std::string& what) {
-    uint64_t v = 0;
-    if (!read_le(8, what, &v)) return false;
-    *out = static_cast<int64_t>(v);
-    return true;
-  }
-  bool read_i32(int32_t* out, const std::string& what) {
-    uint64_t v = 0;
-    if (!read_le(4, what, &v)) return false;
-    *out = static_cast<int32_t>(static_cast<uint32_t>(v));
-    return true;
-  }
-
-  bool read_string(std::string* out, const std::string& what) {
-    uint64_t at = pos_, len = 0;
-    if (!read_u64(&len, "the length of " + what)) return false;
-    if (len > left()) {
-      error_ = err(at, fmt::format("{} is {} bytes long, but only {} bytes are left", what, len, left()));
-      return false;
-    }
-    out->assign(bytes_.data() + pos_, len);
-    pos_ += len;
-    return true;
-  }
-
-  bool fail(uint64_t offset, const std::string& msg) {
-    error_ = err(offset, msg);
-    return false;
-  }
-
   bool read_array(ParamArray* a) {
     std::string what = "array " + detail::quote_input(a->name);
     uint64_t start = pos_, magic = 0, reserved = 0, dt = 0;
@@ -186,10 +131,6 @@ class ParamsReader {
     return true;
   }
 
-  std::string_view bytes_;
-  const std::string& file_;
-  uint64_t pos_ = 0;
-  Error error_;
   ParamsFile out_;
 };
 
