@@ -29,6 +29,10 @@ struct ParamsFile {
 
 /// Parses a params blob held in memory (`bytes` is the whole file). Diagnostics name
 /// `file` and the byte offset (`file: byte 1234: error: ...`).
+/// Largest params file kdflow opens (64 GiB). Files are mapped (map_file), not read, so a
+/// reader that needs only the names touches just the array headers.
+inline constexpr uint64_t kMaxParamsFileBytes = 1ull << 36;
+
 Expected<ParamsFile> parse_params(std::string_view bytes, const std::string& file);
 
 }  // namespace kdflow

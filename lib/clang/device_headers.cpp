@@ -15,6 +15,8 @@
 // written (atomics, for instance).
 #include "device_headers.h"
 
+#include "c_limits_text.h"
+
 namespace kdflow::detail {
 
 namespace {
@@ -84,19 +86,7 @@ typedef unsigned long uintptr_t;
 #ifndef NULL
 #define NULL __null
 #endif
-#define INT8_MIN (-128)
-#define INT16_MIN (-32767-1)
-#define INT32_MIN (-2147483647-1)
-#define INT64_MIN (-9223372036854775807L-1)
-#define INT8_MAX 127
-#define INT16_MAX 32767
-#define INT32_MAX 2147483647
-#define INT64_MAX 9223372036854775807L
-#define UINT8_MAX 255
-#define UINT16_MAX 65535
-#define UINT32_MAX 4294967295U
-#define UINT64_MAX 18446744073709551615UL
-#define INFINITY (__builtin_inff())
+)kdflow_stub" KDFLOW_STDINT_LIMITS_TEXT R"kdflow_stub(#define INFINITY (__builtin_inff())
 #define NAN (__builtin_nanf(""))
 #define HUGE_VALF (__builtin_huge_valf())
 #define HUGE_VAL (__builtin_huge_val())

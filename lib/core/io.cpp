@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <utility>
 #include <vector>
 
 namespace kdflow {
@@ -100,6 +103,53 @@ Expected<std::string> read_file(const std::string& path, uint64_t max_bytes) {
     out.append(buf.data(), static_cast<size_t>(n));
   }
   return out;
+}
+
+MappedFile::MappedFile(MappedFile&& o) noexcept
+    : map_(std::exchange(o.map_, nullptr)), size_(std::exchange(o.size_, 0)), owned_(std::move(o.owned_)) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
+  if (this != &o) {
+    if (map_) ::munmap(map_, size_);
+    map_ = std::exchange(o.map_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    owned_ = std::move(o.owned_);
+  }
+  return *this;
+}
+
+MappedFile::~MappedFile() {
+  if (map_) ::munmap(map_, size_);
+}
+
+Expected<MappedFile> map_file(const std::string& path, uint64_t max_bytes) {
+  MappedFile out;
+  {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return read_error(path, errno, ExitCode::NoInput);
+    FdCloser closer(fd);
+    struct stat st;
+    if (::fstat(fd, &st) != 0) return read_error(path, errno, ExitCode::NoInput);
+    if (S_ISDIR(st.st_mode)) return read_error(path, EISDIR, ExitCode::NoInput);
+    if (S_ISREG(st.st_mode) && st.st_size > 0) {
+      uint64_t size = static_cast<uint64_t>(st.st_size);
+      if (size > max_bytes)
+        return file_error(path, fmt::format("file is {} bytes, more than the limit of {} bytes", size, max_bytes));
+      if (size > std::numeric_limits<size_t>::max())
+        return file_error(path, fmt::format("file is {} bytes, too large to map", size));
+      void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p != MAP_FAILED) {
+        out.map_ = p;
+        out.size_ = static_cast<size_t>(size);
+        return std::move(out);  // NOLINT: Expected takes it by value
+      }
+      // A file system without mmap: fall back to reading it.
+    }
+  }
+  Expected<std::string> text = read_file(path, max_bytes);
+  if (!text) return text.error();
+  out.owned_ = text.take();
+  return std::move(out);  // NOLINT: Expected takes it by value
 }
 
 Status write_file_atomic(const std::string& path, const std::string& content) {

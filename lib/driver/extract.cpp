@@ -131,9 +131,10 @@ Expected<Dataflow> extract(const ExtractInputs& given, const InterpreterLimits& 
   }
 
   if (!in.params.empty()) {
-    Expected<std::string> bytes = read_file(in.params);
-    if (!bytes) return bytes.error();
-    Expected<ParamsFile> params = parse_params(*bytes, in.params);
+    // Mapped: only the array headers are touched, however big the weights are.
+    Expected<MappedFile> file = map_file(in.params, kMaxParamsFileBytes);
+    if (!file) return file.error();
+    Expected<ParamsFile> params = parse_params(file->bytes(), in.params);
     if (!params) return params.error();
     options.params_known = true;
     for (const auto& a : params->arrays) options.param_names.insert(a.name);

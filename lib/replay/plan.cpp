@@ -153,9 +153,10 @@ class Planner {
                                     df_.params.size(), names),
                         ExitCode::NoInput);
     }
-    Expected<std::string> bytes = read_file(in_.params, 1ull << 34);
-    if (!bytes) return bytes.error();
-    Expected<ParamsFile> pf = parse_params(*bytes, in_.params);
+    Expected<MappedFile> file = map_file(in_.params, kMaxParamsFileBytes);
+    if (!file) return file.error();
+    std::string_view bytes = file->bytes();
+    Expected<ParamsFile> pf = parse_params(bytes, in_.params);
     if (!pf) return pf.error();
     std::map<std::string, const ParamArray*> by_name;
     for (const ParamArray& a : pf->arrays) by_name[a.name] = &a;
@@ -172,7 +173,7 @@ class Planner {
       u.buffer = b;
       u.allocation = plan_.buffer_allocation[b];
       u.source = base_name(in_.params) + ":" + buf.name;
-      u.data = bytes->substr(a.data_offset, a.nbytes);
+      u.data = std::string(bytes.substr(a.data_offset, a.nbytes));
       plan_.uploads.push_back(std::move(u));
     }
     return Status::ok();

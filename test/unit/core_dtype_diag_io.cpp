@@ -139,6 +139,43 @@ TEST_CASE("read_file reads the real samples", "[io]") {
   CHECK(*r == test::slurp(test::sample_dir("mlp") + "/graph.json"));
 }
 
+TEST_CASE("map_file maps regular files, reads empty ones, errors like read_file", "[io]") {
+  std::string dir = test::temp_dir();
+  std::string path = dir + "/data.bin";
+  std::string content("a\0b\nc", 5);
+  { std::ofstream(path, std::ios::binary) << content; }
+
+  auto m = map_file(path);
+  REQUIRE(m);
+  CHECK(m->bytes() == content);
+  // Moving keeps the view valid and leaves the source empty.
+  MappedFile moved = m.take();
+  CHECK(moved.bytes() == content);
+  MappedFile other;
+  other = std::move(moved);
+  CHECK(other.bytes() == content);
+
+  std::string empty = dir + "/empty.bin";
+  { std::ofstream(empty, std::ios::binary); }
+  auto e = map_file(empty);
+  REQUIRE(e);
+  CHECK(e->bytes().empty());
+
+  auto capped = map_file(path, 4);
+  REQUIRE_FALSE(capped);
+  CHECK(capped.error().message == path + ": error: file is 5 bytes, more than the limit of 4 bytes");
+  auto missing = map_file(dir + "/nope.bin");
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().code == ExitCode::NoInput);
+  auto d = map_file(dir);
+  REQUIRE_FALSE(d);
+  CHECK(d.error().message == dir + ": error: cannot read: Is a directory");
+
+  auto params = map_file(test::sample_dir("squeezenet") + "/params.bin");
+  REQUIRE(params);
+  CHECK(params->bytes() == test::slurp(test::sample_dir("squeezenet") + "/params.bin"));
+}
+
 TEST_CASE("write_file_atomic replaces the file and leaves no temp file", "[io]") {
   std::string dir = test::temp_dir();
   std::string path = dir + "/out.json";
