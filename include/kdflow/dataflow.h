@@ -48,7 +48,12 @@ struct Arg {
   int64_t int_value = 0;    ///< Int
   double float_value = 0;   ///< Float
   std::string dtype;        ///< the parameter's dtype: arg_types[i] for kernels ("handle", "int32", ...)
-  Access access = Access::Unknown;  ///< Buffer args of kernels: read/write/readwrite (library calls: readwrite)
+  Access access = Access::Unknown;  ///< Buffer args of kernels: read/write/readwrite (library calls: see schema.md)
+  /// Library calls' DLTensor* arguments (dtype "DLTensor*"): the tensor the callee sees —
+  /// its dtype ("float32") and shape. Empty tensor_dtype for every other argument.
+  std::string tensor_dtype;
+  std::vector<int64_t> tensor_shape;
+  std::string text;         ///< Null from a library call's string argument (dtype "str"): the string
   bool operator==(const Arg& o) const;
 };
 
@@ -117,12 +122,16 @@ struct Edge {
 struct Dependency {
   enum class Kind { RAW, WAR, WAW };
   Kind kind = Kind::RAW;
-  int from = 0;         ///< the earlier kernel
-  int to = 0;           ///< the later kernel
-  int from_buffer = 0;  ///< the buffer the earlier kernel accessed
-  int to_buffer = 0;    ///< the buffer the later kernel accessed (same memory; may be another entry of the storage id)
+  int from = 0;         ///< the earlier kernel (a library call's id when from_library_call)
+  int to = 0;           ///< the later kernel (a library call's id when to_library_call)
+  int from_buffer = 0;  ///< the buffer the earlier launch accessed
+  int to_buffer = 0;    ///< the buffer the later launch accessed (same memory; may be another entry of the storage id)
+  bool from_library_call = false;  ///< `from` is an id in Dataflow::library_calls
+  bool to_library_call = false;    ///< `to` is an id in Dataflow::library_calls
   bool operator==(const Dependency& o) const {
-    return kind == o.kind && from == o.from && to == o.to && from_buffer == o.from_buffer && to_buffer == o.to_buffer;
+    return kind == o.kind && from == o.from && to == o.to && from_buffer == o.from_buffer &&
+           to_buffer == o.to_buffer && from_library_call == o.from_library_call &&
+           to_library_call == o.to_library_call;
   }
 };
 const char* to_string(Dependency::Kind k);  ///< "raw" | "war" | "waw"

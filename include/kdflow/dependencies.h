@@ -20,8 +20,10 @@ namespace kdflow {
 Status apply_device_functions(Dataflow& df, const std::vector<DeviceFunction>& functions, const FunctionTable& table,
                               const std::string& device_file);
 
-/// Library calls get ReadWrite on every buffer (their code is opaque); kernels with no
-/// device source keep Unknown, which dependency analysis treats as ReadWrite.
+/// Library calls' code is opaque: a buffer that is only an input of the calling node is
+/// Read (a graph node never writes its inputs); its outputs and workspaces, and anything
+/// else, are ReadWrite. Kernels with no device source keep Unknown, which dependency
+/// analysis treats as ReadWrite.
 void assume_library_access(Dataflow& df);
 
 /// Fills df.dependencies in launch order. Memory identity is the storage id for graph

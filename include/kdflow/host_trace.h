@@ -44,8 +44,12 @@ struct PackedArg {
   int type_code = 0;        ///< TVM type code as stored in the tcode array (0 int, 2 float, 3 handle, 4 null, 7 DLTensor*, 11 str)
   int64_t int_value = 0;    ///< Int
   double float_value = 0;   ///< Float
-  PointerTarget pointer;    ///< Pointer (raw data pointer)
-  int tensor_arg = -1;      ///< Tensor: index of the function argument (DLTensor*) passed on
+  PointerTarget pointer;    ///< Pointer: the raw data pointer; Tensor: its data + byte_offset
+  int tensor_arg = -1;      ///< Tensor: index of the function argument passed on, -1 for one built on the stack
+  std::vector<int64_t> tensor_shape;  ///< Tensor: the DLTensor's shape as the call sees it
+  uint8_t tensor_dtype_code = 0;      ///< Tensor: its dtype
+  uint8_t tensor_dtype_bits = 0;
+  uint16_t tensor_dtype_lanes = 0;
   std::string string_value; ///< String
 };
 

@@ -35,6 +35,7 @@
 #include <unordered_map>
 
 #include "host_headers.h"
+#include "host_math.h"
 #include "in_memory_parse.h"
 
 namespace kdflow {
@@ -89,15 +90,6 @@ struct Failure {
 };
 
 enum class Flow { Normal, Break, Continue, Return };
-
-bool is_math_function(llvm::StringRef n) {
-  static const char* const names[] = {"ceil", "floor", "round", "trunc", "log", "log2", "log10", "exp", "exp2",
-                                      "sqrt", "pow", "fabs", "fmin", "fmax", "fmod", "ceilf", "floorf", "roundf",
-                                      "truncf", "logf", "log2f", "expf", "sqrtf", "powf", "fabsf", "fminf", "fmaxf"};
-  for (const char* m : names)
-    if (n == m) return true;
-  return false;
-}
 
 }  // namespace
 
@@ -331,6 +323,13 @@ class Interpreter {
   Value rt_alloc_workspace(const CallExpr* ce);
   Value rt_free_workspace(const CallExpr* ce);
   PackedArg packed_arg(const Value& v, int64_t tcode, int index, SourceLocation loc);
+  void read_tensor(const Ptr& t, PackedArg& a, const std::string& where, SourceLocation loc);
+
+  /// Byte offsets of the stand-in DLTensor's fields (host_headers.cpp), set by run().
+  struct DlLayout {
+    int64_t size = 0, data = 0, device = 0, ndim = 0, dtype = 0, shape = 0, strides = 0, byte_offset = 0;
+  };
+  DlLayout dl_;
 
   const HostProgram::Impl& prog_;
   ASTContext& ctx_;
@@ -810,36 +809,25 @@ Value Interpreter::eval_call(const CallExpr* ce) {
     last_error_ = (m.kind == Value::Kind::Ptr && m.p.base == Ptr::Base::String) ? strings_[m.p.id] : "";
     return Value::of_int(0);
   }
-  llvm::StringRef n = name;
-  if (n.startswith("__builtin_")) n = n.drop_front(10);
-  if (is_math_function(n)) {
-    std::vector<double> a;
-    for (const Expr* arg : ce->arguments()) {
-      Value v = eval(arg);
-      if (v.kind != Value::Kind::Float) fail(arg->getBeginLoc(), "math function argument is not a floating value");
-      a.push_back(v.f);
+  bool single = false;
+  if (const detail::MathFunction* m = detail::find_math_function(name, &single)) {
+    if (ce->getNumArgs() != static_cast<unsigned>(m->arity))
+      fail(loc, "'" + name + "' takes " + std::to_string(m->arity) + " argument(s)");
+    double a[2] = {0, 0};
+    for (unsigned i = 0; i < ce->getNumArgs(); ++i) {
+      Value v = eval(ce->getArg(i));
+      if (v.kind != Value::Kind::Float) fail(ce->getArg(i)->getBeginLoc(), "math function argument is not a floating value");
+      a[i] = v.f;
     }
     // The float variants (ceilf, ...) compute in double and round the result to float.
-    bool single = n.endswith("f") && is_math_function(n.drop_back()) && n != "inf";
-    llvm::StringRef b = single ? n.drop_back() : n;
-    auto need = [&](size_t k) {
-      if (a.size() != k) fail(loc, "'" + name + "' takes " + std::to_string(k) + " argument(s)");
-    };
-    double r = 0;
-    if (b == "pow" || b == "fmin" || b == "fmax" || b == "fmod") {
-      need(2);
-      r = b == "pow" ? std::pow(a[0], a[1]) : b == "fmin" ? std::fmin(a[0], a[1]) : b == "fmax" ? std::fmax(a[0], a[1]) : std::fmod(a[0], a[1]);
-    } else {
-      need(1);
-      double x = a[0];
-      r = b == "ceil" ? std::ceil(x) : b == "floor" ? std::floor(x) : b == "round" ? std::round(x)
-        : b == "trunc" ? std::trunc(x) : b == "log" ? std::log(x) : b == "log2" ? std::log2(x)
-        : b == "log10" ? std::log10(x) : b == "exp" ? std::exp(x) : b == "exp2" ? std::exp2(x)
-        : b == "sqrt" ? std::sqrt(x) : std::fabs(x);
-    }
+    double r = m->arity == 1 ? m->unary(a[0]) : m->binary(a[0], a[1]);
     return Value::of_float(single ? static_cast<float>(r) : r);
   }
-  if (n == "inff" || n == "inf") return Value::of_float(std::numeric_limits<double>::infinity());
+  llvm::StringRef n = name;
+  if (n.startswith("__builtin_")) n = n.drop_front(10);
+  if (n == "inff" || n == "inf" || n == "huge_valf" || n == "huge_val")
+    return Value::of_float(std::numeric_limits<double>::infinity());
+  if (n == "nanf" || n == "nan") return Value::of_float(std::numeric_limits<double>::quiet_NaN());
   const FunctionDecl* def = nullptr;
   if (callee->hasBody(def) && def) {
     std::vector<Value> args;
@@ -928,11 +916,13 @@ PackedArg Interpreter::packed_arg(const Value& v, int64_t tcode, int index, Sour
       }
       return a;
     case 7:  // kTVMDLTensorHandle
-      if (v.kind != Value::Kind::Ptr || v.p.base != Ptr::Base::Object || objects_[v.p.id].role != ObjRole::Tensor ||
-          v.p.off != 0)
-        fail(loc, where() + " is not one of the function's DLTensor arguments");
+      // One of the function's own arguments, or a DLTensor the host code filled in on its
+      // stack (TVM's tvm_stack_make_array, for cuBLAS/cuDNN/Thrust calls): read it back.
+      if (v.kind != Value::Kind::Ptr || v.p.base != Ptr::Base::Object)
+        fail(loc, where() + " does not point to a DLTensor the host code can see");
       a.kind = PackedArg::Kind::Tensor;
-      a.tensor_arg = objects_[v.p.id].tensor_index;
+      if (objects_[v.p.id].role == ObjRole::Tensor && v.p.off == 0) a.tensor_arg = objects_[v.p.id].tensor_index;
+      read_tensor(v.p, a, where(), loc);
       return a;
     case 11:  // kTVMStr
       if (v.kind != Value::Kind::Ptr || v.p.base != Ptr::Base::String) fail(loc, where() + " is not a string literal");
@@ -941,6 +931,36 @@ PackedArg Interpreter::packed_arg(const Value& v, int64_t tcode, int index, Sour
       return a;
     default:
       fail(loc, where() + ": type code not supported");
+  }
+}
+
+void Interpreter::read_tensor(const Ptr& t, PackedArg& a, const std::string& where, SourceLocation loc) {
+  auto at = [&](int64_t off) { return Ptr{t.base, t.id, t.off + off}; };
+  Value data = load(at(dl_.data), ctx_.VoidPtrTy, loc);
+  Value ndim = load(at(dl_.ndim), ctx_.IntTy, loc);
+  Value code = load(at(dl_.dtype), ctx_.UnsignedCharTy, loc);
+  Value bits = load(at(dl_.dtype + 1), ctx_.UnsignedCharTy, loc);
+  Value lanes = load(at(dl_.dtype + 2), ctx_.UnsignedShortTy, loc);
+  Value offset = load(at(dl_.byte_offset), ctx_.UnsignedLongTy, loc);
+  Value shape = load(at(dl_.shape), ctx_.VoidPtrTy, loc);
+  if (ndim.i < 0 || ndim.i > 32) fail(loc, where + ": a DLTensor with ndim " + std::to_string(ndim.i));
+  for (int64_t d = 0; d < ndim.i; ++d) {
+    if (shape.p.base == Ptr::Base::Null) fail(loc, where + ": a DLTensor with ndim " + std::to_string(ndim.i) + " and no shape");
+    Value dim = load(Ptr{shape.p.base, shape.p.id, shape.p.off + 8 * d}, ctx_.LongTy, loc);
+    a.tensor_shape.push_back(dim.i);
+  }
+  a.tensor_dtype_code = static_cast<uint8_t>(code.i);
+  a.tensor_dtype_bits = static_cast<uint8_t>(bits.i);
+  a.tensor_dtype_lanes = static_cast<uint16_t>(lanes.i);
+  if (offset.i < 0 || offset.i > (int64_t(1) << 48))
+    fail(loc, where + ": a DLTensor with byte_offset " + std::to_string(static_cast<uint64_t>(offset.i)));
+  switch (data.p.base) {
+    case Ptr::Base::Null: a.pointer.kind = PointerTarget::Kind::Null; break;
+    case Ptr::Base::Entry: a.pointer = {PointerTarget::Kind::Entry, static_cast<int>(data.p.id), data.p.off + offset.i}; break;
+    case Ptr::Base::Workspace:
+      a.pointer = {PointerTarget::Kind::Workspace, static_cast<int>(data.p.id), data.p.off + offset.i};
+      break;
+    default: fail(loc, where + ": the DLTensor's data points to " + object_name(data.p) + ", not to device memory");
   }
 }
 
@@ -1150,6 +1170,9 @@ void Interpreter::run(const FunctionDecl* fn, const std::vector<TensorArg>& tens
   if (!f_data || !f_ndim || !f_dtype || !f_shape || !f_strides || !f_offset || device_off < 0)
     fail(loc, "unexpected DLTensor layout");
   int64_t dtype_off = field_offset(f_dtype);
+  dl_ = DlLayout{dl_size,          field_offset(f_data),    device_off,
+                 field_offset(f_ndim), dtype_off,           field_offset(f_shape),
+                 field_offset(f_strides), field_offset(f_offset)};
 
   frames_.emplace_back();
   int64_t args_obj = new_object(value_size * static_cast<int64_t>(tensors.size()), "args", ObjRole::Args);

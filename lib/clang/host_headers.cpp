@@ -4,6 +4,9 @@
 // `device` and the pre-0.8 name `ctx` as one anonymous union.
 #include "host_headers.h"
 
+#include "c_limits_text.h"
+#include "host_math.h"
+
 namespace kdflow::detail {
 
 namespace {
@@ -19,19 +22,7 @@ typedef unsigned int uint32_t;
 typedef unsigned long uint64_t;
 typedef long intptr_t;
 typedef unsigned long uintptr_t;
-#define INT8_MIN (-128)
-#define INT16_MIN (-32767-1)
-#define INT32_MIN (-2147483647-1)
-#define INT64_MIN (-9223372036854775807L-1)
-#define INT8_MAX 127
-#define INT16_MAX 32767
-#define INT32_MAX 2147483647
-#define INT64_MAX 9223372036854775807L
-#define UINT8_MAX 255
-#define UINT16_MAX 65535
-#define UINT32_MAX 4294967295U
-#define UINT64_MAX 18446744073709551615UL
-)";
+)" KDFLOW_STDINT_LIMITS_TEXT;
 
 const char* kStddef = R"(#pragma once
 typedef unsigned long size_t;
@@ -47,17 +38,13 @@ const char* kStdbool = R"(#pragma once
 #define false 0
 )";
 
-const char* kMath = R"(#pragma once
-double ceil(double); double floor(double); double round(double); double trunc(double);
-double log(double); double log2(double); double log10(double); double exp(double); double exp2(double);
-double sqrt(double); double pow(double, double); double fabs(double); double fmin(double, double);
-double fmax(double, double); double fmod(double, double);
-float ceilf(float); float floorf(float); float roundf(float); float truncf(float); float logf(float);
-float log2f(float); float expf(float); float sqrtf(float); float powf(float, float); float fabsf(float);
-float fminf(float, float); float fmaxf(float, float);
-#define INFINITY (__builtin_inff())
-#define NAN (__builtin_nanf(""))
-)";
+// <math.h>: the declarations come from the interpreter's math table (host_math.cpp), so
+// every function the file may call is one the interpreter evaluates.
+std::string math_header() {
+  return "#pragma once\n" + math_declarations() +
+         "#define INFINITY (__builtin_inff())\n#define NAN (__builtin_nanf(\"\"))\n"
+         "#define HUGE_VALF (__builtin_huge_valf())\n#define HUGE_VAL (__builtin_huge_val())\n";
+}
 
 const char* kDlpack = R"(#pragma once
 #include <stdint.h>
@@ -143,7 +130,7 @@ const std::vector<std::pair<std::string, std::string>>& host_stub_headers() {
       {"stdint.h", kStdint},
       {"stddef.h", kStddef},
       {"stdbool.h", kStdbool},
-      {"math.h", kMath},
+      {"math.h", math_header()},
       {"dlpack/dlpack.h", kDlpack},
       {"tvm/runtime/c_runtime_api.h", kCRuntimeApi},
       {"tvm/runtime/c_backend_api.h", kCBackendApi},

@@ -47,13 +47,15 @@ bool Buffer::operator==(const Buffer& o) const {
 bool Arg::operator==(const Arg& o) const {
   if (kind != o.kind || dtype != o.dtype) return false;
   switch (kind) {
-    case Kind::Buffer: return buffer == o.buffer && offset == o.offset && access == o.access;
+    case Kind::Buffer:
+      return buffer == o.buffer && offset == o.offset && access == o.access && tensor_dtype == o.tensor_dtype &&
+             tensor_shape == o.tensor_shape;
     case Kind::Int: return int_value == o.int_value;
     case Kind::Float:
       if (std::isnan(float_value) || std::isnan(o.float_value))
         return std::isnan(float_value) && std::isnan(o.float_value);
       return float_value == o.float_value && std::signbit(float_value) == std::signbit(o.float_value);
-    case Kind::Null: return true;
+    case Kind::Null: return text == o.text;
   }
   return false;
 }

@@ -267,7 +267,6 @@ Expected<Dataflow> build_dataflow(const Graph& g, const FunctionTable& table,
         lc.function = gn.func_name;
         lc.loc = call.loc;
         lc.after_kernel = df.kernels.empty() ? -1 : static_cast<int>(df.kernels.size()) - 1;
-        const std::vector<TensorArg> tensors = node_tensor_args(g, static_cast<int>(nid));
         for (size_t i = 0; i < call.args.size(); ++i) {
           const PackedArg& a = call.args[i];
           Arg out;
@@ -282,12 +281,21 @@ Expected<Dataflow> build_dataflow(const Graph& g, const FunctionTable& table,
               out.dtype = "handle";
               if (Status s = bind_pointer(a, out, call.loc, static_cast<int>(i)); !s) return s.error();
               break;
-            case PackedArg::Kind::Tensor:
-              out.kind = Arg::Kind::Buffer, out.dtype = "DLTensor*";
-              out.buffer = tensors.at(static_cast<size_t>(a.tensor_arg)).entry_id;
+            case PackedArg::Kind::Tensor: {
+              // The function's own argument or a DLTensor the host code built on its stack:
+              // either way the buffer its data (+ byte_offset) points into, and its view.
+              out.dtype = "DLTensor*";
+              if (Status s = bind_pointer(a, out, call.loc, static_cast<int>(i)); !s) return s.error();
+              DType t;
+              t.code = a.tensor_dtype_code, t.bits = a.tensor_dtype_bits, t.lanes = a.tensor_dtype_lanes;
+              if (out.kind == Arg::Kind::Buffer) {
+                out.tensor_dtype = dtype_to_string(t);
+                out.tensor_shape = a.tensor_shape;
+              }
               break;
+            }
             case PackedArg::Kind::String:
-              out.kind = Arg::Kind::Null, out.dtype = "str";
+              out.kind = Arg::Kind::Null, out.dtype = "str", out.text = a.string_value;
               break;
           }
           lc.args.push_back(std::move(out));

@@ -112,16 +112,43 @@ Status apply_device_functions(Dataflow& df, const std::vector<DeviceFunction>& f
 }
 
 void assume_library_access(Dataflow& df) {
-  for (LibraryCall& c : df.library_calls)
-    for (Arg& a : c.args)
-      if (a.kind == Arg::Kind::Buffer) a.access = Access::ReadWrite;
+  for (LibraryCall& c : df.library_calls) {
+    const Node* n = c.node >= 0 && static_cast<size_t>(c.node) < df.nodes.size() ? &df.nodes[c.node] : nullptr;
+    auto has = [](const std::vector<int>& v, int b) { return std::find(v.begin(), v.end(), b) != v.end(); };
+    for (Arg& a : c.args) {
+      if (a.kind != Arg::Kind::Buffer) continue;
+      // A graph node never writes its inputs (TVM's extern ops read them); its outputs and
+      // workspaces may be read back and written in any order by the opaque callee.
+      bool input_only = n && has(n->inputs, a.buffer) && !has(n->outputs, a.buffer);
+      a.access = input_only ? Access::Read : Access::ReadWrite;
+    }
+  }
 }
 
 void compute_dependencies(Dataflow& df) {
+  // The launch sequence: kernels in order, each library call right after the kernel
+  // launched before it (after_kernel; -1: before the first kernel).
+  struct Launch {
+    bool call;
+    int id;
+    const std::vector<Arg>* args;
+  };
+  std::vector<Launch> seq;
+  seq.reserve(df.kernels.size() + df.library_calls.size());
+  std::vector<std::vector<int>> calls_after(df.kernels.size() + 1);
+  for (const LibraryCall& c : df.library_calls) {
+    size_t slot = c.after_kernel < 0 ? 0 : std::min(static_cast<size_t>(c.after_kernel) + 1, df.kernels.size());
+    calls_after[slot].push_back(c.id);
+  }
+  for (size_t k = 0; k <= df.kernels.size(); ++k) {
+    if (k > 0) seq.push_back(Launch{false, df.kernels[k - 1].id, &df.kernels[k - 1].args});
+    for (int c : calls_after[k]) seq.push_back(Launch{true, c, &df.library_calls[c].args});
+  }
+
   // Memory key: (0, storage id) for graph buffers, (1, buffer id) for workspaces.
   using Key = std::pair<int, int64_t>;
   struct Touch {
-    int kernel;
+    int launch;  // position in seq
     int buffer;
   };
   struct State {
@@ -131,54 +158,56 @@ void compute_dependencies(Dataflow& df) {
   };
   std::map<Key, State> mem;
   std::set<std::tuple<int, int, int, int, int>> seen;
-  std::vector<Dependency> deps;
+  std::vector<std::pair<std::pair<int, int>, Dependency>> deps;  // ((to, from) positions, dependency)
   auto add = [&](Dependency::Kind kind, const Touch& from, const Touch& to) {
-    if (from.kernel == to.kernel) return;
-    if (!seen.insert({from.kernel, to.kernel, static_cast<int>(kind), from.buffer, to.buffer}).second) return;
-    deps.push_back(Dependency{kind, from.kernel, to.kernel, from.buffer, to.buffer});
+    if (from.launch == to.launch) return;
+    if (!seen.insert({from.launch, to.launch, static_cast<int>(kind), from.buffer, to.buffer}).second) return;
+    const Launch& f = seq[from.launch];
+    const Launch& t = seq[to.launch];
+    deps.push_back({{to.launch, from.launch}, Dependency{kind, f.id, t.id, from.buffer, to.buffer, f.call, t.call}});
   };
   auto key_of = [&](int buffer) -> Key {
     const Buffer& b = df.buffers[buffer];
     if (b.kind == BufferKind::Workspace || !b.storage_id) return {1, buffer};
     return {0, *b.storage_id};
   };
-  for (const Kernel& k : df.kernels) {
+  for (size_t pos = 0; pos < seq.size(); ++pos) {
+    const int me_launch = static_cast<int>(pos);
     // Reads of one launch happen before its writes take effect for others; collect first.
     std::vector<std::pair<int, Access>> uses;
-    for (const Arg& a : k.args)
+    for (const Arg& a : *seq[pos].args)
       if (a.kind == Arg::Kind::Buffer) uses.emplace_back(a.buffer, a.access);
     for (const auto& [b, acc] : uses) {
       bool reads = acc != Access::Write;
       if (!reads) continue;
       State& s = mem[key_of(b)];
-      Touch me{k.id, b};
-      if (s.has_writer) add(Dependency::Kind::RAW, s.writer, me);
+      if (s.has_writer) add(Dependency::Kind::RAW, s.writer, Touch{me_launch, b});
     }
     for (const auto& [b, acc] : uses) {
       bool writes = acc != Access::Read;
       if (!writes) continue;
       State& s = mem[key_of(b)];
-      Touch me{k.id, b};
+      Touch me{me_launch, b};
       for (const Touch& r : s.readers) add(Dependency::Kind::WAR, r, me);
       if (s.has_writer) add(Dependency::Kind::WAW, s.writer, me);
     }
     for (const auto& [b, acc] : uses) {
       State& s = mem[key_of(b)];
-      Touch me{k.id, b};
       if (acc != Access::Read) {
         s.has_writer = true;
-        s.writer = me;
+        s.writer = Touch{me_launch, b};
         s.readers.clear();
       }
     }
     // A read-write launch is the last writer: later writers order after it by WAW.
     for (const auto& [b, acc] : uses)
-      if (acc == Access::Read) mem[key_of(b)].readers.push_back(Touch{k.id, b});
+      if (acc == Access::Read) mem[key_of(b)].readers.push_back(Touch{me_launch, b});
   }
-  std::stable_sort(deps.begin(), deps.end(), [](const Dependency& a, const Dependency& b) {
-    return std::tie(a.to, a.from) < std::tie(b.to, b.from);
-  });
-  df.dependencies = std::move(deps);
+  // By the later launch, then the earlier one, in launch order (for kernels only, the
+  // same order as by kernel ids).
+  std::stable_sort(deps.begin(), deps.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  df.dependencies.clear();
+  for (auto& d : deps) df.dependencies.push_back(d.second);
 }
 
 }  // namespace kdflow

@@ -154,6 +154,8 @@ std::string dim3_text(const std::array<int64_t, 3>& d) { return fmt::format("({}
 std::string buffer_id(int b) { return fmt::format("\"buf{}\"", b); }
 std::string kernel_id(int k) { return fmt::format("\"k{}\"", k); }
 std::string call_id(int c) { return fmt::format("\"lib{}\"", c); }
+std::string from_id(const Dependency& d) { return d.from_library_call ? call_id(d.from) : kernel_id(d.from); }
+std::string to_id(const Dependency& d) { return d.to_library_call ? call_id(d.to) : kernel_id(d.to); }
 std::string node_box_id(int n) { return fmt::format("\"node{}\"", n); }
 
 std::string scalar_text(const Arg& a) {
@@ -329,17 +331,17 @@ struct Writer {
   /// Kernel → kernel edges, one per (from, to) pair of RAW dependencies, labelled with
   /// the memory the value passes through.
   void raw_edges() {
-    std::vector<std::pair<std::pair<int, int>, std::vector<std::string>>> pairs;
+    std::vector<std::pair<std::pair<std::string, std::string>, std::vector<std::string>>> pairs;
     for (const Dependency& d : df.dependencies) {
       if (d.kind != Dependency::Kind::RAW) continue;
-      auto key = std::make_pair(d.from, d.to);
+      auto key = std::make_pair(from_id(d), to_id(d));
       auto it = std::find_if(pairs.begin(), pairs.end(), [&](const auto& p) { return p.first == key; });
       if (it == pairs.end()) it = pairs.insert(pairs.end(), {key, {}});
       const std::string m = memory_text(d.from_buffer);
       if (std::find(it->second.begin(), it->second.end(), m) == it->second.end()) it->second.push_back(m);
     }
     for (const auto& p : pairs)
-      line(1, fmt::format("{} -> {} [label=\"{}\"];", kernel_id(p.first.first), kernel_id(p.first.second),
+      line(1, fmt::format("{} -> {} [label=\"{}\"];", p.first.first, p.first.second,
                           esc(fmt::format("{}", fmt::join(p.second, ", ")))));
   }
 
@@ -455,7 +457,7 @@ struct Writer {
       if (d.kind == Dependency::Kind::RAW || d.from_buffer == d.to_buffer) continue;
       if (!detail::valid_buffer(df, d.to_buffer) || !df.buffers[d.to_buffer].storage_id) continue;
       line(1, fmt::format("{} -> {} [style=dotted, color=\"#b45f06\", constraint=false, label=\"{} sid {}\"];",
-                          kernel_id(d.from), kernel_id(d.to), to_string(d.kind), *df.buffers[d.to_buffer].storage_id));
+                          from_id(d), to_id(d), to_string(d.kind), *df.buffers[d.to_buffer].storage_id));
     }
     if (!boxes.empty()) {
       line(1, "// graph-level reads and writes of nodes without launches");

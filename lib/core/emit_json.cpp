@@ -37,6 +37,7 @@ ojson arg_json(const Arg& a) {
       j["buffer"] = a.buffer;
       j["offset"] = a.offset;
       j["access"] = to_string(a.access);
+      if (!a.tensor_dtype.empty()) j["tensor"] = ojson{{"dtype", a.tensor_dtype}, {"shape", a.tensor_shape}};
       break;
     case Arg::Kind::Int: j["value"] = a.int_value; break;
     case Arg::Kind::Float:
@@ -45,7 +46,10 @@ ojson arg_json(const Arg& a) {
       else if (std::isinf(a.float_value)) j["value"] = a.float_value > 0 ? "inf" : "-inf";
       else j["value"] = a.float_value;
       break;
-    case Arg::Kind::Null: j["null"] = true; break;
+    case Arg::Kind::Null:
+      j["null"] = true;
+      if (a.dtype == "str") j["string"] = a.text;
+      break;
   }
   j["dtype"] = a.dtype;
   return j;
@@ -188,6 +192,8 @@ ojson build(const Dataflow& df) {
     j["to"] = d.to;
     j["from_buffer"] = d.from_buffer;
     j["to_buffer"] = d.to_buffer;
+    if (d.from_library_call) j["from_library_call"] = true;
+    if (d.to_library_call) j["to_library_call"] = true;
     deps.push_back(std::move(j));
   }
   root["dependencies"] = std::move(deps);
@@ -402,9 +408,19 @@ class Reader {
       a.buffer = ref(*b, at(ptr, "buffer"), buffers, "buffer");
       a.offset = integer(member(j, ptr, "offset"), at(ptr, "offset"));
       if (const json* acc = optional(j, "access")) a.access = access(*acc, at(ptr, "access"));
+      if (const json* t = optional(j, "tensor")) {
+        const std::string tp = at(ptr, "tensor");
+        object(*t, tp);
+        a.tensor_dtype = string(member(*t, tp, "dtype"), at(tp, "dtype"));
+        if (a.tensor_dtype.empty()) fail(at(tp, "dtype"), "expected a dtype");
+        const json& shape = array(member(*t, tp, "shape"), at(tp, "shape"));
+        if (shape.size() > 32) fail(at(tp, "shape"), "more than 32 dimensions");
+        for (size_t d = 0; d < shape.size(); ++d) a.tensor_shape.push_back(integer(shape[d], at(at(tp, "shape"), d)));
+      }
     } else if (const json* n = optional(j, "null")) {
       if (!(n->is_boolean() && n->get<bool>())) fail(at(ptr, "null"), "expected true");
       a.kind = Arg::Kind::Null;
+      if (const json* s = optional(j, "string")) a.text = string(*s, at(ptr, "string"));
     } else if (const json* v = optional(j, "value")) {
       const std::string vp = at(ptr, "value");
       if (v->is_number_integer()) {
@@ -631,8 +647,17 @@ Dataflow Reader::document(const json& root) const {
       else if (kind == "war") d.kind = Dependency::Kind::WAR;
       else if (kind == "waw") d.kind = Dependency::Kind::WAW;
       else fail(at(p, "kind"), fmt::format("unknown dependency kind \"{}\" (expected raw, war or waw)", printable(kind)));
-      d.from = ref(member(j, p, "from"), at(p, "from"), nk, "kernel");
-      d.to = ref(member(j, p, "to"), at(p, "to"), nk, "kernel");
+      auto flag = [&](const char* key) {
+        const json* v = optional(j, key);
+        if (v && !v->is_boolean()) fail(at(p, key), "expected true or false");
+        return v && v->get<bool>();
+      };
+      d.from_library_call = flag("from_library_call");
+      d.to_library_call = flag("to_library_call");
+      d.from = d.from_library_call ? ref(member(j, p, "from"), at(p, "from"), nc, "library call")
+                                   : ref(member(j, p, "from"), at(p, "from"), nk, "kernel");
+      d.to = d.to_library_call ? ref(member(j, p, "to"), at(p, "to"), nc, "library call")
+                               : ref(member(j, p, "to"), at(p, "to"), nk, "kernel");
       d.from_buffer = ref(member(j, p, "from_buffer"), at(p, "from_buffer"), nb, "buffer");
       d.to_buffer = ref(member(j, p, "to_buffer"), at(p, "to_buffer"), nb, "buffer");
       df.dependencies.push_back(d);

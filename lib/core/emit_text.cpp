@@ -48,6 +48,9 @@ class TextWriter {
     switch (a.kind) {
       case Arg::Kind::Buffer: {
         std::string t = a.offset ? fmt::format("{}+{}", buffer_ref(a.buffer), a.offset) : buffer_ref(a.buffer);
+        // A library call's DLTensor: the view it passes, sid3:float32[4, 1000].
+        if (!a.tensor_dtype.empty())
+          t += fmt::format(":{}[{}]", clean(a.tensor_dtype), fmt::join(a.tensor_shape, ", "));
         // Access as a suffix when the device source told it: sid3(w), ws0(rw).
         switch (a.access) {
           case Access::Read: return t + "(r)";
@@ -59,7 +62,7 @@ class TextWriter {
       }
       case Arg::Kind::Int: return std::to_string(a.int_value);
       case Arg::Kind::Float: return detail::float_text(a.float_value);
-      case Arg::Kind::Null: return "null";
+      case Arg::Kind::Null: return a.dtype == "str" ? "\"" + clean(a.text) + "\"" : "null";
     }
     return "?";
   }

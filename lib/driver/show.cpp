@@ -559,17 +559,27 @@ class Explainer {
                                                    : "(source unknown)");
   }
 
-  /// RAW sources of buffer `b` into kernel `k`.
-  std::vector<int> producers(int k, int b) const {
-    std::vector<int> v;
+  /// A kernel ("k5 name (n13)") or a library call ("lib0 name (library call, n4)").
+  std::string launch_ref(int id, bool library_call) const {
+    if (!library_call) return kernel_ref(id);
+    if (!valid_index(df_.library_calls, id)) return fmt::format("lib{}?", id);
+    const LibraryCall& c = df_.library_calls[id];
+    return paint(fmt::format("lib{}", id), Color::Cyan) + fmt::format(" {} (library call, n{})", clean(c.name), c.node);
+  }
+
+  /// RAW sources of buffer `b` into launch `k` (a library call's id when `call`).
+  std::vector<std::string> producers(int k, bool call, int b) const {
+    std::vector<std::string> v;
     for (const Dependency& d : df_.dependencies)
-      if (d.kind == Dependency::Kind::RAW && d.to == k && d.to_buffer == b) v.push_back(d.from);
+      if (d.kind == Dependency::Kind::RAW && d.to_library_call == call && d.to == k && d.to_buffer == b)
+        v.push_back(launch_ref(d.from, d.from_library_call));
     return v;
   }
-  std::vector<int> consumers(int k, int b) const {
-    std::vector<int> v;
+  std::vector<std::string> consumers(int k, bool call, int b) const {
+    std::vector<std::string> v;
     for (const Dependency& d : df_.dependencies)
-      if (d.kind == Dependency::Kind::RAW && d.from == k && d.from_buffer == b) v.push_back(d.to);
+      if (d.kind == Dependency::Kind::RAW && d.from_library_call == call && d.from == k && d.from_buffer == b)
+        v.push_back(launch_ref(d.to, d.to_library_call));
     return v;
   }
 
@@ -624,10 +634,40 @@ class Explainer {
     const Traffic t = kernel_traffic(df_, k);
     line(i2, "traffic", fmt::format("reads {}, writes {}", human_bytes(t.read), human_bytes(t.written)));
 
+    arguments(k.args, k.node, k.id, false, dev, i2);
+    orderings(k.id, false, i2);
+  }
+
+  void library_call(const LibraryCall& c) {
+    out += paint(fmt::format("library call lib{}", c.id), Color::Cyan) + "  " + paint(clean(c.name), Color::Bold) + "\n";
+    const std::string i2 = "  ";
+    if (valid_index(df_.nodes, c.node)) {
+      const Node& n = df_.nodes[c.node];
+      line(i2, "graph node", node_ref(c.node));
+      std::string fn = clean(c.function);
+      if (n.loc.valid()) fn += "  defined at " + clean(fmt::format("{}:{}:{}", n.loc.file, n.loc.line, n.loc.col));
+      line(i2, "function", fn);
+      relay(i2, n);
+    } else {
+      line(i2, "graph node", fmt::format("n{} (not in the graph)", c.node));
+    }
+    line(i2, "called at",
+         c.loc.valid() ? clean(fmt::format("{}:{}:{}", c.loc.file, c.loc.line, c.loc.col)) : std::string("unknown"));
+    line(i2, "in order", c.after_kernel < 0 ? std::string("before the first kernel")
+                                            : "after " + kernel_ref(c.after_kernel));
+    line(i2, "code", "opaque (a library): a buffer only read by its node is read, others read and written");
+    const Traffic t = library_call_traffic(df_, c);
+    line(i2, "traffic", fmt::format("reads {}, writes {} (buffer sizes)", human_bytes(t.read), human_bytes(t.written)));
+    arguments(c.args, c.node, c.id, true, nullptr, i2);
+    orderings(c.id, true, i2);
+  }
+
+  /// The arguments of kernel or library call `id`, with producers and consumers.
+  void arguments(const std::vector<Arg>& args, int node, int id, bool call, const DeviceFunction* dev,
+                 const std::string& i2) {
     out += i2 + paint("arguments", Color::Dim) + "\n";
     const std::string i3 = i2 + "  ", i4 = i3 + "     ";
-    for (size_t a = 0; a < k.args.size(); ++a) {
-      const Arg& arg = k.args[a];
+    for (size_t a = 0; a < args.size(); ++a) {      const Arg& arg = args[a];
       std::string head = fmt::format("#{}", a);
       if (dev && a < dev->params.size())
         head += fmt::format(" {} ({})", paint(clean(dev->params[a].name), Color::Bold), clean(dev->params[a].type));
@@ -635,10 +675,12 @@ class Explainer {
       switch (arg.kind) {
         case Arg::Kind::Int: out += i3 + head + fmt::format("  scalar {}", arg.int_value) + "\n"; continue;
         case Arg::Kind::Float: out += i3 + head + fmt::format("  scalar {}", arg.float_value) + "\n"; continue;
-        case Arg::Kind::Null: out += i3 + head + "  NULL" + "\n"; continue;
+        case Arg::Kind::Null:
+          out += i3 + head + (arg.dtype == "str" ? "  \"" + clean(arg.text) + "\"" : std::string("  NULL")) + "\n";
+          continue;
         case Arg::Kind::Buffer: break;
       }
-      auto [reads, writes] = reads_writes(df_, k.node, arg);
+      auto [reads, writes] = reads_writes(df_, node, arg);
       const char* acc = arg.access == Access::Unknown ? (reads && writes ? "unknown (readwrite assumed)"
                                                          : reads          ? "unknown (read: a node input)"
                                                                           : "unknown (write: a node output)")
@@ -647,9 +689,14 @@ class Explainer {
       std::string where = buffer_text(arg.buffer);
       where += fmt::format("  offset {}", arg.offset);
       out += i4 + where + "\n";
+      if (!arg.tensor_dtype.empty())
+        out += i4 + paint("tensor", Color::Dim) +
+               fmt::format("  {} [{}] (the DLTensor the callee sees)", clean(arg.tensor_dtype),
+                           fmt::join(arg.tensor_shape, ", ")) +
+               "\n";
       if (reads) {
-        std::vector<int> p = producers(k.id, arg.buffer);
-        std::string v = refs(p);
+        std::vector<std::string> p = producers(id, call, arg.buffer);
+        std::string v = fmt::format("{}", fmt::join(p, ", "));
         if (p.empty() && valid_index(df_.buffers, arg.buffer)) {
           const Buffer& b = df_.buffers[arg.buffer];
           v = b.kind == BufferKind::Input   ? "none: a model input"
@@ -659,21 +706,26 @@ class Explainer {
         out += i4 + paint("producers", Color::Dim) + "  " + v + "\n";
       }
       if (writes) {
-        std::vector<int> c = consumers(k.id, arg.buffer);
-        std::string v = refs(c);
+        std::vector<std::string> c = consumers(id, call, arg.buffer);
+        std::string v = fmt::format("{}", fmt::join(c, ", "));
         if (is_output(arg.buffer)) v += c.empty() ? "a model output" : ", and a model output";
         if (v.empty()) v = "no later kernel reads it";
         out += i4 + paint("consumers", Color::Dim) + "  " + v + "\n";
       }
     }
-    // Orderings from storage reuse (write-after-read, write-after-write).
+  }
+
+  /// Orderings from storage reuse (write-after-read, write-after-write).
+  void orderings(int id, bool call, const std::string& i2) {
     std::vector<std::string> before, after;
     for (const Dependency& d : df_.dependencies) {
       if (d.kind == Dependency::Kind::RAW) continue;
-      if (d.to == k.id)
-        after.push_back(fmt::format("k{} ({}, {})", d.from, to_string(d.kind), memory_name(df_, d.to_buffer)));
-      if (d.from == k.id)
-        before.push_back(fmt::format("k{} ({}, {})", d.to, to_string(d.kind), memory_name(df_, d.from_buffer)));
+      if (d.to == id && d.to_library_call == call)
+        after.push_back(fmt::format("{}{} ({}, {})", d.from_library_call ? "lib" : "k", d.from, to_string(d.kind),
+                                    memory_name(df_, d.to_buffer)));
+      if (d.from == id && d.from_library_call == call)
+        before.push_back(fmt::format("{}{} ({}, {})", d.to_library_call ? "lib" : "k", d.to, to_string(d.kind),
+                                     memory_name(df_, d.from_buffer)));
     }
     if (!after.empty()) line(i2, "runs after", fmt::format("{}", fmt::join(after, ", ")));
     if (!before.empty()) line(i2, "runs before", fmt::format("{}", fmt::join(before, ", ")));
@@ -796,7 +848,13 @@ int parse_id(const std::string& s, char prefix) {
 Expected<std::string> render_explain(const Dataflow& df, const std::string& selector, const ShowStyle& style) {
   Explainer e(df);
   std::vector<int> kernels, nodes;
-  if (int k = parse_id(selector, 'k'); k >= 0) {
+  if (selector.rfind("lib", 0) == 0 && parse_id(selector.substr(2), 'b') >= 0) {
+    int c = parse_id(selector.substr(2), 'b');
+    if (valid_index(df.library_calls, c)) {
+      e.library_call(df.library_calls[c]);
+      return finish(e.out, style);
+    }
+  } else if (int k = parse_id(selector, 'k'); k >= 0) {
     if (valid_index(df.kernels, k)) kernels.push_back(k);
   } else if (int n = parse_id(selector, 'n'); n >= 0) {
     if (valid_index(df.nodes, n)) nodes.push_back(n);
@@ -810,9 +868,11 @@ Expected<std::string> render_explain(const Dataflow& df, const std::string& sele
   if (kernels.empty() && nodes.empty()) {
     std::string kr = df.kernels.empty() ? std::string("none") : fmt::format("k0..k{}", df.kernels.size() - 1);
     std::string nr = df.nodes.empty() ? std::string("none") : fmt::format("n0..n{}", df.nodes.size() - 1);
+    std::string lr = df.library_calls.empty() ? std::string()
+                     : fmt::format(", a library call as lib<ID> (lib0..lib{})", df.library_calls.size() - 1);
     return Error{clean(fmt::format("kdflow explain: error: no kernel or node '{}': name a kernel as k<ID> ({}) or by "
-                                   "its name, a node as n<ID> ({}), by its graph name or by its function",
-                                   selector, kr, nr)),
+                                   "its name, a node as n<ID> ({}), by its graph name or by its function{}",
+                                   selector, kr, nr, lr)),
                  ExitCode::Usage};
   }
   if (kernels.size() > 1)

@@ -138,8 +138,100 @@ TEST_CASE("workspaces, data pointers with offsets, and the DLTensor handle", "[h
   CHECK(a[1].pointer == PointerTarget{PointerTarget::Kind::Entry, 5, 64});
   CHECK(a[2].kind == PackedArg::Kind::Tensor);
   CHECK(a[2].tensor_arg == 0);
+  CHECK(a[2].pointer == PointerTarget{PointerTarget::Kind::Entry, 5, 0});
+  CHECK(a[2].tensor_shape == std::vector<int64_t>{4, 1000});
+  CHECK((a[2].tensor_dtype_code == 2 && a[2].tensor_dtype_bits == 32 && a[2].tensor_dtype_lanes == 1));
   CHECK(a[3].float_value == 0.5);
   CHECK(a[4].pointer.kind == PointerTarget::Kind::Null);
+}
+
+// What TVM's tvm_stack_make_array prints for a call_packed to an external library
+// (cuBLAS, cuDNN, Thrust: `-libs=cublas`): DLTensors filled in field by field on the host
+// stack, passed with type code 7, plus integer and string arguments.
+std::string library_call(const std::string& data0, const std::string& byte_offset0) {
+  return "  TVMValue stack_2[12]; void* stack_array = stack_2; TVMValue stack_3[4]; void* stack_shape = stack_3;\n"
+         "  ((int64_t*)stack_shape)[0] = (int64_t)4; ((int64_t*)stack_shape)[1] = (int64_t)250;\n"
+         "  ((int64_t*)stack_shape)[2] = (int64_t)1000;\n"
+         "  (((DLTensor*)stack_array)[0].data) = " + data0 + ";\n"
+         "  (((DLTensor*)stack_array)[0].shape) = (&(((int64_t*)stack_shape)[0]));\n"
+         "  uint64_t _1 = (uint64_t)0;\n"
+         "  (((DLTensor*)stack_array)[0].strides) = (int64_t*)(*(void* *)(&(_1)));\n"
+         "  (((DLTensor*)stack_array)[0].ndim) = (uint32_t)2;\n"
+         "  (((DLTensor*)stack_array)[0].dtype.code) = (uint8_t)2;\n"
+         "  (((DLTensor*)stack_array)[0].dtype.bits) = (uint8_t)16;\n"
+         "  (((DLTensor*)stack_array)[0].dtype.lanes) = (uint16_t)1;\n"
+         "  (((DLTensor*)stack_array)[0].byte_offset) = (uint64_t)" + byte_offset0 + ";\n"
+         "  (((DLTensor*)stack_array)[0].device.device_id) = 0;\n"
+         "  (((DLTensor*)stack_array)[0].device.device_type) = (DLDeviceType)2;\n"
+         "  (((DLTensor*)stack_array)[1].data) = d0;\n"
+         "  (((DLTensor*)stack_array)[1].shape) = (&(((int64_t*)stack_shape)[1]));\n"
+         "  (((DLTensor*)stack_array)[1].strides) = (int64_t*)(*(void* *)(&(_1)));\n"
+         "  (((DLTensor*)stack_array)[1].ndim) = (uint32_t)2;\n"
+         "  (((DLTensor*)stack_array)[1].dtype.code) = (uint8_t)2;\n"
+         "  (((DLTensor*)stack_array)[1].dtype.bits) = (uint8_t)32;\n"
+         "  (((DLTensor*)stack_array)[1].dtype.lanes) = (uint16_t)1;\n"
+         "  (((DLTensor*)stack_array)[1].byte_offset) = (uint64_t)0;\n"
+         "  (((DLTensor*)stack_array)[1].device.device_id) = 0;\n"
+         "  (((DLTensor*)stack_array)[1].device.device_type) = (DLDeviceType)2;\n"
+         "  (((TVMValue*)stack_value)[0].v_handle) = (((DLTensor*)stack_array) + 0); ((int32_t*)stack_tcode)[0] = 7;\n"
+         "  (((TVMValue*)stack_value)[1].v_handle) = (((DLTensor*)stack_array) + 1); ((int32_t*)stack_tcode)[1] = 7;\n"
+         "  (((TVMValue*)stack_value)[2].v_int64) = ((int64_t)(bool)0); ((int32_t*)stack_tcode)[2] = 0;\n"
+         "  (((TVMValue*)stack_value)[3].v_handle) = \"float32\"; ((int32_t*)stack_tcode)[3] = 11;\n"
+         "  if (k_packed == NULL) { if (TVMBackendGetFuncFromEnv(__tvm_module_ctx, \"tvm.contrib.cublas.matmul\", "
+         "&k_packed) != 0) return -1; }\n"
+         "  { TVMValue rv; int rc; if (TVMFuncCall(k_packed, (TVMValue*)stack_value, (int*)stack_tcode, 4, &rv, &rc) != 0) "
+         "return -1; }\n";
+}
+
+TEST_CASE("a library call's DLTensors built on the host stack are read back", "[host][library]") {
+  // Into the graph's buffer with a byte_offset, and the function's own data pointer.
+  auto t = run(fn(library_call("(void*)((char*)d0 + 64)", "32")));
+  REQUIRE(t);
+  REQUIRE(t->calls.size() == 1);
+  const PackedCall& c = t->calls[0];
+  CHECK(c.name == "tvm.contrib.cublas.matmul");
+  REQUIRE(c.args.size() == 4);
+  CHECK(c.args[0].kind == PackedArg::Kind::Tensor);
+  CHECK(c.args[0].tensor_arg == -1);  // not one of the function's arguments
+  CHECK(c.args[0].pointer == PointerTarget{PointerTarget::Kind::Entry, 5, 96});  // data + 64, byte_offset 32
+  CHECK(c.args[0].tensor_shape == std::vector<int64_t>{4, 250});
+  CHECK((c.args[0].tensor_dtype_code == 2 && c.args[0].tensor_dtype_bits == 16 && c.args[0].tensor_dtype_lanes == 1));
+  CHECK(c.args[1].pointer == PointerTarget{PointerTarget::Kind::Entry, 5, 0});
+  CHECK(c.args[1].tensor_shape == std::vector<int64_t>{250, 1000});
+  CHECK(c.args[1].tensor_dtype_bits == 32);
+  CHECK(c.args[2].kind == PackedArg::Kind::Int);
+  CHECK(c.args[3].kind == PackedArg::Kind::String);
+  CHECK(c.args[3].string_value == "float32");
+
+  // Into a workspace.
+  t = run(fn("  void* ws = TVMBackendAllocWorkspace(2, 0, (uint64_t)4096, 2, 32);\n" + library_call("ws", "0")));
+  REQUIRE(t);
+  CHECK(t->calls.at(0).args.at(0).pointer == PointerTarget{PointerTarget::Kind::Workspace, 0, 0});
+}
+
+TEST_CASE("a library call's DLTensor that is not filled in, or points at host memory, is an error", "[host][library][errors]") {
+  // The data field never written.
+  std::string body = library_call("d0", "0");
+  body.erase(body.find("  (((DLTensor*)stack_array)[0].data) = d0;\n"), std::string("  (((DLTensor*)stack_array)[0].data) = d0;\n").size());
+  std::string e = error_of(run(fn(body)));
+  CHECK(e.find("uninitialized") != std::string::npos);
+  CHECK(e.rfind("t.c:", 0) == 0);
+  // Data pointing at the host stack.
+  e = error_of(run(fn(library_call("stack_shape", "0"))));
+  CHECK(e.find("the DLTensor's data points to") != std::string::npos);
+  CHECK(e.find("not to device memory") != std::string::npos);
+}
+
+TEST_CASE("C math functions, NAN and INFINITY in host expressions", "[host]") {
+  auto t = run(fn(launch({"(int64_t)fmodf(7.0f, 4.0f)", "(int64_t)(NAN != NAN)", "(int64_t)(INFINITY > 1e300)",
+                          "(int64_t)nearbyint(2.5)", "(int64_t)(tanhf(100.0f) * 10)", "(int64_t)(erf(10.0) * 10)"}) +
+                  launch({"(int64_t)log10f(1000.0f)", "(int64_t)exp2f(10.0f)", "(int64_t)copysign(3.0, -1.0)",
+                          "(int64_t)__builtin_ceilf(0.5f)"})));
+  if (!t) FAIL(t.error().message);
+  REQUIRE(t->calls.size() == 2);
+  CHECK(ints(t->calls[0]) == std::vector<int64_t>{3, 1, 1, 2, 10, 10});
+  CHECK(ints(t->calls[1]) == std::vector<int64_t>{3, 1024, -3, 1});
+  CHECK(error_of(run(fn(launch({"(int64_t)fmod(1.0)"})))).find("too few arguments") != std::string::npos);
 }
 
 TEST_CASE("calls to helper functions defined in the file are interpreted", "[host]") {

@@ -157,3 +157,49 @@ TEST_CASE("device functions bind accesses and are checked against table and laun
   other.name = "other";
   CHECK(error(other).rfind("host.c:10:3: error: kernel 'k0' is launched here but device.cu defines no", 0) == 0);
 }
+
+TEST_CASE("library calls take part in dependencies, in their place in the launch order", "[dependencies][library]") {
+  // Node 0 (kernel 0) writes b1 (sid 1); node 1 calls cuBLAS reading b1, writing b2 (sid 2),
+  // after kernel 0; node 2 (kernel 1) reads b2. b0 is a model input.
+  Dataflow df;
+  df.buffers = {graph_buffer(0, 0, BufferKind::Input), graph_buffer(1, 1), graph_buffer(2, 2), workspace(3)};
+  Node n0, n1, n2;
+  n0.id = 0, n0.op = "tvm_op", n0.inputs = {0}, n0.outputs = {1}, n0.kernels = {0};
+  n1.id = 1, n1.op = "tvm_op", n1.inputs = {1}, n1.outputs = {2}, n1.library_calls = {0}, n1.workspaces = {3};
+  n2.id = 2, n2.op = "tvm_op", n2.inputs = {2}, n2.outputs = {0}, n2.kernels = {1};
+  df.nodes = {n0, n1, n2};
+  df.kernels = {kernel(0, {buf(1, Access::Write), buf(0, Access::Read)}), kernel(1, {buf(0, Access::Write), buf(2, Access::Read)})};
+  df.kernels[1].node = 2;
+  LibraryCall lc;
+  lc.id = 0, lc.name = "tvm.contrib.cublas.matmul", lc.node = 1, lc.after_kernel = 0;
+  lc.args = {buf(1, Access::Unknown), buf(2, Access::Unknown), buf(3, Access::Unknown)};
+  df.library_calls = {lc};
+
+  assume_library_access(df);
+  // Only an input of the node is read; its output and its workspace may be read and written.
+  CHECK(df.library_calls[0].args[0].access == Access::Read);
+  CHECK(df.library_calls[0].args[1].access == Access::ReadWrite);
+  CHECK(df.library_calls[0].args[2].access == Access::ReadWrite);
+
+  compute_dependencies(df);
+  auto has_dep = [&](Dependency::Kind kind, int from, bool from_call, int to, bool to_call) {
+    for (const auto& d : df.dependencies)
+      if (d.kind == kind && d.from == from && d.from_library_call == from_call && d.to == to &&
+          d.to_library_call == to_call)
+        return true;
+    return false;
+  };
+  CHECK(has_dep(Dependency::Kind::RAW, 0, false, 0, true));   // k0 → lib0 through sid 1
+  CHECK(has_dep(Dependency::Kind::RAW, 0, true, 1, false));   // lib0 → k1 through sid 2
+  CHECK(has_dep(Dependency::Kind::WAR, 0, false, 1, false));  // k1 overwrites the input k0 read
+  CHECK_FALSE(has_dep(Dependency::Kind::RAW, 0, false, 1, false));
+  // In launch order of the later end: lib0 comes between k0 and k1.
+  REQUIRE(df.dependencies.size() == 3);
+  CHECK(df.dependencies[0].to_library_call);
+
+  // A call before the first kernel (after_kernel -1) comes first.
+  df.library_calls[0].after_kernel = -1;
+  compute_dependencies(df);
+  CHECK(has_dep(Dependency::Kind::WAR, 0, true, 0, false));  // k0 writes sid 1, which lib0 read
+  CHECK_FALSE(has_dep(Dependency::Kind::RAW, 0, false, 0, true));
+}

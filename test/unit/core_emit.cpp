@@ -50,6 +50,22 @@ Arg null_arg() {
   a.dtype = "handle";
   return a;
 }
+/// A library call's DLTensor* argument: the buffer and the view the callee sees.
+Arg tensor_arg(int b, std::string dtype, std::vector<int64_t> shape) {
+  Arg a = buf_arg(b);
+  a.dtype = "DLTensor*";
+  a.access = Access::ReadWrite;
+  a.tensor_dtype = std::move(dtype);
+  a.tensor_shape = std::move(shape);
+  return a;
+}
+Arg str_arg(std::string text) {
+  Arg a;
+  a.kind = Arg::Kind::Null;
+  a.dtype = "str";
+  a.text = std::move(text);
+  return a;
+}
 
 Buffer graph_buffer(int id, BufferKind kind, int64_t sid, std::string name, std::vector<int64_t> shape, int node) {
   Buffer b;
@@ -115,7 +131,9 @@ Dataflow sample_ir() {
 
   LibraryCall lc;
   lc.id = 0, lc.name = "tvm.contrib.cublas.matmul", lc.node = 2, lc.function = n2.function;
-  lc.args = {buf_arg(0), buf_arg(1), buf_arg(2), int_arg(0), null_arg()}, lc.loc = loc(240, 7), lc.after_kernel = 0;
+  lc.args = {buf_arg(0), buf_arg(1), buf_arg(2), int_arg(0), null_arg(), tensor_arg(2, "float32", {1, 10}),
+             str_arg("float32")};
+  lc.loc = loc(240, 7), lc.after_kernel = 0;
   df.library_calls = {lc};
 
   df.edges = {{Edge::Kind::Read, 0, 2}, {Edge::Kind::Read, 1, 2}, {Edge::Kind::Write, 2, 2},
@@ -140,6 +158,7 @@ void check_same(const Dataflow& a, const Dataflow& b) {
   CHECK(a.inputs == b.inputs);
   CHECK(a.params == b.params);
   CHECK(a.outputs == b.outputs);
+  CHECK(a.dependencies == b.dependencies);
 }
 
 std::string parse_error(const std::string& text) {
@@ -231,6 +250,9 @@ TEST_CASE("JSON has the kdflow/1 shape and exact values", "[emit]") {
   const auto& lc = j["library_calls"][0];
   CHECK(lc["after_kernel"] == 0);
   CHECK(lc["args"][4] == nlohmann::ordered_json::parse(R"({"null":true,"dtype":"handle"})"));
+  CHECK(lc["args"][5] == nlohmann::ordered_json::parse(
+                             R"({"buffer":2,"offset":0,"access":"readwrite","tensor":{"dtype":"float32","shape":[1,10]},"dtype":"DLTensor*"})"));
+  CHECK(lc["args"][6] == nlohmann::ordered_json::parse(R"({"null":true,"string":"float32","dtype":"str"})"));
   CHECK(j["sources"]["device"].is_null());
   CHECK(j["dependencies"].empty());
   CHECK(j["device_functions"].empty());
@@ -266,6 +288,21 @@ TEST_CASE("JSON is deterministic and round-trips to an equal IR", "[emit]") {
   auto back2 = parse_dataflow_json(emit_json(with_params), "flow.json");
   REQUIRE(back2);
   CHECK(back2->sources.params == "params.bin");
+
+  // Dependencies, with library calls at either end.
+  Dataflow with_deps = df;
+  with_deps.dependencies = {Dependency{Dependency::Kind::RAW, 0, 0, 2, 2, false, true},
+                            Dependency{Dependency::Kind::RAW, 0, 1, 2, 2, true, false},
+                            Dependency{Dependency::Kind::WAR, 1, 2, 4, 4, false, false}};
+  const std::string dj = emit_json(with_deps);
+  auto jd = nlohmann::json::parse(dj);
+  CHECK(jd["dependencies"][0]["to_library_call"] == true);
+  CHECK_FALSE(jd["dependencies"][0].contains("from_library_call"));
+  CHECK_FALSE(jd["dependencies"][2].contains("to_library_call"));
+  auto back3 = parse_dataflow_json(dj, "flow.json");
+  REQUIRE(back3);
+  check_same(*back3, with_deps);
+  CHECK(emit_json(*back3) == dj);
 }
 
 TEST_CASE("non-finite and whole floats stay valid, typed JSON", "[emit]") {
@@ -328,6 +365,15 @@ TEST_CASE("parse_dataflow_json names a JSON pointer in one-line errors", "[emit]
           "flow.json:/kernels/0/loc: error: expected \"file:line:col\" with line >= 1");
     CHECK(parse_error(patched("/schema", "kdflow/2")) ==
           "flow.json:/schema: error: unsupported schema \"kdflow/2\" (this kdflow reads kdflow/1)");
+    CHECK(parse_error(patched("/library_calls/0/args/5/tensor/shape", {1, "x"})) ==
+          "flow.json:/library_calls/0/args/5/tensor/shape/1: error: expected an integer");
+    CHECK(parse_error(patched("/library_calls/0/args/5/tensor/dtype", "")) ==
+          "flow.json:/library_calls/0/args/5/tensor/dtype: error: expected a dtype");
+    CHECK(parse_error(patched("/library_calls/0/args/6/string", 3)) ==
+          "flow.json:/library_calls/0/args/6/string: error: expected a string");
+    CHECK(parse_error(patched("/dependencies", {{{"kind", "raw"}, {"from", 0}, {"to", 1}, {"from_buffer", 2},
+                                                 {"to_buffer", 2}, {"to_library_call", true}}})) ==
+          "flow.json:/dependencies/0/to: error: library call 1 does not exist (1 library calls)");
   }
   SECTION("nesting is capped") {
     std::string deep(100000, '[');
@@ -427,7 +473,7 @@ TEST_CASE("text summary lists function nodes and their launches", "[emit]") {
   CHECK(text.find("  #0 tvmgen_default_fused_nn_dense_add_kernel  grid (10,1,1) block (64,1,1) smem 256  args: sid2, "
                   "sid0, sid1+128, 10, 0.5  loop [0, 3]\n") != std::string::npos);
   CHECK(text.find("node 2  tvmgen_default_fused_nn_dense_add  (1 kernel, 1 library call)\n") != std::string::npos);
-  CHECK(text.find("  library call 0 tvm.contrib.cublas.matmul  args: sid0, sid1, sid2, 0, null  (after kernel #0)\n") !=
+  CHECK(text.find("  library call 0 tvm.contrib.cublas.matmul  args: sid0, sid1, sid2, 0, null, sid2:float32[1, 10](rw), \"float32\"  (after kernel #0)\n") !=
         std::string::npos);
   CHECK(text.find("node 0") == std::string::npos);  // null nodes are not function nodes
 }
