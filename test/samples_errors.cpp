@@ -179,3 +179,35 @@ TEST_CASE("a model.so extracts like its folder; a corrupt one is one line", "[er
   err = expect_failure({dir + "/model.so"}, 64);  // no host C beside it and no --host
   CHECK(err.find("--host") != std::string::npos);
 }
+
+TEST_CASE("macro bombs: a token budget, then the time and memory watchdog", "[errors][cli][limits]") {
+  // `a40` expands lazily to 2^40 tokens: refused by the preprocessing token budget, at the
+  // expansion, in well under a second of work.
+  std::string dir = copy_sample("mlp");
+  std::string host = slurp(dir + "/host.c");
+  std::string lazy = "#define a0 1+\n";
+  for (int i = 1; i <= 40; ++i) lazy += "#define a" + std::to_string(i) + " a" + std::to_string(i - 1) + " a" + std::to_string(i - 1) + "\n";
+  lazy += "static int bomb = a40 1;\n";
+  write(dir + "/host.c", lazy + host);
+  std::string err = expect_failure({dir}, 65);
+  CHECK(err.rfind(dir + "/host.c:42:19: error: macro expansion makes more than ", 0) == 0);
+  CHECK(err.find("(a hostile or broken file?)") != std::string::npos);
+
+  // Nested macro arguments are expanded eagerly, inside one token: clang cannot be
+  // stopped there, so the watchdog ends the process on time or on memory.
+  std::string eager = "#define d(x) x x\nstatic int bomb = ";
+  for (int i = 0; i < 34; ++i) eager += "d(";
+  eager += "1+";
+  for (int i = 0; i < 34; ++i) eager += ")";
+  eager += " 1;\n";
+  write(dir + "/host.c", eager + host);
+  err = expect_failure({dir, "--time-limit", "1", "--memory-limit", "0"}, 65);
+  CHECK(err == "kdflow extract: error: gave up after 1 s (--time-limit): the input costs more than any TVM build "
+               "should (a hostile or broken file?); raise the limit for a model that needs more\n");
+  err = expect_failure({dir, "--time-limit", "0", "--memory-limit", "600"}, 65);
+  CHECK(err.rfind("kdflow extract: error: gave up at 600 MiB of memory (--memory-limit)", 0) == 0);
+  // The same limits hold for show and explain, which extract first.
+  RunResult r = run_kdflow({"show", dir, "--time-limit", "1", "--memory-limit", "0"});
+  CHECK(r.exit_code == 65);
+  CHECK(r.err.rfind("kdflow show: error: gave up after 1 s", 0) == 0);
+}

@@ -224,7 +224,11 @@ class Interpreter {
       auto prev = std::prev(it);
       if (prev->first + static_cast<int64_t>(prev->second.size) > p.off) it = prev;
     }
-    while (it != o.cells.end() && it->first < p.off + static_cast<int64_t>(size)) it = o.cells.erase(it);
+    while (it != o.cells.end() && it->first < p.off + static_cast<int64_t>(size)) {
+      it = o.cells.erase(it);
+      --cells_;
+    }
+    // Live cells, not stores: a loop that rewrites the same TVMValue stack costs nothing here.
     if (++cells_ > prog_.limits.max_memory_cells) fail(loc, "interpreter memory limit reached");
     o.cells[p.off] = Cell{v, static_cast<uint32_t>(size)};
   }

@@ -5,6 +5,8 @@
 #include <clang/Basic/FileManager.h>
 #include <clang/Basic/SourceManager.h>
 #include <clang/Frontend/CompilerInstance.h>
+#include <clang/Frontend/FrontendActions.h>
+#include <clang/Lex/Preprocessor.h>
 #include <clang/Tooling/Tooling.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/VirtualFileSystem.h>
@@ -58,6 +60,52 @@ class AstBuilder : public tooling::ToolAction {
   }
 };
 
+/// Preprocesses the file alone and counts the tokens of its expanded stream, stopping at
+/// the budget: `#define a1 a0 a0` ... `a40` expands to 2^40 tokens, which clang would
+/// lex for hours. Lexing is lazy (one token per Lex), so the count bounds the work.
+/// Diagnostics are ignored here: the real parse reports them, in its own order.
+struct TokenBudget {
+  uint64_t limit = 0;
+  uint64_t tokens = 0;
+  bool exceeded = false;
+  SourceLoc where;  ///< the expansion that went over
+};
+
+class TokenCountAction : public PreprocessorFrontendAction {
+ public:
+  TokenCountAction(TokenBudget* budget, const InMemorySource* src) : budget_(budget), src_(src) {}
+
+ protected:
+  void ExecuteAction() override {
+    Preprocessor& pp = getCompilerInstance().getPreprocessor();
+    pp.IgnorePragmas();
+    pp.EnterMainSourceFile();
+    Token tok;
+    do {
+      pp.Lex(tok);
+      if (++budget_->tokens > budget_->limit) {
+        budget_->exceeded = true;
+        budget_->where = presumed_loc(pp.getSourceManager(), tok.getLocation(), src_->virtual_path, src_->label);
+        return;
+      }
+    } while (tok.isNot(tok::eof));
+  }
+
+ private:
+  TokenBudget* budget_;
+  const InMemorySource* src_;
+};
+
+class TokenCountFactory : public tooling::FrontendActionFactory {
+ public:
+  TokenCountFactory(TokenBudget* budget, const InMemorySource* src) : budget_(budget), src_(src) {}
+  std::unique_ptr<FrontendAction> create() override { return std::make_unique<TokenCountAction>(budget_, src_); }
+
+ private:
+  TokenBudget* budget_;
+  const InMemorySource* src_;
+};
+
 }  // namespace
 
 Expected<std::unique_ptr<ASTUnit>> parse_in_memory(const InMemorySource& src, const std::vector<std::string>& clang_args) {
@@ -72,6 +120,24 @@ Expected<std::unique_ptr<ASTUnit>> parse_in_memory(const InMemorySource& src, co
 
   std::vector<std::string> args = clang_args;
   args.push_back(src.virtual_path);
+
+  if (src.tokens_per_byte > 0) {
+    TokenBudget budget;
+    budget.limit = InMemorySource::kHeaderTokens + src.tokens_per_byte * static_cast<uint64_t>(src.text.size());
+    TokenCountFactory counter(&budget, &src);
+    IgnoringDiagConsumer quiet;
+    tooling::ToolInvocation pre(args, &counter, files.get(), std::make_shared<PCHContainerOperations>());
+    pre.setDiagnosticConsumer(&quiet);
+    pre.run();
+    if (budget.exceeded) {
+      std::string msg = "macro expansion makes more than " + std::to_string(budget.limit) +
+                        " tokens (100 per byte of the file), which no TVM output does (a hostile or broken file?)";
+      return Error{budget.where.valid() ? source_error(budget.where.file, budget.where.line, budget.where.col, msg).message
+                                        : file_error(src.label, msg).message,
+                   ExitCode::DataError};
+    }
+  }
+
   AstBuilder builder;
   FirstErrorConsumer diags(src.virtual_path, src.label);
   tooling::ToolInvocation invocation(args, &builder, files.get(), std::make_shared<PCHContainerOperations>());

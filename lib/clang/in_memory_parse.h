@@ -22,6 +22,12 @@ struct InMemorySource {
   std::string virtual_path;  ///< where it sits in the in-memory file system
   /// (path relative to kStubIncludeDir, contents) of every header it may include.
   const std::vector<std::pair<std::string, std::string>>* headers = nullptr;
+  /// Tokens the preprocessed file may hold per byte of `text`, plus a fixed allowance for
+  /// the stand-in headers (0: no limit). A preprocessing pass counts them before the parse,
+  /// so that a macro bomb is an error instead of hours of lexing. TVM's output, with no
+  /// macros of its own, holds about one token per 4-6 bytes.
+  uint64_t tokens_per_byte = 100;
+  static constexpr uint64_t kHeaderTokens = 1'000'000;
 };
 
 /// Parses `src` with `clang_args` (the command line without the input file) followed by

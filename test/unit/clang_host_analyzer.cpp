@@ -289,6 +289,19 @@ TEST_CASE("hostile input cannot hang the interpreter", "[host][limits]") {
   CHECK(error_of(t).find("call depth") != std::string::npos);
 }
 
+TEST_CASE("the memory limit counts live cells, not stores", "[host][limits]") {
+  InterpreterLimits limits;
+  limits.max_memory_cells = 1000;
+  // 5000 rewrites of the same two cells: within the limit.
+  auto t = run(fn("  for (int32_t i = 0; i < 5000; ++i) {\n"
+                  "    (((TVMValue*)stack_value)[0].v_int64) = ((int64_t)i); ((int32_t*)stack_tcode)[0] = 0;\n  }\n"),
+               one_tensor(), limits);
+  CHECK(t);
+  // 5000 distinct cells: over it.
+  t = run(fn("  int64_t big[8000];\n  for (int32_t i = 0; i < 5000; ++i) { big[i] = i; }\n"), one_tensor(), limits);
+  CHECK(error_of(t).find("interpreter memory limit reached") != std::string::npos);
+}
+
 TEST_CASE("parse errors are file:line:col and the real file system is out of reach", "[host][errors]") {
   auto p = HostProgram::parse("int f( {\n", "bad.c");
   REQUIRE_FALSE(p);

@@ -9,6 +9,7 @@
 #include "kdflow/inspect.h"
 #include "kdflow/replay.h"
 #include "kdflow/show.h"
+#include "kdflow/watchdog.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"kdflow: the kernel-level dataflow of a TVM-compiled model (graph.json + host C + CUDA)"};
@@ -33,6 +34,11 @@ int main(int argc, char** argv) {
   extract->add_flag("--no-device", ex.inputs.no_device, "Do not read device.cu; accesses stay unknown");
   extract->add_flag("--no-relay", ex.inputs.no_relay, "Do not read relay.txt; Relay ops are decoded from names");
   extract->add_flag("-q,--quiet", ex.quiet, "No progress on stderr");
+  kdflow::WatchdogLimits limits;
+  const char* time_limit_help = "Give up (exit 65) after this many seconds; 0: no limit";
+  const char* memory_limit_help = "Give up (exit 65) past this many MiB of memory; 0: no limit";
+  extract->add_option("--time-limit", limits.seconds, time_limit_help)->capture_default_str();
+  extract->add_option("--memory-limit", limits.memory_mib, memory_limit_help)->capture_default_str();
   std::string cluster = "node";
   extract->add_option("--cluster", cluster, "DOT: node (one cluster per graph node) or none")
       ->check(CLI::IsMember({"node", "none"}))
@@ -50,6 +56,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "always", "never"}))
       ->capture_default_str();
   show->add_flag("-q,--quiet", sh.quiet, "No progress on stderr");
+  show->add_option("--time-limit", limits.seconds, time_limit_help)->capture_default_str();
+  show->add_option("--memory-limit", limits.memory_mib, memory_limit_help)->capture_default_str();
 
   kdflow::ExplainCommand xp;
   CLI::App* explain = app.add_subcommand("explain", "Everything about one kernel or graph node");
@@ -59,6 +67,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "always", "never"}))
       ->capture_default_str();
   explain->add_flag("-q,--quiet", xp.quiet, "No progress on stderr");
+  explain->add_option("--time-limit", limits.seconds, time_limit_help)->capture_default_str();
+  explain->add_option("--memory-limit", limits.memory_mib, memory_limit_help)->capture_default_str();
 
   std::string inspect_path;
   CLI::App* inspect = app.add_subcommand("inspect", "Show what a model.so, cubin, fatbin or PTX file holds");
@@ -104,9 +114,18 @@ int main(int argc, char** argv) {
 
   ex.dot.cluster = cluster == "none" ? kdflow::DotOptions::Cluster::None : kdflow::DotOptions::Cluster::Node;
   ex.dot.buffers = !no_buffers;
-  if (extract->parsed()) return kdflow::run_extract_command(ex, std::cerr);
-  if (show->parsed()) return kdflow::run_show_command(sh, std::cout, std::cerr);
-  if (explain->parsed()) return kdflow::run_explain_command(xp, std::cout, std::cerr);
+  if (extract->parsed()) {
+    kdflow::Watchdog watchdog(limits, "kdflow extract");
+    return kdflow::run_extract_command(ex, std::cerr);
+  }
+  if (show->parsed()) {
+    kdflow::Watchdog watchdog(limits, "kdflow show");
+    return kdflow::run_show_command(sh, std::cout, std::cerr);
+  }
+  if (explain->parsed()) {
+    kdflow::Watchdog watchdog(limits, "kdflow explain");
+    return kdflow::run_explain_command(xp, std::cout, std::cerr);
+  }
   if (inspect->parsed()) return kdflow::run_inspect_command(inspect_path, std::cout, std::cerr);
   if (replay->parsed()) return kdflow::run_replay_command(rp, std::cout, std::cerr);
   return static_cast<int>(kdflow::ExitCode::Usage);
