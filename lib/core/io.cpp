@@ -39,6 +39,8 @@ class FdCloser {
     fd_ = -1;
     return ::close(fd) == 0;
   }
+  /// Hands the descriptor over: it is no longer closed here.
+  void release() { fd_ = -1; }
 
  private:
   int fd_;
@@ -75,18 +77,29 @@ mode_t output_mode(const std::string& path) {
   return 0666 & ~mask;
 }
 
-}  // namespace
-
-Expected<std::string> read_file(const std::string& path, uint64_t max_bytes) {
+/// Opens an input for reading: missing → NoInput, a directory → NoInput, a regular file
+/// over `max_bytes` → DataError. `*st` gets its status.
+Expected<int> open_input(const std::string& path, uint64_t max_bytes, struct stat* st) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return read_error(path, errno, ExitCode::NoInput);
   FdCloser closer(fd);
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return read_error(path, errno, ExitCode::NoInput);
-  if (S_ISDIR(st.st_mode)) return read_error(path, EISDIR, ExitCode::NoInput);
-  if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > max_bytes)
+  if (::fstat(fd, st) != 0) return read_error(path, errno, ExitCode::NoInput);
+  if (S_ISDIR(st->st_mode)) return read_error(path, EISDIR, ExitCode::NoInput);
+  if (S_ISREG(st->st_mode) && static_cast<uint64_t>(st->st_size) > max_bytes)
     return file_error(path, fmt::format("file is {} bytes, more than the limit of {} bytes",
-                                        static_cast<uint64_t>(st.st_size), max_bytes));
+                                        static_cast<uint64_t>(st->st_size), max_bytes));
+  closer.release();
+  return fd;
+}
+
+}  // namespace
+
+Expected<std::string> read_file(const std::string& path, uint64_t max_bytes) {
+  struct stat st;
+  Expected<int> opened = open_input(path, max_bytes, &st);
+  if (!opened) return opened.error();
+  const int fd = *opened;
+  FdCloser closer(fd);
   std::string out;
   if (S_ISREG(st.st_mode)) out.reserve(static_cast<size_t>(st.st_size));
   // Read until EOF (the size may change, and pipes have none), never past the cap.
@@ -125,16 +138,13 @@ MappedFile::~MappedFile() {
 Expected<MappedFile> map_file(const std::string& path, uint64_t max_bytes) {
   MappedFile out;
   {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return read_error(path, errno, ExitCode::NoInput);
-    FdCloser closer(fd);
     struct stat st;
-    if (::fstat(fd, &st) != 0) return read_error(path, errno, ExitCode::NoInput);
-    if (S_ISDIR(st.st_mode)) return read_error(path, EISDIR, ExitCode::NoInput);
+    Expected<int> opened = open_input(path, max_bytes, &st);
+    if (!opened) return opened.error();
+    const int fd = *opened;
+    FdCloser closer(fd);
     if (S_ISREG(st.st_mode) && st.st_size > 0) {
       uint64_t size = static_cast<uint64_t>(st.st_size);
-      if (size > max_bytes)
-        return file_error(path, fmt::format("file is {} bytes, more than the limit of {} bytes", size, max_bytes));
       if (size > std::numeric_limits<size_t>::max())
         return file_error(path, fmt::format("file is {} bytes, too large to map", size));
       void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);
