@@ -211,3 +211,19 @@ TEST_CASE("macro bombs: a token budget, then the time and memory watchdog", "[er
   CHECK(r.exit_code == 65);
   CHECK(r.err.rfind("kdflow show: error: gave up after 1 s", 0) == 0);
 }
+
+TEST_CASE("relay.txt from another build of the model (batch 4): the result type disagrees", "[errors][cli]") {
+  std::string dir = copy_sample("mlp");
+  std::string relay = slurp(sample_dir("mlp") + "/relay.txt");
+  // What relay.txt says after relay.build at batch 4 instead of 1.
+  for (size_t at = relay.find("Tensor[(1, "); at != std::string::npos; at = relay.find("Tensor[(1, ", at))
+    relay.replace(at, 11, "Tensor[(4, ");
+  write(dir + "/relay.txt", relay);
+  std::string err = expect_failure({dir}, 65);
+  CHECK(err == dir + "/relay.txt: error: function 'tvmgen_default_fused_nn_dense_add_nn_relu' returns "
+                     "Tensor[(4, 400), float32], but graph.json's node 3 gives float32[1, 400] (is relay.txt from "
+                     "another build?)\n");
+  // Without it (--no-relay), the names still tell the operators.
+  RunResult ok = run_kdflow({"extract", dir, "--no-relay", "-q", "-o", temp_dir() + "/flow.json"});
+  CHECK(ok.exit_code == 0);
+}

@@ -3,7 +3,9 @@
 // exactly from relay.txt (TVM's function_metadata printout). Text processing only.
 #pragma once
 
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,5 +24,14 @@ std::vector<RelayOp> decode_fused_name(const std::string& function_name);
 /// fused Relay function; returns function name → its operators in evaluation order with
 /// their result types. `__tvm_main__` is skipped. Errors: `file:line:col: error: ...`.
 Expected<std::map<std::string, std::vector<RelayOp>>> parse_relay_text(std::string_view text, const std::string& file);
+
+/// A Relay tensor type as relay.txt prints it: "Tensor[(1, 400), float32]" → dtype
+/// "float32", shape {1, 400} (dimensions may carry an `i64`/`i32` suffix). nullopt for
+/// anything else (a tuple, a dynamic `?` dimension, ...).
+struct RelayTensorType {
+  std::vector<int64_t> shape;
+  std::string dtype;
+};
+std::optional<RelayTensorType> parse_relay_tensor_type(std::string_view type);
 
 }  // namespace kdflow

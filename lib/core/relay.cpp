@@ -453,6 +453,41 @@ std::vector<RelayOp> decode_fused_name(const std::string& function_name) {
   return ops;
 }
 
+std::optional<RelayTensorType> parse_relay_tensor_type(std::string_view t) {
+  auto eat = [&](std::string_view p) {
+    if (t.substr(0, p.size()) != p) return false;
+    t.remove_prefix(p.size());
+    return true;
+  };
+  auto spaces = [&] {
+    while (!t.empty() && t.front() == ' ') t.remove_prefix(1);
+  };
+  RelayTensorType out;
+  if (!eat("Tensor[(")) return std::nullopt;
+  spaces();
+  while (!eat(")")) {
+    if (t.empty() || !std::isdigit(static_cast<unsigned char>(t.front()))) return std::nullopt;
+    int64_t d = 0;
+    while (!t.empty() && std::isdigit(static_cast<unsigned char>(t.front()))) {
+      if (d > (int64_t(1) << 50)) return std::nullopt;
+      d = d * 10 + (t.front() - '0');
+      t.remove_prefix(1);
+    }
+    if (!eat("i64")) eat("i32");
+    out.shape.push_back(d);
+    if (out.shape.size() > 64) return std::nullopt;
+    spaces();
+    if (eat(",")) spaces();
+    else if (t.empty() || t.front() != ')') return std::nullopt;
+  }
+  if (!eat(",")) return std::nullopt;
+  spaces();
+  size_t end = t.find(']');
+  if (end == std::string_view::npos || end == 0 || end + 1 != t.size()) return std::nullopt;
+  out.dtype = std::string(t.substr(0, end));
+  return out;
+}
+
 Expected<std::map<std::string, std::vector<RelayOp>>> parse_relay_text(std::string_view text,
                                                                         const std::string& file) {
   struct Section {

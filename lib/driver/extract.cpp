@@ -200,6 +200,17 @@ Expected<Dataflow> extract(const ExtractInputs& given, const InterpreterLimits& 
     if (n.op != "tvm_op" || !node_calls_function(graph->nodes[n.id])) continue;
     auto it = relay.find(n.function);
     if (it != relay.end()) {
+      // relay.txt must come from this build: a one-output function's result (the type of
+      // its last call) is the node's output. Anything not a plain tensor type is not compared.
+      if (n.outputs.size() == 1 && !it->second.empty()) {
+        const Buffer& out = df->buffers[n.outputs[0]];
+        if (auto t = parse_relay_tensor_type(it->second.back().type); t && (t->shape != out.shape || t->dtype != out.dtype))
+          return file_error(in.relay,
+                            fmt::format("function '{}' returns {}, but graph.json's node {} gives {}{} (is relay.txt "
+                                        "from another build?)",
+                                        n.function, it->second.back().type, n.id, out.dtype,
+                                        fmt::format("[{}]", fmt::join(out.shape, ", "))));
+      }
       n.relay_ops = it->second;
       n.relay_source = "relay.txt";
     } else {

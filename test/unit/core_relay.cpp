@@ -2,6 +2,7 @@
 // samples and small inline cases), and the diagnostics for broken relay.txt.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -263,4 +264,56 @@ TEST_CASE("relay.txt: errors name the file, line and column", "[relay]") {
         "relay.txt:1:4: error: expected a function name in the section header '// <function> (<target>)'");
   CHECK(error_of("") == "relay.txt:1:1: error: no section '// <function> (<target>)' found");
   CHECK(error_of("\n\n  \n") == "relay.txt:1:1: error: no section '// <function> (<target>)' found");
+}
+
+TEST_CASE("parse_relay_tensor_type reads relay.txt's tensor types, nothing else", "[relay]") {
+  auto t = parse_relay_tensor_type("Tensor[(1, 400), float32]");
+  REQUIRE(t);
+  CHECK(t->shape == std::vector<int64_t>{1, 400});
+  CHECK(t->dtype == "float32");
+  t = parse_relay_tensor_type("Tensor[(4), int64]");
+  REQUIRE(t);
+  CHECK(t->shape == std::vector<int64_t>{4});
+  t = parse_relay_tensor_type("Tensor[(), float16]");
+  REQUIRE(t);
+  CHECK(t->shape.empty());
+  CHECK(t->dtype == "float16");
+  t = parse_relay_tensor_type("Tensor[(1i64, 3i64), float32]");
+  REQUIRE(t);
+  CHECK(t->shape == std::vector<int64_t>{1, 3});
+  for (const char* bad : {"", "(Tensor[(1), float32], Tensor[(2), float32])", "Tensor[(?, 4), float32]",
+                          "Tensor[(1, 4), float32", "Tensor[(1 4), float32]", "Tensor[(1, 4)]", "Tensor[(1, 4), ]",
+                          "Tensor[(99999999999999999999), float32]", "Tensor[(1, 4), float32] x"})
+    CHECK_FALSE(parse_relay_tensor_type(bad));
+}
+
+TEST_CASE("every sample's relay.txt result types agree with its graph.json", "[relay][samples]") {
+  for (const std::string& m : test::sample_names()) {
+    const std::string path = test::sample_dir(m) + "/relay.txt";
+    std::ifstream probe(path);
+    if (!probe) continue;
+    auto sections = parse_ok(test::slurp(path));
+    auto g = nlohmann::json::parse(test::slurp(test::sample_dir(m) + "/graph.json"));
+    const auto& nodes = g.at("nodes");
+    const auto& row = g.at("node_row_ptr");
+    const auto& shapes = g.at("attrs").at("shape").at(1);
+    const auto& dtypes = g.at("attrs").at("dltype").at(1);
+    int compared = 0;
+    for (size_t nid = 0; nid < nodes.size(); ++nid) {
+      const auto& n = nodes[nid];
+      if (n.at("op") != "tvm_op") continue;
+      auto it = sections.find(n.at("attrs").at("func_name").get<std::string>());
+      if (it == sections.end() || it->second.empty()) continue;
+      const int first = row[nid].get<int>(), count = row[nid + 1].get<int>() - first;
+      if (count != 1) continue;
+      auto t = parse_relay_tensor_type(it->second.back().type);
+      if (!t) continue;
+      INFO(m << " node " << nid);
+      CHECK(t->shape == shapes[first].get<std::vector<int64_t>>());
+      CHECK(t->dtype == dtypes[first].get<std::string>());
+      ++compared;
+    }
+    INFO(m);
+    CHECK(compared > 0);
+  }
 }
