@@ -15,7 +15,7 @@
 // written (atomics, for instance).
 #include "device_headers.h"
 
-#include "c_limits_text.h"
+#include "c_stdint_text.h"
 
 namespace kdflow::detail {
 
@@ -65,16 +65,7 @@ const char* k_prelude_h = R"kdflow_stub(// kdflow_cuda_prelude.h: force-included
 // --- C library types (LP64, as glibc's stdint.h/stddef.h on x86_64 and aarch64)
 typedef decltype(sizeof(0)) size_t;
 typedef decltype((int*)0 - (int*)0) ptrdiff_t;
-typedef signed char int8_t;
-typedef short int16_t;
-typedef int int32_t;
-typedef long int64_t;
-typedef unsigned char uint8_t;
-typedef unsigned short uint16_t;
-typedef unsigned int uint32_t;
-typedef unsigned long uint64_t;
-typedef long intptr_t;
-typedef signed char __int8_t;
+)kdflow_stub" KDFLOW_STDINT_TYPES_TEXT R"kdflow_stub(typedef signed char __int8_t;
 typedef unsigned char __uint8_t;
 typedef short __int16_t;
 typedef unsigned short __uint16_t;
@@ -82,7 +73,6 @@ typedef int __int32_t;
 typedef unsigned int __uint32_t;
 typedef long __int64_t;
 typedef unsigned long __uint64_t;
-typedef unsigned long uintptr_t;
 #ifndef NULL
 #define NULL __null
 #endif

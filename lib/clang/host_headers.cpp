@@ -4,25 +4,14 @@
 // `device` and the pre-0.8 name `ctx` as one anonymous union.
 #include "host_headers.h"
 
-#include "c_limits_text.h"
+#include "c_stdint_text.h"
 #include "host_math.h"
 
 namespace kdflow::detail {
 
 namespace {
 
-const char* kStdint = R"(#pragma once
-typedef signed char int8_t;
-typedef short int16_t;
-typedef int int32_t;
-typedef long int64_t;
-typedef unsigned char uint8_t;
-typedef unsigned short uint16_t;
-typedef unsigned int uint32_t;
-typedef unsigned long uint64_t;
-typedef long intptr_t;
-typedef unsigned long uintptr_t;
-)" KDFLOW_STDINT_LIMITS_TEXT;
+const char* kStdint = "#pragma once\n" KDFLOW_STDINT_TYPES_TEXT KDFLOW_STDINT_LIMITS_TEXT;
 
 const char* kStddef = R"(#pragma once
 typedef unsigned long size_t;
