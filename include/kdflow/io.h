@@ -1,5 +1,7 @@
-// io.h — reading input files with a size cap, and writing outputs atomically.
-// Never leaves a half-written output: content goes to a temp file that is renamed.
+// io.h — reading input files with a size cap, and writing outputs without harm.
+// Never leaves a half-written file, and never replaces or unlinks anything but a regular
+// file it was asked to write: devices, FIFOs and sockets are written in place, symlinks
+// through to their target.
 #pragma once
 
 #include <cstdint>
@@ -43,15 +45,41 @@ class MappedFile {
 /// Maps a whole file (see MappedFile). Errors as read_file.
 Expected<MappedFile> map_file(const std::string& path, uint64_t max_bytes = kMaxInputFileBytes);
 
-/// Writes `content` to `path` through a temp file in the same directory and rename().
-/// `path == "-"` writes to stdout.
-Status write_file_atomic(const std::string& path, const std::string& content);
+/// Writes one output file, by what `path` names (docs/errors.md, "Outputs"):
+/// - `-`: standard output;
+/// - a regular file or a new path: atomically, through a temporary file in the same
+///   directory that is fsync'ed and renamed onto it (an existing file keeps its permission
+///   bits; a new one gets 0666 & ~umask);
+/// - a symlink: resolved (at most 40 links), and its final target written as above in the
+///   target's directory; the link stays a link. A link through /proc (`/dev/stdout`,
+///   `/dev/fd/N`, `/proc/self/fd/N`) names an open file, not a path: it is written in
+///   place (appending, when it is a regular file);
+/// - anything else that exists (a character or block device, a FIFO): opened and written in
+///   place, never renamed onto or unlinked. A directory or socket is an error.
+/// Every write, fsync and close is checked: a failed or short write (ENOSPC, EIO) is
+/// ExitCode::IoError (74) and no temporary file is left; a path that cannot be created is
+/// CantCreate (73). While the temporary file exists, SIGINT, SIGTERM and SIGHUP remove it
+/// before the process dies of the signal, and discard_pending_output() removes it too.
+Status write_output(const std::string& path, const std::string& content);
+
+/// The former name of write_output (same behaviour).
+inline Status write_file_atomic(const std::string& path, const std::string& content) {
+  return write_output(path, content);
+}
+
+/// Removes the temporary file of a write_output in progress, if any. Async-signal-safe:
+/// for the watchdog and signal handlers that end the process while an output is written.
+void discard_pending_output() noexcept;
+
+/// Test seam: called by write_output right after its temporary file is created (nullptr:
+/// none). Lets a test interrupt a write at its most delicate point.
+void set_output_test_hook(void (*hook)());
 
 bool file_exists(const std::string& path);
 bool is_directory(const std::string& path);
 /// The last path component ("a/b/graph.json" → "graph.json").
 std::string base_name(const std::string& path);
-/// Two paths name the same existing file (device and inode).
+/// Two paths name the same existing file (device and inode), symlinks followed.
 bool same_file(const std::string& a, const std::string& b);
 
 }  // namespace kdflow

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "kdflow/diag.h"
+#include "kdflow/io.h"
 
 namespace kdflow {
 
@@ -57,6 +58,7 @@ Watchdog::Watchdog(const WatchdogLimits& limits, std::string what) {
                       what, msg);
     ssize_t ignored = ::write(STDERR_FILENO, msg.data(), msg.size());
     (void)ignored;
+    discard_pending_output();  // an output being written when the limit fell leaves nothing behind
     ::_exit(static_cast<int>(ExitCode::DataError));
   });
 }
