@@ -14,9 +14,11 @@ namespace kdflow {
 struct ExtractCommand {
   ExtractInputs inputs;
   std::string output = "-";  ///< file, or "-" for stdout
-  std::string format;        ///< "json" | "dot" | "text"; empty: from the output's extension (stdout: json)
+  std::string format;        ///< "json" | "dot" | "text" | "chakra"; empty: from the output's extension (stdout: json)
   bool quiet = false;        ///< no progress on stderr
   DotOptions dot;            ///< how DOT output is drawn (--cluster, --collapse, --op-colors, --no-buffers)
+  std::string timing;        ///< chakra: kdflow replay --timing-json file for measured durations
+  std::string roofline = "h100";  ///< chakra: the device whose roofline bound stands in for unmeasured durations ("none")
 };
 
 int run_extract_command(const ExtractCommand& cmd, std::ostream& err);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kdflow/host_trace.h"
@@ -84,11 +85,34 @@ struct LibraryCall {
   bool operator==(const LibraryCall& o) const;
 };
 
+/// One attribute of a Relay operator call, as relay.txt prints it (`strides=[2, 2]`).
+struct RelayAttr {
+  /// Int: one integer; Float: one number; Bool: True/False; String: a quoted string;
+  /// Ints / Floats: a list of numbers; None: `None`; Text: anything else, kept as printed.
+  enum class Kind { Int, Float, Bool, String, Ints, Floats, None, Text };
+  std::string key;
+  Kind kind = Kind::Text;
+  std::vector<int64_t> ints;    ///< Int (one), Bool (one: 0/1), Ints
+  std::vector<double> floats;   ///< Float (one), Floats
+  std::string text;             ///< String: the unquoted string; Text: the value as printed
+  bool operator==(const RelayAttr& o) const {
+    return key == o.key && kind == o.kind && ints == o.ints && floats == o.floats && text == o.text;
+  }
+};
+const char* to_string(RelayAttr::Kind k);  ///< "int" | "float" | "bool" | "string" | "ints" | "floats" | "none" | "text"
+
 /// One Relay operator of a fused function ("nn.conv2d").
 struct RelayOp {
+  RelayOp() = default;
+  RelayOp(std::string op_name, std::string result_type = "")
+      : name(std::move(op_name)), type(std::move(result_type)) {}
   std::string name;             ///< Relay operator name
   std::string type;             ///< result type as relay.txt prints it ("Tensor[(1, 400), float32]"); "" when decoded from a name
-  bool operator==(const RelayOp& o) const { return name == o.name && type == o.type; }
+  std::vector<RelayAttr> attrs;            ///< the call's attributes, by key (relay.txt only)
+  std::vector<std::string> input_types;    ///< each positional argument's type as printed ("" when unknown; relay.txt only)
+  bool operator==(const RelayOp& o) const {
+    return name == o.name && type == o.type && attrs == o.attrs && input_types == o.input_types;
+  }
 };
 
 /// A graph node (every node of graph.json, "null" ones too).

@@ -47,8 +47,9 @@ std::string emit_text(const Dataflow& df);
 /// Diagnostics name `file` and a JSON pointer.
 Expected<Dataflow> parse_dataflow_json(const std::string& text, const std::string& file);
 
-enum class Format { Json, Dot, Text };
-/// "json" | "dot" | "text" → Format; or from an output file's extension (.json/.dot/.gv/.txt).
+enum class Format { Json, Dot, Text, Chakra };
+/// "json" | "dot" | "text" | "chakra" → Format; or from an output file's extension
+/// (.json/.dot/.gv/.txt/.et; the Chakra trace itself is written by emit_chakra.h).
 Expected<Format> format_from_name(const std::string& name);
 Expected<Format> format_from_path(const std::string& path);
 

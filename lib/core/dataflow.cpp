@@ -36,6 +36,20 @@ const char* to_string(Dependency::Kind k) {
   return "raw";
 }
 
+const char* to_string(RelayAttr::Kind k) {
+  switch (k) {
+    case RelayAttr::Kind::Int: return "int";
+    case RelayAttr::Kind::Float: return "float";
+    case RelayAttr::Kind::Bool: return "bool";
+    case RelayAttr::Kind::String: return "string";
+    case RelayAttr::Kind::Ints: return "ints";
+    case RelayAttr::Kind::Floats: return "floats";
+    case RelayAttr::Kind::None: return "none";
+    case RelayAttr::Kind::Text: return "text";
+  }
+  return "text";
+}
+
 bool Buffer::operator==(const Buffer& o) const {
   return id == o.id && kind == o.kind && storage_id == o.storage_id && name == o.name &&
          dtype == o.dtype && shape == o.shape && bytes == o.bytes && entry_id == o.entry_id &&

@@ -30,6 +30,22 @@ constexpr int kMaxDepth = 64;
 
 ojson loc_json(const SourceLoc& loc) { return detail::loc_string(loc); }
 
+/// A Relay attribute's value: a JSON number, boolean, string, array or null by its kind;
+/// a value kept as printed text is {"text": "..."}.
+ojson relay_attr_json(const RelayAttr& a) {
+  switch (a.kind) {
+    case RelayAttr::Kind::Int: return a.ints.empty() ? ojson(nullptr) : ojson(a.ints[0]);
+    case RelayAttr::Kind::Float: return a.floats.empty() ? ojson(nullptr) : ojson(a.floats[0]);
+    case RelayAttr::Kind::Bool: return ojson(!a.ints.empty() && a.ints[0] != 0);
+    case RelayAttr::Kind::String: return ojson(a.text);
+    case RelayAttr::Kind::Ints: return ojson(a.ints);
+    case RelayAttr::Kind::Floats: return ojson(a.floats);
+    case RelayAttr::Kind::None: return ojson(nullptr);
+    case RelayAttr::Kind::Text: return ojson{{"text", a.text}};
+  }
+  return ojson(nullptr);
+}
+
 ojson arg_json(const Arg& a) {
   ojson j = ojson::object();
   switch (a.kind) {
@@ -165,6 +181,12 @@ ojson build(const Dataflow& df) {
         ojson o = ojson::object();
         o["name"] = op.name;
         if (!op.type.empty()) o["type"] = op.type;
+        if (!op.input_types.empty()) o["inputs"] = op.input_types;
+        if (!op.attrs.empty()) {
+          ojson attrs = ojson::object();
+          for (const RelayAttr& a : op.attrs) attrs[a.key] = relay_attr_json(a);
+          o["attrs"] = std::move(attrs);
+        }
         ops.push_back(std::move(o));
       }
       j["relay_ops"] = std::move(ops);
@@ -458,6 +480,42 @@ class Reader {
       fail(p, fmt::format("expected id {} (ids are array positions), got {}", index, id));
   }
 
+  /// The inverse of relay_attr_json.
+  RelayAttr relay_attr(const std::string& key, const json& v, const std::string& ptr) const {
+    RelayAttr a;
+    a.key = key;
+    if (v.is_null()) {
+      a.kind = RelayAttr::Kind::None;
+    } else if (v.is_boolean()) {
+      a.kind = RelayAttr::Kind::Bool;
+      a.ints = {v.get<bool>() ? 1 : 0};
+    } else if (v.is_number_integer()) {
+      a.kind = RelayAttr::Kind::Int;
+      a.ints = {integer(v, ptr)};
+    } else if (v.is_number_float()) {
+      a.kind = RelayAttr::Kind::Float;
+      a.floats = {v.get<double>()};
+    } else if (v.is_string()) {
+      a.kind = RelayAttr::Kind::String;
+      a.text = v.get<std::string>();
+    } else if (v.is_array()) {
+      bool all_int = std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_number_integer(); });
+      if (!all_int && !std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_number(); }))
+        fail(ptr, "expected an array of numbers");
+      a.kind = all_int ? RelayAttr::Kind::Ints : RelayAttr::Kind::Floats;
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (all_int) a.ints.push_back(integer(v[i], at(ptr, i)));
+        else a.floats.push_back(v[i].get<double>());
+      }
+    } else if (v.is_object() && v.size() == 1 && v.contains("text")) {
+      a.kind = RelayAttr::Kind::Text;
+      a.text = string(v["text"], at(ptr, "text"));
+    } else {
+      fail(ptr, "expected a number, boolean, string, array of numbers, null or {\"text\": ...}");
+    }
+    return a;
+  }
+
   Access access(const json& j, const std::string& ptr) const {
     const std::string s = string(j, ptr);
     for (Access a : {Access::Unknown, Access::Read, Access::Write, Access::ReadWrite})
@@ -616,6 +674,16 @@ Dataflow Reader::document(const json& root) const {
         RelayOp op;
         op.name = string(member(oj, q, "name"), at(q, "name"));
         if (const json* t = optional(oj, "type")) op.type = string(*t, at(q, "type"));
+        if (const json* in = optional(oj, "inputs")) {
+          const std::string ip = at(q, "inputs");
+          array(*in, ip);
+          for (size_t m = 0; m < in->size(); ++m) op.input_types.push_back(string((*in)[m], at(ip, m)));
+        }
+        if (const json* attrs = optional(oj, "attrs")) {
+          const std::string ap = at(q, "attrs");
+          object(*attrs, ap);
+          for (const auto& [key, value] : attrs->items()) op.attrs.push_back(relay_attr(key, value, at(ap, key.c_str())));
+        }
         n.relay_ops.push_back(std::move(op));
       }
       n.relay_source = string(member(j, p, "relay_source"), at(p, "relay_source"));
@@ -736,7 +804,8 @@ Expected<Format> format_from_name(const std::string& name) {
   if (n == "json") return Format::Json;
   if (n == "dot") return Format::Dot;
   if (n == "text") return Format::Text;
-  return Error{fmt::format("error: unknown output format '{}' (expected json, dot or text)", printable(name)),
+  if (n == "chakra") return Format::Chakra;
+  return Error{fmt::format("error: unknown output format '{}' (expected json, dot, text or chakra)", printable(name)),
                ExitCode::Usage};
 }
 
@@ -748,7 +817,8 @@ Expected<Format> format_from_path(const std::string& path) {
   if (ext == "json") return Format::Json;
   if (ext == "dot" || ext == "gv") return Format::Dot;
   if (ext == "txt") return Format::Text;
-  return Error{fmt::format("error: cannot tell the output format from '{}' (expected a .json, .dot, .gv or .txt "
+  if (ext == "et") return Format::Chakra;
+  return Error{fmt::format("error: cannot tell the output format from '{}' (expected a .json, .dot, .gv, .txt or .et "
                            "extension)",
                            printable(path)),
                ExitCode::Usage};

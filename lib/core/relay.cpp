@@ -18,6 +18,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
@@ -352,6 +354,155 @@ bool is_keyword(const std::string& s) {
   return s == "fn" || s == "let" || s == "if" || s == "else" || s == "match" || s == "ref" || s == "free_var";
 }
 
+/// An integer as relay.txt prints it ("3", "-1", "3i64"); nullopt for anything else.
+std::optional<int64_t> int_literal(std::string_view s) {
+  bool neg = !s.empty() && s.front() == '-';
+  if (neg) s.remove_prefix(1);
+  if (s.size() > 3 && (s.substr(s.size() - 3) == "i64" || s.substr(s.size() - 3) == "i32")) s.remove_suffix(3);
+  if (!all_digits(s) || s.size() > 18) return std::nullopt;
+  int64_t v = 0;
+  for (char c : s) v = v * 10 + (c - '0');
+  return neg ? -v : v;
+}
+
+/// A floating-point number as relay.txt prints it ("1e-05f", "0.5f", "2.0", "inf").
+std::optional<double> float_literal(std::string_view s) {
+  std::string t(s);
+  if (!t.empty() && (t.back() == 'f' || t.back() == 'h')) t.pop_back();
+  if (t.size() > 4 && (t.compare(t.size() - 3, 3, "f32") == 0 || t.compare(t.size() - 3, 3, "f64") == 0 ||
+                       t.compare(t.size() - 3, 3, "f16") == 0))
+    t.resize(t.size() - 3);
+  if (t.empty() || t.size() > 64) return std::nullopt;
+  for (char c : t)
+    if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == 'e' || c == 'E' || c == '-' || c == '+'))
+      return std::nullopt;
+  char* end = nullptr;
+  double v = std::strtod(t.c_str(), &end);
+  if (end != t.c_str() + t.size()) return std::nullopt;
+  return v;
+}
+
+/// The tokens [a, b) as text (comments left out): joined as TVM prints them, with a
+/// space after each comma and nowhere else.
+std::string tokens_text(const std::vector<Token>& toks, size_t a, size_t b) {
+  std::string out;
+  for (size_t i = a; i < b; ++i) {
+    if (toks[i].kind == Tok::Comment) continue;
+    out += toks[i].text;
+    if (is_punct(toks[i], ",")) out += ' ';
+  }
+  return out;
+}
+
+/// One attribute's value, tokens [a, b): typed where relay.txt's printing is unambiguous,
+/// kept as text otherwise (never dropped).
+RelayAttr make_attr(const std::vector<Token>& toks, size_t a, size_t b, const std::string& key) {
+  RelayAttr attr;
+  attr.key = key;
+  // A value may be followed by its own annotation (`1f /* ty=float32 */`): not part of it.
+  while (b > a && toks[b - 1].kind == Tok::Comment) --b;
+  auto number = [&](size_t i, size_t* used) -> std::optional<std::string> {
+    if (i < b && toks[i].kind == Tok::Number) {
+      *used = 1;
+      return toks[i].text;
+    }
+    if (i + 1 < b && is_punct(toks[i], "-") && toks[i + 1].kind == Tok::Number) {
+      *used = 2;
+      return "-" + toks[i + 1].text;
+    }
+    return std::nullopt;
+  };
+  size_t used = 0;
+  if (b == a + 1 && toks[a].kind == Tok::Ident && (toks[a].text == "True" || toks[a].text == "False")) {
+    attr.kind = RelayAttr::Kind::Bool;
+    attr.ints = {toks[a].text == "True" ? 1 : 0};
+    return attr;
+  }
+  if (b == a + 1 && toks[a].kind == Tok::Ident && toks[a].text == "None") {
+    attr.kind = RelayAttr::Kind::None;
+    return attr;
+  }
+  if (b == a + 1 && toks[a].kind == Tok::String && toks[a].text.size() >= 2) {
+    attr.kind = RelayAttr::Kind::String;
+    attr.text = toks[a].text.substr(1, toks[a].text.size() - 2);
+    return attr;
+  }
+  if (auto n = number(a, &used); n && a + used == b) {
+    if (auto i = int_literal(*n)) {
+      attr.kind = RelayAttr::Kind::Int;
+      attr.ints = {*i};
+      return attr;
+    }
+    if (auto f = float_literal(*n)) {
+      attr.kind = RelayAttr::Kind::Float;
+      attr.floats = {*f};
+      return attr;
+    }
+  }
+  if (b > a + 1 && is_punct(toks[a], "[") && is_punct(toks[b - 1], "]")) {
+    // A list of numbers: all integers → Ints, else Floats (an empty list is Ints).
+    std::vector<std::string> items;
+    bool ok = true;
+    for (size_t i = a + 1; i < b - 1 && ok;) {
+      auto n = number(i, &used);
+      if (!n) {
+        ok = false;
+        break;
+      }
+      items.push_back(*n);
+      i += used;
+      if (i < b - 1) {
+        if (!is_punct(toks[i], ",")) ok = false;
+        ++i;
+      }
+    }
+    if (ok) {
+      std::vector<int64_t> ints;
+      std::vector<double> floats;
+      bool all_int = true;
+      for (const std::string& it : items) {
+        auto i = int_literal(it);
+        auto f = i ? std::optional<double>(static_cast<double>(*i)) : float_literal(it);
+        if (!f) {
+          ok = false;
+          break;
+        }
+        if (!i) all_int = false;
+        if (i) ints.push_back(*i);
+        floats.push_back(*f);
+      }
+      if (ok) {
+        attr.kind = all_int ? RelayAttr::Kind::Ints : RelayAttr::Kind::Floats;
+        if (all_int) attr.ints = std::move(ints);
+        else attr.floats = std::move(floats);
+        return attr;
+      }
+    }
+  }
+  attr.kind = RelayAttr::Kind::Text;
+  attr.text = tokens_text(toks, a, b);
+  return attr;
+}
+
+/// The type of a positional argument, tokens [a, b): a variable's (a parameter or a
+/// binding), or the annotation that follows it (a nested call, a constant, a literal).
+std::string argument_type(const std::vector<Token>& toks, size_t a, size_t b,
+                          const std::unordered_map<std::string, std::string>& type_of,
+                          const std::unordered_map<size_t, std::string>& call_type) {
+  size_t last = b;
+  while (last > a && toks[last - 1].kind == Tok::Comment) --last;
+  if (last == a + 1 && toks[a].kind == Tok::Var) {
+    auto it = type_of.find(toks[a].text);
+    if (it != type_of.end()) return it->second;
+  }
+  if (last < b && toks[last].text.rfind("ty=", 0) == 0) return trim(std::string_view(toks[last].text).substr(3));
+  if (last > a) {
+    auto it = call_type.find(last - 1);
+    if (it != call_type.end()) return it->second;
+  }
+  return "";
+}
+
 /// The operator calls of one section: `fn (<params>) [-> <type>] { <body> } [/* ty=... */]`.
 Expected<std::vector<RelayOp>> parse_section(const std::vector<Token>& toks, const std::string& name,
                                              unsigned header_line, const std::string& file) {
@@ -378,13 +529,54 @@ Expected<std::vector<RelayOp>> parse_section(const std::vector<Token>& toks, con
       return source_error(file, toks[k].line, toks[k].col,
                           fmt::format("unexpected {} after the function of '{}'", show(toks[k]), name));
 
+  // Types of the parameters: `%p0: Tensor[...] /* ty=Tensor[...] */` (the annotation that
+  // follows a parameter's type, else the type tokens as printed).
+  std::unordered_map<std::string, std::string> type_of;
+  {
+    const size_t params_end = static_cast<size_t>((*match)[1]);
+    for (size_t k = 2; k < params_end; ++k) {
+      if (toks[k].kind != Tok::Var || k + 1 >= params_end || !is_punct(toks[k + 1], ":")) continue;
+      size_t j = k + 2;
+      std::string printed;
+      while (j < params_end && !is_punct(toks[j], ",")) {
+        if (toks[j].kind == Tok::Comment) {
+          if (toks[j].text.rfind("ty=", 0) == 0) printed = trim(std::string_view(toks[j].text).substr(3));
+          ++j;
+          continue;
+        }
+        if (is_open(toks[j])) j = static_cast<size_t>((*match)[j]);
+        ++j;
+      }
+      type_of[toks[k].text] = printed;
+      k = j;
+    }
+  }
+
   // Walk the body. A call is recorded at its closing ')', so arguments come before the
   // call that consumes them (evaluation order; for TVM's one-binding-per-line text
   // this is also the order of appearance).
   std::vector<RelayOp> ops;
-  std::unordered_map<size_t, std::string> pending;  // index of a call's ')' → operator
+  std::unordered_map<size_t, size_t> pending;  // index of a call's ')' → index of its name
+  std::unordered_map<size_t, std::string> call_type;  // index of a call's ')' → its ty= annotation
+  auto annotation_after = [&](size_t k) -> std::string {
+    if (k + 1 < toks.size() && toks[k + 1].kind == Tok::Comment && toks[k + 1].text.rfind("ty=", 0) == 0)
+      return trim(std::string_view(toks[k + 1].text).substr(3));
+    return "";
+  };
   for (size_t k = body_begin; k < body_end; ++k) {
     const Token& t = toks[k];
+    if (t.kind == Tok::Var && k + 1 < body_end && is_punct(toks[k + 1], "=")) {
+      // `%12 = op(...) /* ty=... */;`: the binding's type, for the calls that read %12.
+      size_t j = k + 2;
+      while (j < body_end && !is_punct(toks[j], ";")) {
+        if (is_open(toks[j])) j = static_cast<size_t>((*match)[j]);
+        ++j;
+      }
+      // The annotation right before the ';' is the bound expression's type.
+      if (j > k + 2 && toks[j - 1].kind == Tok::Comment && toks[j - 1].text.rfind("ty=", 0) == 0)
+        type_of[t.text] = trim(std::string_view(toks[j - 1].text).substr(3));
+      continue;
+    }
     if (t.kind == Tok::Ident && k + 1 < body_end && is_punct(toks[k + 1], "=")) {
       // An attribute `name=value` (`%x = ...` bindings start with a Var): its value
       // (`VirtualDevice(...)`, `[1, 1]`, ...) holds no operator calls.
@@ -397,16 +589,41 @@ Expected<std::vector<RelayOp>> parse_section(const std::vector<Token>& toks, con
       continue;
     }
     if (t.kind == Tok::Ident && k + 1 < body_end && is_punct(toks[k + 1], "(") && !is_keyword(t.text)) {
-      pending.emplace(static_cast<size_t>((*match)[k + 1]), t.text);
+      pending.emplace(static_cast<size_t>((*match)[k + 1]), k);
       continue;
     }
     if (is_punct(t, ")")) {
       auto it = pending.find(k);
       if (it == pending.end()) continue;
-      RelayOp op{std::move(it->second), ""};
+      const size_t name_at = it->second;
       pending.erase(it);
-      if (k + 1 < toks.size() && toks[k + 1].kind == Tok::Comment && toks[k + 1].text.rfind("ty=", 0) == 0)
-        op.type = trim(std::string_view(toks[k + 1].text).substr(3));
+      RelayOp op(toks[name_at].text, annotation_after(k));
+      call_type[k] = op.type;
+      // The call's arguments, split at top-level commas: `key=value` attributes, the
+      // rest positional (a variable, a nested call, a constant with its annotation).
+      size_t a = name_at + 2;
+      while (a < k) {
+        size_t b = a;
+        while (b < k && !is_punct(toks[b], ",")) {
+          if (is_open(toks[b])) b = static_cast<size_t>((*match)[b]);
+          ++b;
+        }
+        if (b > a) {
+          if (toks[a].kind == Tok::Ident && b > a + 1 && is_punct(toks[a + 1], "=")) {
+            for (const RelayAttr& seen : op.attrs)
+              if (seen.key == toks[a].text)
+                return source_error(file, toks[a].line, toks[a].col,
+                                    fmt::format("duplicate attribute '{}' of {}", toks[a].text, op.name));
+            op.attrs.push_back(make_attr(toks, a + 2, b, toks[a].text));
+          } else {
+            op.input_types.push_back(argument_type(toks, a, b, type_of, call_type));
+          }
+        }
+        a = b + 1;
+      }
+      // Attributes in key order: the JSON form is an object, read back in key order.
+      std::sort(op.attrs.begin(), op.attrs.end(),
+                [](const RelayAttr& x, const RelayAttr& y) { return x.key < y.key; });
       ops.push_back(std::move(op));
     }
   }

@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 
 #include "kdflow/commands.h"
+#include "kdflow/costs.h"
+#include "kdflow/emit_chakra.h"
 #include "kdflow/dataflow_builder.h"
 #include "kdflow/dependencies.h"
 #include "kdflow/device_analyzer.h"
@@ -271,9 +273,27 @@ int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
                         ExitCode::Usage},
                   err);
 
+  if (*format != Format::Chakra && (!cmd.timing.empty() || cmd.roofline != ExtractCommand{}.roofline))
+    return report(Error{"kdflow extract: error: --timing and --roofline apply to Chakra output only (--format chakra, "
+                        "or -o FILE.et)",
+                        ExitCode::Usage},
+                  err);
+  const DeviceSpec* roofline = nullptr;
+  if (*format == Format::Chakra) {
+    if (!chakra_available()) return report(emit_chakra(Dataflow{}, CostReport{}, "").error(), err);
+    if (cmd.roofline != "none" && !(roofline = find_device_spec(cmd.roofline)))
+      return report(Error{"kdflow extract: error: unknown --roofline device " + cmd.roofline +
+                              " (h100, h200, a100, l4, rtx4090 or none)",
+                          ExitCode::Usage},
+                    err);
+  }
+
   Expected<ExtractInputs> in = resolve_extract_inputs(cmd.inputs);
   if (!in) return report(in.error(), err);
   if (cmd.output != "-") {
+    if (!cmd.timing.empty() && same_file(cmd.timing, cmd.output))
+      return report(Error{file_error(cmd.output, "the output would overwrite an input file").message, ExitCode::Usage},
+                    err);
     for (const std::string* p :
          {&in->graph, &in->host, &in->meta, &in->params, &in->device, &in->relay, &in->library}) {
       if (!p->empty() && same_file(*p, cmd.output))
@@ -293,6 +313,21 @@ int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
     case Format::Json: text = emit_json(*df); break;
     case Format::Dot: text = emit_dot(*df, cmd.dot); break;
     case Format::Text: text = emit_text(*df); break;
+    case Format::Chakra: {
+      std::optional<KernelTimes> times;
+      if (!cmd.timing.empty()) {
+        Expected<std::string> t = read_file(cmd.timing, 256ull << 20);
+        if (!t) return report(t.error(), err);
+        Expected<KernelTimes> kt = read_replay_timing(*t, cmd.timing, *df);
+        if (!kt) return report(kt.error(), err);
+        times = kt.take();
+      }
+      std::string model = base_name(cmd.inputs.dir.empty() ? in->graph : cmd.inputs.dir);
+      Expected<std::string> trace = emit_chakra(*df, compute_costs(*df, roofline, times ? &*times : nullptr), model);
+      if (!trace) return report(trace.error(), err);
+      text = trace.take();
+      break;
+    }
   }
   if (Status s = write_file_atomic(cmd.output, text); !s) return report(s.error(), err);
   return 0;

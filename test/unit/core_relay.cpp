@@ -30,6 +30,14 @@ std::vector<std::string> decoded(const std::string& function) {
 
 using Sections = std::map<std::string, std::vector<RelayOp>>;
 
+/// The (name, result type) of each op: what the tests below check (attributes and
+/// argument types have tests of their own).
+std::vector<std::pair<std::string, std::string>> name_types(const std::vector<RelayOp>& ops) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const RelayOp& op : ops) out.emplace_back(op.name, op.type);
+  return out;
+}
+
 Sections parse_ok(const std::string& text) {
   auto r = parse_relay_text(text, "relay.txt");
   INFO((r ? std::string() : r.error().message));
@@ -137,32 +145,32 @@ TEST_CASE("relay.txt of the mlp: operators with their types", "[relay]") {
     CHECK(s.size() == 5);
     CHECK(s.count("__tvm_main__") == 0);
     const std::string t400 = "Tensor[(1, 400), float32]";
-    CHECK(s.at("tvmgen_default_fused_nn_dense_add_nn_relu") ==
-          std::vector<RelayOp>{{"nn.dense", t400}, {"add", t400}, {"nn.relu", t400}});
-    CHECK(s.at("tvmgen_default_fused_nn_dense_add") ==
-          std::vector<RelayOp>{{"nn.dense", "Tensor[(1, 10), float32]"}, {"add", "Tensor[(1, 10), float32]"}});
-    CHECK(s.at("tvmgen_default_fused_nn_log_softmax") ==
-          std::vector<RelayOp>{{"nn.log_softmax", "Tensor[(1, 10), float32]"}});
+    CHECK(name_types(s.at("tvmgen_default_fused_nn_dense_add_nn_relu")) ==
+          name_types(std::vector<RelayOp>{{"nn.dense", t400}, {"add", t400}, {"nn.relu", t400}}));
+    CHECK(name_types(s.at("tvmgen_default_fused_nn_dense_add")) ==
+          name_types(std::vector<RelayOp>{{"nn.dense", "Tensor[(1, 10), float32]"}, {"add", "Tensor[(1, 10), float32]"}}));
+    CHECK(name_types(s.at("tvmgen_default_fused_nn_log_softmax")) ==
+          name_types(std::vector<RelayOp>{{"nn.log_softmax", "Tensor[(1, 10), float32]"}}));
   }
 }
 
 TEST_CASE("relay.txt: tuples, projections and tuple types", "[relay]") {
   Sections att = parse_ok(test::slurp(test::sample_dir("attention") + "/relay.txt"));
   // `%0 = %p0.2` (TupleGetItem) is no operator.
-  CHECK(att.at("tvmgen_default_fused_squeeze_transpose") ==
-        std::vector<RelayOp>{{"squeeze", "Tensor[(4, 64, 32), float32]"}, {"transpose", "Tensor[(4, 32, 64), float32]"}});
+  CHECK(name_types(att.at("tvmgen_default_fused_squeeze_transpose")) ==
+        name_types(std::vector<RelayOp>{{"squeeze", "Tensor[(4, 64, 32), float32]"}, {"transpose", "Tensor[(4, 32, 64), float32]"}}));
   const std::string part = "Tensor[(1, 4, 64, 32), float32]";
-  CHECK(att.at("tvmgen_default_fused_reshape_transpose_split") ==
-        std::vector<RelayOp>{{"reshape", "Tensor[(64, 3, 4, 32), float32]"},
+  CHECK(name_types(att.at("tvmgen_default_fused_reshape_transpose_split")) ==
+        name_types(std::vector<RelayOp>{{"reshape", "Tensor[(64, 3, 4, 32), float32]"},
                              {"transpose", "Tensor[(3, 4, 64, 32), float32]"},
-                             {"split", "(" + part + ", " + part + ", " + part + ")"}});
+                             {"split", "(" + part + ", " + part + ", " + part + ")"}}));
   // `%0 = (%p0, %p1)` (Tuple) is no operator.
   Sections sq = parse_ok(test::slurp(test::sample_dir("squeezenet") + "/relay.txt"));
-  CHECK(sq.at("tvmgen_default_fused_concatenate") ==
-        std::vector<RelayOp>{{"concatenate", "Tensor[(1, 128, 55, 55), float32]"}});
+  CHECK(name_types(sq.at("tvmgen_default_fused_concatenate")) ==
+        name_types(std::vector<RelayOp>{{"concatenate", "Tensor[(1, 128, 55, 55), float32]"}}));
   Sections ss = parse_ok(test::slurp(test::sample_dir("sort_scan") + "/relay.txt"));
-  CHECK(ss.at("tvmgen_default_fused_topk") ==
-        std::vector<RelayOp>{{"topk", "(Tensor[(4, 5), float32], Tensor[(4, 5), int32])"}});
+  CHECK(name_types(ss.at("tvmgen_default_fused_topk")) ==
+        name_types(std::vector<RelayOp>{{"topk", "(Tensor[(4, 5), float32], Tensor[(4, 5), int32])"}}));
 }
 
 TEST_CASE("relay.txt of every sample covers its graph's functions", "[relay]") {
@@ -224,17 +232,17 @@ TEST_CASE("relay.txt: calls in evaluation order, attributes and strings are no c
                      section("g", "  sum(%p0, axis=[-1])");
   Sections s = parse_ok(text);
   REQUIRE(s.size() == 2);
-  CHECK(s.at("f") == std::vector<RelayOp>{{"nn.conv2d", "Tensor[(1), float32]"},
+  CHECK(name_types(s.at("f")) == name_types(std::vector<RelayOp>{{"nn.conv2d", "Tensor[(1), float32]"},
                                           {"on_device", "Tensor[(1), float32]"},
                                           {"nn.relu", "Tensor[(2), float32]"},
-                                          {"add", ""}});
-  CHECK(s.at("g") == std::vector<RelayOp>{{"sum", ""}});
+                                          {"add", ""}}));
+  CHECK(name_types(s.at("g")) == name_types(std::vector<RelayOp>{{"sum", ""}}));
 }
 
 TEST_CASE("relay.txt: CRLF line ends and a file without __tvm_main__", "[relay]") {
   std::string text = "// f (cuda)\r\nfn (%p0) -> Tensor[(4), float32] {\r\n  exp(%p0) /* ty=Tensor[(4), float32] */\r\n}\r\n";
   Sections s = parse_ok(text);
-  CHECK(s.at("f") == std::vector<RelayOp>{{"exp", "Tensor[(4), float32]"}});
+  CHECK(name_types(s.at("f")) == name_types(std::vector<RelayOp>{{"exp", "Tensor[(4), float32]"}}));
 }
 
 TEST_CASE("relay.txt: errors name the file, line and column", "[relay]") {
@@ -316,4 +324,70 @@ TEST_CASE("every sample's relay.txt result types agree with its graph.json", "[r
     INFO(m);
     CHECK(compared > 0);
   }
+}
+
+// Hand-written relay.txt in TVM's printing style, one construct per attribute kind.
+TEST_CASE("relay.txt: every attribute typed, kept as text when not a plain value", "[relay][attrs]") {
+  Sections s = parse_ok(
+      "// f (cuda)\n"
+      "fn (%p0: Tensor[(1, 8, 4, 4), float16] /* ty=Tensor[(1, 8, 4, 4), float16] */, "
+      "%p1: Tensor[(8, 1, 3, 3), float16] /* ty=Tensor[(8, 1, 3, 3), float16] */) -> Tensor[(1, 8, 4, 4), float16] {\n"
+      "  %0 = nn.conv2d(%p0, %p1, strides=[1, 1], padding=[1, 1, 1, 1], dilation=[1i64, 1i64], groups=8, "
+      "channels=8, kernel_size=[3, 3], data_layout=\"NCHW\", out_dtype=\"float16\", scale=0.5f, "
+      "alphas=[0.5f, -2f], flag=True, none=None, neg=-3, "
+      "target=VirtualDevice(device_type=2, virtual_device_id=0)) /* ty=Tensor[(1, 8, 4, 4), float16] */;\n"
+      "  add(%0, 1f16 /* ty=float16 */) /* ty=Tensor[(1, 8, 4, 4), float16] */\n"
+      "}\n");
+  const std::vector<RelayOp>& ops = s.at("f");
+  REQUIRE(ops.size() == 2);
+  const RelayOp& conv = ops[0];
+  CHECK(conv.input_types == std::vector<std::string>{"Tensor[(1, 8, 4, 4), float16]", "Tensor[(8, 1, 3, 3), float16]"});
+  std::map<std::string, RelayAttr> by_key;
+  std::vector<std::string> keys;
+  for (const RelayAttr& a : conv.attrs) {
+    by_key[a.key] = a;
+    keys.push_back(a.key);
+  }
+  CHECK(std::is_sorted(keys.begin(), keys.end()));
+  REQUIRE(by_key.size() == 14);
+  CHECK(by_key["strides"].kind == RelayAttr::Kind::Ints);
+  CHECK(by_key["strides"].ints == std::vector<int64_t>{1, 1});
+  CHECK(by_key["dilation"].ints == std::vector<int64_t>{1, 1});
+  CHECK(by_key["groups"].kind == RelayAttr::Kind::Int);
+  CHECK(by_key["groups"].ints == std::vector<int64_t>{8});
+  CHECK(by_key["data_layout"].kind == RelayAttr::Kind::String);
+  CHECK(by_key["data_layout"].text == "NCHW");
+  CHECK(by_key["scale"].kind == RelayAttr::Kind::Float);
+  CHECK(by_key["scale"].floats == std::vector<double>{0.5});
+  CHECK(by_key["alphas"].kind == RelayAttr::Kind::Floats);
+  CHECK(by_key["alphas"].floats == std::vector<double>{0.5, -2.0});
+  CHECK(by_key["flag"].kind == RelayAttr::Kind::Bool);
+  CHECK(by_key["flag"].ints == std::vector<int64_t>{1});
+  CHECK(by_key["none"].kind == RelayAttr::Kind::None);
+  CHECK(by_key["neg"].ints == std::vector<int64_t>{-3});
+  CHECK(by_key["target"].kind == RelayAttr::Kind::Text);
+  CHECK(by_key["target"].text == "VirtualDevice(device_type=2, virtual_device_id=0)");
+  // The second call reads the binding %0 and a constant with its own annotation.
+  CHECK(ops[1].input_types == std::vector<std::string>{"Tensor[(1, 8, 4, 4), float16]", "float16"});
+  CHECK(ops[1].attrs.empty());
+
+  std::string dup = error_of("// f (cuda)\nfn (%p0: Tensor[(1), float32]) {\n  nn.relu(%p0, a=1, a=2)\n}\n");
+  CHECK(dup == "relay.txt:3:21: error: duplicate attribute 'a' of nn.relu");
+}
+
+TEST_CASE("relay.txt of squeezenet: a conv2d's attributes and input types", "[relay][attrs][samples]") {
+  Sections s = parse_ok(test::slurp(test::sample_dir("squeezenet") + "/relay.txt"));
+  const std::vector<RelayOp>& ops = s.at("tvmgen_default_fused_nn_conv2d_add_nn_relu");
+  REQUIRE(ops.size() == 3);
+  CHECK(ops[0].name == "nn.conv2d");
+  CHECK(ops[0].input_types ==
+        std::vector<std::string>{"Tensor[(1, 3, 224, 224), float32]", "Tensor[(96, 3, 7, 7), float32]"});
+  std::map<std::string, std::vector<int64_t>> ints;
+  for (const RelayAttr& a : ops[0].attrs) ints[a.key] = a.ints;
+  CHECK(ints["strides"] == std::vector<int64_t>{2, 2});
+  CHECK(ints["padding"] == std::vector<int64_t>{3, 3, 3, 3});
+  CHECK(ints["channels"] == std::vector<int64_t>{96});
+  CHECK(ints["kernel_size"] == std::vector<int64_t>{7, 7});
+  CHECK(ops[1].input_types ==
+        std::vector<std::string>{"Tensor[(1, 96, 112, 112), float32]", "Tensor[(1, 96, 1, 1), float32]"});
 }

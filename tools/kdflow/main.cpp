@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "kdflow/commands.h"
+#include "kdflow/costs_command.h"
 #include "kdflow/inspect.h"
 #include "kdflow/replay.h"
 #include "kdflow/show.h"
@@ -22,8 +23,14 @@ int main(int argc, char** argv) {
                       "Folder with graph.json, host.c and *.tvm_meta.json (and params.bin, device.cu, relay.txt), "
                       "or an exported model.so");
   extract->add_option("-o,--output", ex.output, "Output file, or - for stdout")->capture_default_str();
-  extract->add_option("--format", ex.format, "json | dot | text (default: from the output's extension; stdout: json)")
-      ->check(CLI::IsMember({"json", "dot", "text"}));
+  extract->add_option("--format", ex.format,
+                      "json | dot | text | chakra (default: from the output's extension, .et for chakra; stdout: json)")
+      ->check(CLI::IsMember({"json", "dot", "text", "chakra"}));
+  extract->add_option("--timing", ex.timing, "Chakra: kdflow replay --timing-json file, for measured durations");
+  extract->add_option("--roofline", ex.roofline,
+                      "Chakra: device whose roofline bound stands in for unmeasured durations (h100, h200, a100, l4, "
+                      "rtx4090, none)")
+      ->capture_default_str();
   extract->add_option("--graph", ex.inputs.graph, "graph.json (overrides DIR/graph.json)");
   extract->add_option("--host", ex.inputs.host, "Host C source (overrides DIR/host.c)");
   extract->add_option("--meta", ex.inputs.meta, "Function table *.tvm_meta.json (overrides the one in DIR)");
@@ -69,6 +76,20 @@ int main(int argc, char** argv) {
   explain->add_flag("-q,--quiet", xp.quiet, "No progress on stderr");
   explain->add_option("--time-limit", limits.seconds, time_limit_help)->capture_default_str();
   explain->add_option("--memory-limit", limits.memory_mib, memory_limit_help)->capture_default_str();
+
+  kdflow::CostsCommand co;
+  CLI::App* costs = app.add_subcommand("costs", "FLOPs, bytes, roofline bound and measured time per fused function or kernel");
+  costs->add_option("INPUT", co.inputs, "Build folders, model.so files or kdflow JSON files (one or more)")->required();
+  costs->add_option("--device", co.device, "Roofline device: h100, h200, a100, l4, rtx4090, or none")->capture_default_str();
+  costs->add_option("--timing", co.timings, "kdflow replay --timing-json file, one per INPUT in order (repeatable)");
+  costs->add_option("--profile", co.profiles, "Nsight Compute / Systems CSV, one per INPUT in order (repeatable)");
+  costs->add_flag("--per-kernel", co.per_kernel, "One row per kernel instead of per fused function");
+  costs->add_option("-o,--output", co.output, "Output file (.csv, .jsonl: the dataset), or - for stdout")->capture_default_str();
+  costs->add_option("--format", co.format, "table | csv | jsonl (default: from the output's extension; stdout: table)")
+      ->check(CLI::IsMember({"table", "csv", "jsonl"}));
+  costs->add_flag("-q,--quiet", co.quiet, "No progress on stderr");
+  costs->add_option("--time-limit", limits.seconds, time_limit_help)->capture_default_str();
+  costs->add_option("--memory-limit", limits.memory_mib, memory_limit_help)->capture_default_str();
 
   std::string inspect_path;
   CLI::App* inspect = app.add_subcommand("inspect", "Show what a model.so, cubin, fatbin or PTX file holds");
@@ -125,6 +146,10 @@ int main(int argc, char** argv) {
   if (explain->parsed()) {
     kdflow::Watchdog watchdog(limits, "kdflow explain");
     return kdflow::run_explain_command(xp, std::cout, std::cerr);
+  }
+  if (costs->parsed()) {
+    kdflow::Watchdog watchdog(limits, "kdflow costs");
+    return kdflow::run_costs_command(co, std::cout, std::cerr);
   }
   if (inspect->parsed()) return kdflow::run_inspect_command(inspect_path, std::cout, std::cerr);
   if (replay->parsed()) return kdflow::run_replay_command(rp, std::cout, std::cerr);
