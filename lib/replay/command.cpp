@@ -53,10 +53,11 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   ReplayOptions opt;
   if (cmd.mode == "eager") opt.mode = ReplayMode::Eager;
   else if (cmd.mode == "graph") opt.mode = ReplayMode::Graph;
-  else return report(usage(fmt::format("--mode {}: expected eager or graph", cmd.mode)), err);
+  else if (cmd.mode == "dag") opt.mode = ReplayMode::Dag;
+  else return report(usage(fmt::format("--mode {}: expected eager, graph or dag", cmd.mode)), err);
   if (!cmd.trace.empty() && cmd.dry_run) return report(usage("--trace needs a run; drop --dry-run"), err);
-  if (!cmd.trace.empty() && opt.mode == ReplayMode::Graph)
-    return report(usage("--trace needs per-kernel times: use --mode eager"), err);
+  if (!cmd.timing_json.empty() && cmd.dry_run) return report(usage("--timing-json needs a run; drop --dry-run"), err);
+  if (!(cmd.time_limit >= 0)) return report(usage("--time-limit must be 0 or more"), err);
   if (!(cmd.rtol >= 0) || !(cmd.atol >= 0)) return report(usage("--rtol and --atol must be 0 or more"), err);
 
   for (const std::string& s : cmd.inputs) {
@@ -97,6 +98,7 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   opt.kernel = cmd.kernel;
   opt.rtol = cmd.rtol;
   opt.atol = cmd.atol;
+  opt.time_limit_s = cmd.time_limit;
 
   // No output may overwrite an input (as extract refuses): --trace and the output_<i>.npy
   // files of --output-dir, checked against every file the run reads (DIR/output_<i>.npy are
@@ -108,7 +110,8 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   for (const std::string& f : opt.expect)
     if (!f.empty()) read_files.push_back(f);
   for (const std::string& f : read_files) {
-    bool clash = !cmd.trace.empty() && same_file(f, cmd.trace);
+    bool clash = (!cmd.trace.empty() && same_file(f, cmd.trace)) ||
+                 (!cmd.timing_json.empty() && same_file(f, cmd.timing_json));
     if (!cmd.output_dir.empty() && cmd.kernel < 0)
       for (size_t i = 0; i < df->outputs.size() && !clash; ++i)
         clash = same_file(join(cmd.output_dir, fmt::format("output_{}.npy", i)), f);
@@ -140,6 +143,8 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   out << format_checks(*rep);
   if (!cmd.trace.empty())
     if (Status s = write_file_atomic(cmd.trace, chrome_trace(*rep, *df)); !s) return report(s.error(), err);
+  if (!cmd.timing_json.empty())
+    if (Status s = write_file_atomic(cmd.timing_json, timing_json(*rep, *df)); !s) return report(s.error(), err);
   if (!rep->passed()) {
     size_t bad = 0;
     for (const OutputCheck& c : rep->checks) bad += c.pass ? 0 : 1;
