@@ -140,6 +140,12 @@ struct ReplayOptions {
   double time_limit_s = 600;         ///< give up (exit 65, naming the kernel) when the GPU work waited on
                                      ///< takes longer; 0: no limit
   bool locate = false;               ///< internal: every run synchronised after each kernel, untimed
+  /// --nodes: run only kernels slice_first..slice_last (kernel ids, inclusive; -1: whole model),
+  /// their live-ins loaded from the dumps in inputs_from (params and inputs from their files),
+  /// every buffer they write compared with the dump.
+  int slice_first = -1;
+  int slice_last = -1;
+  std::string inputs_from;
 };
 
 struct KernelTime {
@@ -203,6 +209,8 @@ struct ReplayReport {
   std::vector<OutputCheck> checks;
   std::optional<GuardViolation> guard;
   std::vector<std::string> dumped;  ///< files written to dump_dir
+  std::vector<int> slice_kernels;   ///< --nodes: the kernels run
+  std::vector<int> slice_live_ins;  ///< --nodes: the buffers loaded before (read before written)
   /// No guard violation and every check passed.
   bool passed() const;
 };
@@ -254,6 +262,8 @@ struct ReplayCommand {
   bool guard = false;                ///< --guard
   std::string dump_dir;              ///< --dump-dir DIR
   int kernel = -1;                   ///< --kernel ID (needs --dump-dir from an earlier full run)
+  std::string nodes;                 ///< --nodes FROM..TO: graph node ids (n12) or function/node names
+  std::string inputs_from;           ///< --inputs-from DUMP_DIR (with --nodes)
   std::string trace;                 ///< --trace FILE (Chrome trace JSON)
   std::string output_dir;            ///< --output-dir DIR: outputs as output_<i>.npy
   double rtol = 1e-3;                ///< --rtol

@@ -78,3 +78,33 @@ CriticalPath critical_path(const LaunchGraph& g, const std::vector<double>& kern
 }
 
 }  // namespace kdflow
+
+namespace kdflow {
+
+LaunchSlice slice_launches(const Dataflow& df, int first_kernel, int last_kernel) {
+  LaunchSlice s;
+  auto reads = [](Access a) { return a != Access::Write; };
+  auto writes = [](Access a) { return a != Access::Read; };
+  std::set<int> written, live;
+  for (int k = first_kernel; k <= last_kernel && k >= 0 && static_cast<size_t>(k) < df.kernels.size(); ++k) {
+    s.kernels.push_back(k);
+    const Kernel& kn = df.kernels[k];
+    // A kernel reads its inputs before it writes its outputs.
+    for (const Arg& a : kn.args)
+      if (a.kind == Arg::Kind::Buffer && reads(a.access) && !written.count(a.buffer)) live.insert(a.buffer);
+    for (const Arg& a : kn.args)
+      if (a.kind == Arg::Kind::Buffer && writes(a.access)) written.insert(a.buffer);
+  }
+  s.live_ins.assign(live.begin(), live.end());
+  s.writes.assign(written.begin(), written.end());
+  for (int b : s.live_ins) {
+    int writer = -1;
+    for (int k = first_kernel - 1; k >= 0 && writer < 0; --k)
+      for (const Arg& a : df.kernels[k].args)
+        if (a.kind == Arg::Kind::Buffer && a.buffer == b && writes(a.access)) writer = k;
+    s.live_in_writer.push_back(writer);
+  }
+  return s;
+}
+
+}  // namespace kdflow

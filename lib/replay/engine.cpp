@@ -17,15 +17,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstring>
-#include <thread>
-#include <cctype>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <ostream>
 #include <set>
+#include <thread>
 
 #include "cuda_driver.h"
 #include "kdflow/device_module.h"
@@ -102,6 +102,7 @@ class Engine {
     if (Status s = functions(); !s) return s;
     if (Status s = allocate(); !s) return s;
     if (opt_.kernel >= 0) return single_kernel();
+    if (opt_.slice_first >= 0) return run_slice();
     for (const PlanUpload& u : plan_.uploads)
       if (Status s = upload(u); !s) return s;
     if (Status s = settle(); !s) return s;
@@ -324,7 +325,14 @@ class Engine {
   Status allocate() {
     bases_.assign(plan_.allocations.size(), 0);
     uint64_t guard = opt_.guard ? opt_.guard_bytes : 0;
+    std::set<int> touched;  // --nodes allocates only what the slice touches
+    if (opt_.slice_first >= 0)
+      for (const PlanLaunch& l : plan_.launches)
+        if (l.kernel >= opt_.slice_first && l.kernel <= opt_.slice_last)
+          for (const PlanArg& a : l.args)
+            if (a.kind == PlanArg::Kind::Pointer) touched.insert(a.allocation);
     for (const PlanAllocation& a : plan_.allocations) {
+      if (opt_.slice_first >= 0 && !touched.count(a.id)) continue;
       uint64_t bytes = a.bytes ? a.bytes : 4;
       CUdeviceptr p = 0;
       if (CUresult r = d_.cuMemAlloc(&p, bytes + guard); r != CUDA_SUCCESS)
@@ -388,6 +396,7 @@ class Engine {
     if (!opt_.guard) return false;
     std::string zone;
     for (const PlanAllocation& a : plan_.allocations) {
+      if (!bases_[a.id]) continue;
       if (Status s = download(bases_[a.id] + a.bytes, opt_.guard_bytes, &zone); !s) return s.error();
       size_t k = 0;
       while (k < zone.size() && static_cast<unsigned char>(zone[k]) == kGuardByte) ++k;
@@ -763,6 +772,125 @@ class Engine {
     return Status::ok();
   }
 
+  /// --nodes: load the slice's live-ins (params/inputs from their files, the rest from the
+  /// dumps of a full run), run its kernels, compare every buffer they write with the dump.
+  Status run_slice() {
+    LaunchSlice sl = slice_launches(df_, opt_.slice_first, opt_.slice_last);
+    rep_.slice_kernels = sl.kernels;
+    rep_.slice_live_ins = sl.live_ins;
+    std::vector<size_t> launches;
+    for (size_t i = 0; i < plan_.launches.size(); ++i)
+      if (plan_.launches[i].kernel >= opt_.slice_first && plan_.launches[i].kernel <= opt_.slice_last)
+        launches.push_back(i);
+    size_t from_files = 0, from_dumps = 0, undefined = 0;
+    for (size_t li = 0; li < sl.live_ins.size(); ++li) {
+      int b = sl.live_ins[li], w = sl.live_in_writer[li];
+      int al = plan_.buffer_allocation[b];
+      if (w < 0) {
+        bool found = false;
+        for (const PlanUpload& u : plan_.uploads)
+          if (u.buffer == b) {
+            if (Status s = upload(u); !s) return s;
+            found = true;
+          }
+        if (found) ++from_files;
+        else ++undefined;  // never written before the slice: its contents are undefined in TVM too
+        continue;
+      }
+      const Kernel& wk = df_.kernels[w];
+      size_t j = 0;
+      while (j < wk.args.size() && !(wk.args[j].kind == Arg::Kind::Buffer && wk.args[j].buffer == b &&
+                                     wk.args[j].access != Access::Read))
+        ++j;
+      std::string file = opt_.inputs_from + "/" + dump_file_name(wk, j);
+      if (!file_exists(file))
+        return file_error(file, fmt::format("missing live-in: buffer {} '{}' is read by the slice before it writes "
+                                            "it, and kernel {} ({}) wrote it last; replay the whole model with "
+                                            "--dump-dir {} first",
+                                            b, df_.buffers[b].name, w, wk.name, opt_.inputs_from),
+                          ExitCode::NoInput);
+      Expected<NpyArray> arr = read_npy(file);
+      if (!arr) return arr.error();
+      NpyArray want = buffer_array(df_.buffers[b], "");
+      if (arr->dtype != want.dtype || arr->shape != want.shape)
+        return file_error(file, fmt::format("dump does not match buffer {} '{}' ({} {} expected): a dump of another "
+                                            "model?",
+                                            b, df_.buffers[b].name, dtype_to_string(want.dtype), shape_text(want.shape)));
+      if (CUresult r = d_.cuMemcpyHtoD(bases_[al], arr->data.data(), arr->data.size()); r != CUDA_SUCCESS)
+        return fail(r, "cuMemcpyHtoD of " + file);
+      ++from_dumps;
+    }
+    log_ << fmt::format("replay: kernels {}..{} ({} launches): {} live-in buffers, {} from params/inputs, {} from "
+                        "dumps, {} never written before the slice\n",
+                        opt_.slice_first, opt_.slice_last, launches.size(), sl.live_ins.size(), from_files, from_dumps,
+                        undefined);
+    if (Status s = settle(); !s) return s;
+    size_t n = launches.size();
+    if (Status s = make_events(n + 1); !s) return s;
+    std::vector<std::vector<double>> samples(n);
+    for (int run = 0; run < 1 + opt_.warmup + opt_.repeat; ++run) {
+      bool checked = run == 0;
+      if (CUresult r = d_.cuEventRecord(events_[0], stream_); r != CUDA_SUCCESS) return fail(r, "cuEventRecord");
+      for (size_t x = 0; x < n; ++x) {
+        size_t i = launches[x];
+        CUresult r = launch(i);
+        if (r == CUDA_SUCCESS) r = d_.cuEventRecord(events_[x + 1], stream_);
+        if (r != CUDA_SUCCESS) return kernel_fail(i, r, fmt::format("queueing (run {})", run));
+        if (!checked) continue;
+        CUresult done = CUDA_SUCCESS;
+        if (Status s = wait(events_[x + 1], [&] { return hung_kernel(i); }, &done); !s) return s;
+        if (done != CUDA_SUCCESS) return kernel_fail(i, done, "running");
+        const PlanLaunch& l = plan_.launches[i];
+        for (size_t j : written_args(i)) {
+          Expected<NpyArray> a = read_buffer(l.args[j].buffer);
+          if (!a) return a.error();
+          std::string name = dump_file_name(df_.kernels[l.kernel], j);
+          std::string file = opt_.inputs_from + "/" + name;
+          OutputCheck c;
+          if (file_exists(file)) {
+            Expected<NpyArray> want = read_npy(file);
+            if (!want) return want.error();
+            c = compare_arrays(*a, *want, opt_.rtol, opt_.atol);
+          } else {
+            c.problem = "no dump of it in " + opt_.inputs_from;
+          }
+          c.output = static_cast<int>(rep_.checks.size());
+          c.buffer = l.args[j].buffer;
+          c.name = name;
+          c.expect_file = file;
+          rep_.checks.push_back(std::move(c));
+        }
+      }
+      if (!checked) {
+        CUresult done = CUDA_SUCCESS;
+        if (Status s = wait(events_[n], [&] { return hung_kernel(launches[n - 1]); }, &done); !s) return s;
+        if (done != CUDA_SUCCESS) return fail(done, fmt::format("run {} of the slice", run));
+      }
+      if (run < 1 + opt_.warmup) continue;
+      for (size_t x = 0; x < n; ++x) {
+        double us = 0;
+        if (Status s = elapsed_us(events_[x], events_[x + 1], &us); !s) return s;
+        samples[x].push_back(us);
+      }
+    }
+    for (size_t x = 0; x < n; ++x) {
+      KernelTime t;
+      t.kernel = plan_.launches[launches[x]].kernel;
+      t.samples = static_cast<int>(samples[x].size());
+      t.median_us = median(samples[x]);
+      t.min_us = samples[x].empty() ? 0 : *std::min_element(samples[x].begin(), samples[x].end());
+      rep_.kernel_sum_median_us += t.median_us;
+      rep_.kernel_sum_min_us += t.min_us;
+      rep_.times.push_back(t);
+    }
+    rep_.total_median_us = rep_.kernel_sum_median_us;
+    rep_.total_min_us = rep_.kernel_sum_min_us;
+    rep_.timing_method = fmt::format("the slice's launches queued back to back, CUDA events between them; {} timed "
+                                     "runs after 1 checked and {} warm-up",
+                                     opt_.repeat, opt_.warmup);
+    return Status::ok();
+  }
+
   /// "sm_75 cubin, compute_75 ptx (PTX ISA 7.4)" for a module file.
   static std::string describe_module(const std::string& path, const std::string& bytes) {
     std::string out = std::filesystem::path(path).filename().string() + " holds ";
@@ -818,6 +946,34 @@ class Engine {
   CUgraphExec exec_ = nullptr;
 };
 
+/// Dump files are "<kernel id>_<kernel name>_arg<j>.npy": one that names a kernel id this
+/// model does not have, or another name for it, comes from another model.
+Status check_dump_dir(const Dataflow& df_, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec), end;
+  if (ec) return file_error(dir, "cannot read the dump folder: " + ec.message(), ExitCode::NoInput);
+  std::vector<std::string> names;
+  for (; it != end; it.increment(ec)) names.push_back(it->path().filename().string());
+  std::sort(names.begin(), names.end());
+  for (const std::string& n : names) {
+    size_t us = n.find('_'), arg = n.rfind("_arg");
+    if (n.size() < 4 || n.substr(n.size() - 4) != ".npy" || us == std::string::npos || arg == std::string::npos ||
+        arg <= us)
+      continue;
+    std::string id = n.substr(0, us), name = n.substr(us + 1, arg - us - 1);
+    if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos || id.size() > 9) continue;
+    size_t k = std::stoul(id);
+    if (k >= df_.kernels.size() || df_.kernels[k].name != name)
+      return file_error(dir + "/" + n,
+                        k >= df_.kernels.size()
+                            ? fmt::format("a dump of another model: this model has {} kernels, no kernel {}",
+                                          df_.kernels.size(), k)
+                            : fmt::format("a dump of another model: kernel {} of this model is {}, not {}", k,
+                                          df_.kernels[k].name, name));
+  }
+  return Status::ok();
+}
+
 Status check_options(const Dataflow& df, const ReplayOptions& opt) {
   auto usage = [](const std::string& msg) { return Error{"kdflow replay: error: " + msg, ExitCode::Usage}; };
   if (opt.warmup < 0) return usage("--warmup must be 0 or more");
@@ -834,6 +990,15 @@ Status check_options(const Dataflow& df, const ReplayOptions& opt) {
     if (opt.mode != ReplayMode::Eager)
       return usage(fmt::format("--kernel runs one kernel eagerly; drop --mode {}", to_string(opt.mode)));
   }
+  if (opt.slice_first >= 0) {
+    if (opt.slice_last < opt.slice_first || static_cast<size_t>(opt.slice_last) >= df.kernels.size())
+      return usage("--nodes: the range runs no kernel");
+    if (opt.inputs_from.empty()) return usage("--nodes needs --inputs-from DUMP_DIR (the dumps of a full eager run)");
+    if (opt.kernel >= 0 || !opt.dump_dir.empty() || opt.guard || opt.mode != ReplayMode::Eager)
+      return usage("--nodes runs a slice eagerly: drop --kernel, --dump-dir, --guard and --mode graph/dag");
+  }
+  if (opt.slice_first >= 0 && !opt.dry_run)
+    if (Status s = check_dump_dir(df, opt.inputs_from); !s) return s;
   if (opt.expect.size() > df.outputs.size())
     return usage(fmt::format("{} --expect files for {} outputs", opt.expect.size(), df.outputs.size()));
   return Status::ok();
@@ -908,6 +1073,7 @@ Expected<ReplayReport> replay(const Dataflow& df, const ReplayOptions& opt, std:
   rep.ran = true;
 
   if (rep.guard) return rep;
+  if (opt.slice_first >= 0) return rep;  // the slice's checks were made as it ran
   if (opt.kernel >= 0) {
     for (size_t i = 0; i < rep.results.size(); ++i) {
       std::string file = opt.dump_dir + "/" + rep.result_names[i];

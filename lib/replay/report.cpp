@@ -234,7 +234,7 @@ std::string format_times(const ReplayReport& r, const Dataflow& df) {
   }
   out += fmt::format("total: {:.2f} (min {:.2f}) over {} kernels\n", r.kernel_sum_median_us, r.kernel_sum_min_us,
                      r.times.size());
-  if (r.kernel < 0) {
+  if (r.kernel < 0 && r.slice_kernels.empty()) {
     out += fmt::format("eager end to end: {:.2f} us per run (min {:.2f}); launch overhead beyond the kernel sum: {:.2f} "
                        "us\n",
                        r.eager_run_median_us, r.eager_run_min_us, r.eager_run_median_us - r.kernel_sum_median_us);
@@ -281,11 +281,13 @@ std::string timing_json(const ReplayReport& r, const Dataflow& df) {
                {"kernels", std::move(kernels)},
                {"kernel_sum_median_us", r.kernel_sum_median_us},
                {"kernel_sum_min_us", r.kernel_sum_min_us}};
-  if (r.kernel < 0) {
+  if (r.kernel >= 0) {
+    root["single_kernel"] = r.kernel;
+  } else if (!r.slice_kernels.empty()) {
+    root["slice_kernels"] = {r.slice_kernels.front(), r.slice_kernels.back()};
+  } else {
     root["eager_run_median_us"] = r.eager_run_median_us;
     root["eager_run_min_us"] = r.eager_run_min_us;
-  } else {
-    root["single_kernel"] = r.kernel;
   }
   if (r.mode != ReplayMode::Eager) {
     root["graph_run_median_us"] = r.graph_run_median_us;
