@@ -1454,3 +1454,25 @@ TEST_CASE("node slice errors: empty range, a dump of another model, a missing li
         std::string::npos);
   CHECK(run("n2", test::temp_dir() + "/nowhere", &e) == 66);
 }
+
+TEST_CASE("a real cuBLAS build (mlp_cublas): replay refuses its library calls with one line naming the call", "[replay]") {
+  if (!file_exists(test::sample_dir("mlp_cublas") + "/graph.json")) {
+    WARN("samples/mlp_cublas is missing: skipped");
+    return;
+  }
+  FakeDriver fake;
+  ReplayCommand cmd;
+  cmd.dir = test::sample_dir("mlp_cublas");
+  cmd.quiet = true;
+  for (const char* mode : {"eager", "graph", "dag"}) {
+    cmd.mode = mode;
+    std::ostringstream out, err;
+    CHECK(run_replay_command(cmd, out, err) == 69);
+    INFO(err.str());
+    CHECK(one_line(err.str()));
+    CHECK(err.str().find("/library_calls/0: error: replay cannot run library call 'tvm.contrib.cublas.matmul' of node "
+                         "3") != std::string::npos);
+    CHECK(out.str().empty());
+  }
+  CHECK(fake.calls("cuInit").empty());  // refused before the driver is touched
+}
