@@ -43,14 +43,14 @@ namespace kdflow {
 /// A contiguous run of launches (kernel ids first..last, inclusive) cut out of the model:
 /// what it must be given and what it produces.
 struct LaunchSlice {
-  std::vector<int> kernels;   ///< first..last
+  std::vector<int> kernels;  ///< first..last
   /// Buffers some kernel of the slice reads (read, readwrite or unknown access) before any
   /// kernel of the slice writes them, ascending: what must be loaded before it runs.
   std::vector<int> live_ins;
   /// For each live-in (same order): the last kernel before the slice that writes it, or -1
   /// (a param or input, or never written).
   std::vector<int> live_in_writer;
-  std::vector<int> writes;    ///< buffers the slice writes, ascending
+  std::vector<int> writes;  ///< buffers the slice writes, ascending
 };
 LaunchSlice slice_launches(const Dataflow& df, int first_kernel, int last_kernel);
 

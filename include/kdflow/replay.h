@@ -194,9 +194,9 @@ struct ReplayReport {
   double total_min_us = 0;
   double kernel_sum_median_us = 0;  ///< Σ kernel medians (eager runs)
   double kernel_sum_min_us = 0;
-  double eager_run_median_us = 0;   ///< end to end, first launch to last, per eager run
+  double eager_run_median_us = 0;  ///< end to end, first launch to last, per eager run
   double eager_run_min_us = 0;
-  double graph_run_median_us = 0;   ///< graph/dag: per graph launch
+  double graph_run_median_us = 0;  ///< graph/dag: per graph launch
   double graph_run_min_us = 0;
   /// dag: edges of the CUDA graph, the longest dependency chain (launches) and the
   /// critical path's time from the kernel medians (the floor any concurrency could reach).

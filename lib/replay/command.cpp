@@ -59,7 +59,8 @@ Status resolve_nodes(const Dataflow& df, const std::string& spec, int* first, in
   size_t dots = spec.find("..");
   std::string a = dots == std::string::npos ? spec : spec.substr(0, dots);
   std::string b = dots == std::string::npos ? spec : spec.substr(dots + 2);
-  if (a.empty() || b.empty()) return usage(fmt::format("--nodes {}: expected FROM..TO (node ids such as n12, or names)", spec));
+  if (a.empty() || b.empty())
+    return usage(fmt::format("--nodes {}: expected FROM..TO (node ids such as n12, or names)", spec));
   Expected<int> from = find_node(df, a);
   if (!from) return from.error();
   Expected<int> to = find_node(df, b);
@@ -156,8 +157,8 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   for (const std::string& f : opt.expect)
     if (!f.empty()) read_files.push_back(f);
   for (const std::string& f : read_files) {
-    bool clash = (!cmd.trace.empty() && same_file(f, cmd.trace)) ||
-                 (!cmd.timing_json.empty() && same_file(f, cmd.timing_json));
+    bool clash =
+        (!cmd.trace.empty() && same_file(f, cmd.trace)) || (!cmd.timing_json.empty() && same_file(f, cmd.timing_json));
     if (!cmd.output_dir.empty() && cmd.kernel < 0)
       for (size_t i = 0; i < df->outputs.size() && !clash; ++i)
         clash = same_file(join(cmd.output_dir, fmt::format("output_{}.npy", i)), f);
@@ -194,9 +195,9 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   if (!rep->passed()) {
     size_t bad = 0;
     for (const OutputCheck& c : rep->checks) bad += c.pass ? 0 : 1;
-    err << fmt::format("kdflow replay: error: {} of {} compared {} differ{} (rtol {}, atol {}; integers exactly)\n", bad,
-                       rep->checks.size(), cmd.kernel >= 0 || !cmd.nodes.empty() ? "buffers" : "outputs", bad == 1 ? "s" : "", cmd.rtol,
-                       cmd.atol);
+    err << fmt::format("kdflow replay: error: {} of {} compared {} differ{} (rtol {}, atol {}; integers exactly)\n",
+                       bad, rep->checks.size(), cmd.kernel >= 0 || !cmd.nodes.empty() ? "buffers" : "outputs",
+                       bad == 1 ? "s" : "", cmd.rtol, cmd.atol);
     return 1;
   }
   return 0;

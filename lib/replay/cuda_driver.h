@@ -84,7 +84,7 @@ struct KernelNodeParams {
   unsigned sharedMemBytes = 0;
   void** kernelParams = nullptr;
   void** extra = nullptr;
-  void* kern = nullptr;   // CUkernel: unused (func is set)
+  void* kern = nullptr;     // CUkernel: unused (func is set)
   CUcontext ctx = nullptr;  // null: the current context
 };
 
@@ -131,10 +131,10 @@ struct Driver {
   CUresult (*cuStreamBeginCapture)(CUstream stream, int mode) = nullptr;                      // cuStreamBeginCapture_v2
   CUresult (*cuStreamEndCapture)(CUstream stream, CUgraph* graph) = nullptr;
   CUresult (*cuGraphInstantiate)(CUgraphExec* exec, CUgraph graph, unsigned long long flags) = nullptr;  // ...WithFlags
-  CUresult (*cuGraphCreate)(CUgraph* graph, unsigned flags) = nullptr;                       // optional (--mode dag)
+  CUresult (*cuGraphCreate)(CUgraph* graph, unsigned flags) = nullptr;  // optional (--mode dag)
   CUresult (*cuGraphAddKernelNode)(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
-                                   const KernelNodeParams* params) = nullptr;                 // _v2, optional (--mode dag)
-  CUresult (*cuDriverGetVersion)(int* version) = nullptr;                                     // optional
+                                   const KernelNodeParams* params) = nullptr;  // _v2, optional (--mode dag)
+  CUresult (*cuDriverGetVersion)(int* version) = nullptr;                      // optional
   CUresult (*cuGraphLaunch)(CUgraphExec exec, CUstream stream) = nullptr;
   CUresult (*cuGraphDestroy)(CUgraph graph) = nullptr;
   CUresult (*cuGraphExecDestroy)(CUgraphExec exec) = nullptr;

@@ -285,7 +285,8 @@ class Engine {
         // The default dynamic limit is 48 KiB minus the kernel's static shared memory; above
         // that it must be raised, and no further than the device's opt-in maximum allows.
         int static_smem = 0;
-        if (d_.cuFuncGetAttribute(&static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f) != CUDA_SUCCESS) static_smem = 0;
+        if (d_.cuFuncGetAttribute(&static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f) != CUDA_SUCCESS)
+          static_smem = 0;
         int64_t need = int64_t{static_smem} + max_smem[l.name];
         if (optin_smem_ > 0 && need > optin_smem_) {
           size_t worst = i;
@@ -589,7 +590,8 @@ class Engine {
   /// predecessors, so the driver may run independent launches concurrently.
   Status build_dag() {
     if (!d_.cuGraphCreate || !d_.cuGraphAddKernelNode)
-      return file_error(d_.library, "the CUDA driver has no cuGraphAddKernelNode_v2 (--mode dag needs CUDA 12 or later)",
+      return file_error(d_.library,
+                        "the CUDA driver has no cuGraphAddKernelNode_v2 (--mode dag needs CUDA 12 or later)",
                         ExitCode::Unavailable);
     LaunchGraph g = launch_graph(df_);
     if (CUresult r = d_.cuGraphCreate(&graph_, 0); r != CUDA_SUCCESS) return fail(r, "cuGraphCreate");
@@ -767,8 +769,8 @@ class Engine {
     rep_.times.push_back(t);
     rep_.total_median_us = rep_.kernel_sum_median_us = t.median_us;
     rep_.total_min_us = rep_.kernel_sum_min_us = t.min_us;
-    rep_.timing_method = fmt::format("CUDA events around the kernel alone; {} timed runs after 1 checked and {} warm-up",
-                                     opt_.repeat, opt_.warmup);
+    rep_.timing_method = fmt::format(
+        "CUDA events around the kernel alone; {} timed runs after 1 checked and {} warm-up", opt_.repeat, opt_.warmup);
     return Status::ok();
   }
 
@@ -815,7 +817,8 @@ class Engine {
       if (arr->dtype != want.dtype || arr->shape != want.shape)
         return file_error(file, fmt::format("dump does not match buffer {} '{}' ({} {} expected): a dump of another "
                                             "model?",
-                                            b, df_.buffers[b].name, dtype_to_string(want.dtype), shape_text(want.shape)));
+                                            b, df_.buffers[b].name, dtype_to_string(want.dtype),
+                                            shape_text(want.shape)));
       if (CUresult r = d_.cuMemcpyHtoD(bases_[al], arr->data.data(), arr->data.size()); r != CUDA_SUCCESS)
         return fail(r, "cuMemcpyHtoD of " + file);
       ++from_dumps;

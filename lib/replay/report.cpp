@@ -197,9 +197,12 @@ std::string format_checks(const ReplayReport& r) {
 
 const char* to_string(ReplayMode m) {
   switch (m) {
-    case ReplayMode::Eager: return "eager";
-    case ReplayMode::Graph: return "graph";
-    case ReplayMode::Dag: return "dag";
+    case ReplayMode::Eager:
+      return "eager";
+    case ReplayMode::Graph:
+      return "graph";
+    case ReplayMode::Dag:
+      return "dag";
   }
   return "eager";
 }
@@ -207,9 +210,10 @@ const char* to_string(ReplayMode m) {
 std::string format_times(const ReplayReport& r, const Dataflow& df) {
   std::string out;
   if (r.times.empty()) return out;
-  out += fmt::format("kernel times in us (median and min of {} runs after 1 checked and {} warm-up), grouped by graph "
-                     "node\n",
-                     r.repeat, r.warmup);
+  out += fmt::format(
+      "kernel times in us (median and min of {} runs after 1 checked and {} warm-up), grouped by graph "
+      "node\n",
+      r.repeat, r.warmup);
   std::map<int, std::vector<const KernelTime*>> by_node;
   std::vector<int> order;
   for (const KernelTime& t : r.times) {
@@ -235,18 +239,20 @@ std::string format_times(const ReplayReport& r, const Dataflow& df) {
   out += fmt::format("total: {:.2f} (min {:.2f}) over {} kernels\n", r.kernel_sum_median_us, r.kernel_sum_min_us,
                      r.times.size());
   if (r.kernel < 0 && r.slice_kernels.empty()) {
-    out += fmt::format("eager end to end: {:.2f} us per run (min {:.2f}); launch overhead beyond the kernel sum: {:.2f} "
-                       "us\n",
-                       r.eager_run_median_us, r.eager_run_min_us, r.eager_run_median_us - r.kernel_sum_median_us);
+    out += fmt::format(
+        "eager end to end: {:.2f} us per run (min {:.2f}); launch overhead beyond the kernel sum: {:.2f} "
+        "us\n",
+        r.eager_run_median_us, r.eager_run_min_us, r.eager_run_median_us - r.kernel_sum_median_us);
     if (r.mode != ReplayMode::Eager)
       out += fmt::format("{}: median {:.2f} us, min {:.2f} us per launch of all {} kernels\n", to_string(r.mode),
                          r.graph_run_median_us, r.graph_run_min_us, r.plan.launches.size());
     if (r.mode == ReplayMode::Dag) {
       double speedup = r.dag_critical_path_us > 0 ? r.kernel_sum_median_us / r.dag_critical_path_us : 1;
-      out += fmt::format("dag: {} edges, longest chain {} of {} launches; critical path {:.2f} us of {:.2f} us of kernel "
-                         "time (at most {:.2f}x from concurrency)\n",
-                         r.dag_edges, r.dag_longest_chain, r.plan.launches.size(), r.dag_critical_path_us,
-                         r.kernel_sum_median_us, speedup);
+      out += fmt::format(
+          "dag: {} edges, longest chain {} of {} launches; critical path {:.2f} us of {:.2f} us of kernel "
+          "time (at most {:.2f}x from concurrency)\n",
+          r.dag_edges, r.dag_longest_chain, r.plan.launches.size(), r.dag_critical_path_us, r.kernel_sum_median_us,
+          speedup);
     }
   }
   if (!r.timing_method.empty()) out += "timing: " + r.timing_method + "\n";
@@ -259,7 +265,8 @@ std::string timing_json(const ReplayReport& r, const Dataflow& df) {
   for (const KernelTime& t : r.times) {
     if (t.kernel < 0 || static_cast<size_t>(t.kernel) >= df.kernels.size()) continue;
     const Kernel& k = df.kernels[t.kernel];
-    std::string function = k.node >= 0 && static_cast<size_t>(k.node) < df.nodes.size() ? df.nodes[k.node].function : "";
+    std::string function =
+        k.node >= 0 && static_cast<size_t>(k.node) < df.nodes.size() ? df.nodes[k.node].function : "";
     kernels.push_back({{"kernel", k.id},
                        {"name", k.name},
                        {"node", k.node},

@@ -346,7 +346,8 @@ void flush_null_stream() {
   State& s = st();
   for (const Pending& p : s.pending) {
     CUdeviceptr base = 0;
-    if (Alloc* a = find(p.dst, p.bytes.size(), &base)) std::memcpy(a->mem.data() + (p.dst - base), p.bytes.data(), p.bytes.size());
+    if (Alloc* a = find(p.dst, p.bytes.size(), &base))
+      std::memcpy(a->mem.data() + (p.dst - base), p.bytes.data(), p.bytes.size());
   }
   if (!s.pending.empty()) log_line("null-stream work landed: %zu operations", s.pending.size());
   s.pending.clear();
@@ -917,7 +918,8 @@ CUresult cuGraphAddKernelNode_v2(Handle* node, Handle graph, const Handle* deps,
     }
     if (buf && size) n.launch.params.assign(static_cast<const char*>(buf), size);  // copied now, as the driver does
     int limit = fn.max_dynamic_smem >= 0 ? fn.max_dynamic_smem : kDefaultSmem - static_smem(fn.name);
-    if (static_cast<int>(p->smem) > limit) r = kInvalidValue, why = " error=dynamic_shared_memory_above_the_kernel_limit";
+    if (static_cast<int>(p->smem) > limit)
+      r = kInvalidValue, why = " error=dynamic_shared_memory_above_the_kernel_limit";
     const Module& m = s.modules[fn.module];
     if (r == kSuccess && m.ptx) {
       bool ok = true;

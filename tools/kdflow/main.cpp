@@ -83,7 +83,9 @@ int main(int argc, char** argv) {
   replay->add_option("--input", rp.inputs, "NAME=FILE.npy (repeatable; default DIR/input_<name>.npy)");
   replay->add_option("--expect", rp.expect, "Reference output .npy, in output order (default DIR/output_<i>.npy)");
   replay->add_flag("--no-expect", rp.no_expect, "Compare nothing");
-  replay->add_option("--mode", rp.mode, "eager (one launch at a time), graph (one captured CUDA graph) or dag (a CUDA graph with an edge per dependency)")
+  replay->add_option("--mode", rp.mode,
+                     "eager (one launch at a time), graph (one captured CUDA graph) or dag (a CUDA graph with an "
+                     "edge per dependency)")
       ->check(CLI::IsMember({"eager", "graph", "dag"}))
       ->capture_default_str();
   replay->add_option("--warmup", rp.warmup, "Warm-up runs")->capture_default_str();
@@ -93,7 +95,8 @@ int main(int argc, char** argv) {
   replay->add_flag("--guard", rp.guard, "Redzones after each allocation; report the first kernel writing past its buffer");
   replay->add_option("--dump-dir", rp.dump_dir, "Write every buffer a kernel writes, after it runs, as .npy");
   replay->add_option("--kernel", rp.kernel, "Run one kernel alone on buffers restored from --dump-dir");
-  replay->add_option("--nodes", rp.nodes, "Run a slice: FROM..TO graph nodes (n12..n40, or names), live-ins from --inputs-from");
+  replay->add_option("--nodes", rp.nodes,
+                     "Run a slice: FROM..TO graph nodes (n12..n40, or names), live-ins from --inputs-from");
   replay->add_option("--inputs-from", rp.inputs_from, "With --nodes: the --dump-dir of a full run");
   replay->add_option("--trace", rp.trace, "Chrome trace (Perfetto) of the kernel timeline");
   replay->add_option("--timing-json", rp.timing_json, "Per-kernel and per-run times as JSON (docs/schema.md)");
