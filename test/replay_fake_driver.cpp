@@ -1,8 +1,11 @@
 // Replay tests against the fake CUDA driver (test/fake_cuda), loaded through
 // KDFLOW_CUDA_LIBRARY exactly as libcuda.so.1 would be: the call sequence, allocation
 // sizes, uploads and argument packing, checked against the IR (golden JSON of the samples).
+#include <dlfcn.h>
+
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -10,7 +13,10 @@
 #include <sstream>
 
 #include "kdflow/emit.h"
+#include <fmt/format.h>
+
 #include "kdflow/io.h"
+#include "kdflow/launch_graph.h"
 #include "kdflow/params.h"
 #include "kdflow/replay.h"
 #include "test_util.h"
@@ -49,6 +55,16 @@ struct Call {
   }
   uint64_t num(const std::string& k) const { return std::stoull(at(k), nullptr, 0); }
 };
+
+/// Forgets everything the fake holds (a hung context is never released by the engine,
+/// as a real process would exit): the fake's own test entry point, found with dlsym.
+void reset_fake() {
+  void* h = ::dlopen(KDFLOW_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(h);
+  auto reset = reinterpret_cast<void (*)()>(::dlsym(h, "kdflow_fake_cuda_reset"));
+  REQUIRE(reset);
+  reset();
+}
 
 struct FakeDriver {
   std::string dir = test::temp_dir();
@@ -236,6 +252,12 @@ void check_run(const FakeDriver& fake, const Dataflow& df, const ReplayReport& r
     CHECK(c.at("params") == expected_params(k, alloc_of, base));
     if (decoded) CHECK(c.at("args") == expected_decoded(k, alloc_of));
   }
+  // Every upload and memset landed before any kernel ran: the fake defers NULL-stream work
+  // until something orders it, and counts what a launch on the work stream races with.
+  for (const Call& c : launches) {
+    INFO(c.line);
+    CHECK(c.num("racing") == 0);
+  }
   CHECK(rep.ran);
 }
 
@@ -263,7 +285,7 @@ TEST_CASE("mlp replays eagerly: allocations, uploads, launches and timing", "[re
   CHECK(allocs[13].num("bytes") == 4);
   CHECK(fake.calls("cuMemcpyHtoD").size() == 9);
   std::vector<Call> launches = fake.calls("cuLaunchKernel");
-  CHECK(launches.size() == 6 * 3);  // 1 warmup + 2 timed runs
+  CHECK(launches.size() == 6 * 4);  // 1 checked + 1 warmup + 2 timed runs
   CHECK(launches[0].at("grid") == "400,1,1");
   CHECK(launches[0].at("block") == "64,1,1");
   CHECK(launches[0].num("param_bytes") == 32);
@@ -323,7 +345,7 @@ TEST_CASE("sort_scan falls back to PTX, int32 scalars are packed as 4 bytes", "[
   CHECK(rep->results[2].shape == std::vector<int64_t>{4, 1000});
 }
 
-TEST_CASE("graph mode captures the sequence once and times graph launches", "[replay]") {
+TEST_CASE("graph mode runs eagerly first, then captures the sequence once and times graph launches", "[replay]") {
   Dataflow df = golden("sort_scan");
   ReplayOptions opt = options("sort_scan");
   opt.mode = ReplayMode::Graph;
@@ -335,18 +357,22 @@ TEST_CASE("graph mode captures the sequence once and times graph launches", "[re
   INFO(log.str());
   REQUIRE(rep);
   check_run(fake, df, *rep, false);
+  // 1 checked + 1 warm-up + 3 timed eager runs (per-kernel times), then one capture.
   std::vector<Call> launches = fake.calls("cuLaunchKernel");
-  CHECK(launches.size() == df.kernels.size());
-  for (const Call& c : launches) CHECK(c.at("captured") == "1");
+  size_t n = df.kernels.size();
+  REQUIRE(launches.size() == 6 * n);
+  for (size_t i = 0; i < launches.size(); ++i) CHECK(launches[i].at("captured") == (i < 5 * n ? "0" : "1"));
+  for (size_t i = 0; i < n; ++i) CHECK(launches[5 * n + i].at("params") == launches[i].at("params"));
   REQUIRE(fake.calls("cuStreamBeginCapture").size() == 1);
   REQUIRE(fake.calls("cuStreamEndCapture").size() == 1);
   CHECK(fake.calls("cuStreamEndCapture")[0].num("kernels") == df.kernels.size());
   CHECK(fake.calls("cuGraphInstantiate").size() == 1);
-  CHECK(fake.calls("cuGraphLaunch").size() == 4);
+  CHECK(fake.calls("cuGraphLaunch").size() == 5);  // 1 checked + 1 warm-up + 3 timed
   CHECK(fake.calls("cuGraphExecDestroy").size() == 1);
   CHECK(fake.calls("cuGraphDestroy").size() == 1);
   CHECK(rep->total_median_us == Approx(10.0 * df.kernels.size()).epsilon(1e-4));
-  CHECK(rep->times.empty());
+  CHECK(rep->graph_run_median_us == Approx(10.0 * df.kernels.size()).epsilon(1e-4));
+  CHECK(rep->times.size() == n);
   CHECK(format_times(*rep, df).find("graph: median 400.00 us") != std::string::npos);
 }
 
@@ -718,9 +744,13 @@ TEST_CASE("the Chrome trace has a track per node, kernels end to end, flows alon
   std::ostringstream out, err;
   CHECK(run_replay_command(cmd, out, err) == 0);
   CHECK(nlohmann::json::parse(test::slurp(trace))["traceEvents"].size() > df.kernels.size());
-  cmd.mode = "graph";
+  cmd.mode = "graph";  // graph mode times the kernels eagerly too
   std::ostringstream out2, err2;
-  CHECK(run_replay_command(cmd, out2, err2) == 64);
+  CHECK(run_replay_command(cmd, out2, err2) == 0);
+  CHECK(nlohmann::json::parse(test::slurp(trace))["traceEvents"].size() > df.kernels.size());
+  cmd.dry_run = true;
+  std::ostringstream out3, err3;
+  CHECK(run_replay_command(cmd, out3, err3) == 64);
 }
 
 TEST_CASE("outputs are compared with their expected .npy and written out", "[replay]") {
@@ -933,4 +963,516 @@ TEST_CASE("kernels with 48 KiB or more of dynamic shared memory get their limit 
   CHECK(set[0].at("attrib") == "8");  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
   CHECK(set[0].at("value") == "65536");
   CHECK(fake.calls("cuLaunchKernel")[38].at("smem") == "65536");
+}
+
+// ---------------------------------------------------------------------------------------
+// What a real driver would expose (issue 11): each case failed on the engine before the
+// fix, against this (stricter) fake.
+
+namespace {
+
+const std::vector<std::string> kModels = {"attention", "mlp",      "mlp_v08",       "mobilenet",
+                                          "resnet18",  "sort_scan", "sort_scan_v08", "squeezenet"};
+
+/// The reduced dependency DAG computed here by brute force: u→v is kept iff v depends on u
+/// and no w with u <w< v has u ⇝ w ⇝ v.
+std::set<std::pair<int, int>> brute_reduction(const Dataflow& df) {
+  size_t n = df.kernels.size();
+  std::vector<std::vector<char>> dep(n, std::vector<char>(n, 0)), reach(n, std::vector<char>(n, 0));
+  for (const Dependency& d : df.dependencies)
+    if (!d.from_library_call && !d.to_library_call) dep[d.from][d.to] = reach[d.from][d.to] = 1;
+  for (size_t k = 0; k < n; ++k)
+    for (size_t i = 0; i < n; ++i)
+      if (reach[i][k])
+        for (size_t j = 0; j < n; ++j)
+          if (reach[k][j]) reach[i][j] = 1;
+  std::set<std::pair<int, int>> out;
+  for (size_t u = 0; u < n; ++u)
+    for (size_t v = 0; v < n; ++v) {
+      if (!dep[u][v]) continue;
+      bool redundant = false;
+      for (size_t w = u + 1; w < v && !redundant; ++w) redundant = reach[u][w] && reach[w][v];
+      if (!redundant) out.insert({static_cast<int>(u), static_cast<int>(v)});
+    }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("uploads and memsets land before the first launch (NULL stream vs non-blocking stream)", "[replay]") {
+  // check_run() asserts racing=0 for every launch of every sample test above; here the
+  // --kernel path, whose restores are memsets and copies.
+  Dataflow df = golden("sort_scan");
+  std::string dumps = test::temp_dir() + "/dumps";
+  {
+    FakeDriver fake;
+    ReplayOptions opt = options("sort_scan");
+    opt.dump_dir = dumps;
+    std::ostringstream log;
+    REQUIRE(replay(df, opt, log));
+  }
+  FakeDriver fake;
+  ReplayOptions opt = options("sort_scan");
+  opt.dump_dir = dumps;
+  opt.kernel = 37;
+  std::ostringstream log;
+  auto rep = replay(df, opt, log);
+  INFO(log.str());
+  REQUIRE(rep);
+  std::vector<Call> launches = fake.calls("cuLaunchKernel");
+  REQUIRE_FALSE(launches.empty());
+  for (const Call& c : launches) {
+    INFO(c.line);
+    CHECK(c.num("racing") == 0);
+  }
+  CHECK_FALSE(fake.calls("cuMemsetD8").empty());
+}
+
+TEST_CASE("dynamic shared memory: the limit counts static shared memory, impossible launches exit 65", "[replay]") {
+  Dataflow df = golden("sort_scan");
+  const std::string name = df.kernels[38].name;
+  df.kernels[38].dynamic_shared_memory = 40 * 1024;  // below 48 KiB alone, above it with 16 KiB static
+  {
+    FakeDriver fake;
+    Env smem("KDFLOW_FAKE_CUDA_STATIC_SMEM", name + "=16384");
+    std::ostringstream log;
+    auto rep = replay(df, options("sort_scan"), log);
+    INFO(log.str());
+    REQUIRE(rep);
+    std::vector<Call> set = fake.calls("cuFuncSetAttribute");
+    REQUIRE(set.size() == 1);
+    CHECK(set[0].at("name") == name);
+    CHECK(set[0].at("attrib") == "8");
+    CHECK(set[0].at("value") == "40960");
+    CHECK(set[0].result == 0);
+  }
+  {
+    FakeDriver fake;  // without static shared memory 40 KiB needs no opt-in
+    std::ostringstream log;
+    REQUIRE(replay(df, options("sort_scan"), log));
+    CHECK(fake.calls("cuFuncSetAttribute").empty());
+  }
+  {
+    FakeDriver fake;
+    // 180000 static + 64 KiB dynamic > 227 KiB: checked before cuFuncSetAttribute, which
+    // would fail (the old engine exited 70 naming the driver error).
+    df.kernels[38].dynamic_shared_memory = 64 * 1024;
+    Env smem("KDFLOW_FAKE_CUDA_STATIC_SMEM", name + "=180000");
+    std::ostringstream log;
+    auto rep = replay(df, options("sort_scan"), log);
+    REQUIRE_FALSE(rep);
+    CHECK(rep.error().code == ExitCode::DataError);
+    CHECK(one_line(rep.error().message + "\n"));
+    CHECK(rep.error().message.find("sort_scan:/kernels/38/dynamic_shared_memory: error: kernel 38 (" + name +
+                                   ") needs 180000 bytes of static and 65536 of dynamic shared memory; the device "
+                                   "allows 232448 per block") == 0);
+    CHECK(fake.calls("cuFuncSetAttribute").empty());
+    CHECK(fake.calls("cuLaunchKernel").empty());
+  }
+}
+
+TEST_CASE("a hung kernel: --time-limit ends replay, naming the kernel, writing nothing", "[replay]") {
+  Dataflow df = golden("sort_scan");
+  const std::string name = df.kernels[5].name;
+  FakeDriver fake;
+  Env hang("KDFLOW_FAKE_CUDA_HANG", name);
+  Env give_up("KDFLOW_FAKE_CUDA_HANG_S", "3");  // the old engine blocked in cuCtxSynchronize
+  ReplayOptions opt = options("sort_scan");
+  opt.time_limit_s = 0.5;
+  std::ostringstream log;
+  auto rep = replay(df, opt, log);
+  REQUIRE_FALSE(rep);
+  CHECK(rep.error().code == ExitCode::DataError);
+  CHECK(one_line(rep.error().message + "\n"));
+  CHECK(rep.error().message.find("sort_scan:/kernels/5: error: kernel 5 (" + name +
+                                 ") did not finish within 0.5 s (--time-limit)") == 0);
+  for (const Call& c : fake.calls())
+    CHECK(c.line.find("blocks on a hung kernel") == std::string::npos);
+  reset_fake();
+
+  // The command: exit 65, no output files.
+  std::string out_dir = test::temp_dir() + "/out";
+  ReplayCommand cmd;
+  cmd.dir = test::sample_dir("sort_scan");
+  cmd.flow = test::source_dir() + "/test/golden/sort_scan.json";
+  cmd.time_limit = 0.5;
+  cmd.output_dir = out_dir;
+  cmd.timing_json = out_dir + "/t.json";
+  cmd.trace = test::temp_dir() + "/trace.json";
+  std::ostringstream out, err;
+  CHECK(run_replay_command(cmd, out, err) == 65);
+  CHECK(one_line(err.str().substr(err.str().rfind('\n', err.str().size() - 2) + 1)));
+  CHECK_FALSE(file_exists(out_dir + "/output_0.npy"));
+  CHECK_FALSE(file_exists(cmd.timing_json));
+  CHECK_FALSE(file_exists(cmd.trace));
+  reset_fake();
+}
+
+TEST_CASE("a fault in a timed run is re-run synchronised to name its kernel", "[replay]") {
+  Dataflow df = golden("sort_scan");
+  const std::string name = df.kernels[7].name;
+  for (const char* mode : {"eager", "graph", "dag"}) {
+    DYNAMIC_SECTION(mode) {
+      FakeDriver fake;
+      ReplayOptions opt = options("sort_scan");
+      opt.mode = std::string(mode) == "eager" ? ReplayMode::Eager
+                 : std::string(mode) == "graph" ? ReplayMode::Graph
+                                                : ReplayMode::Dag;
+      opt.warmup = 1;
+      opt.repeat = 2;
+      // eager: the 3rd execution is in timed run 2; graph/dag: the 5th is the first graph launch.
+      int nth = opt.mode == ReplayMode::Eager ? 3 : 5;
+      Env fault("KDFLOW_FAKE_CUDA_FAULT", name + "@" + std::to_string(nth));
+      std::ostringstream log;
+      auto rep = replay(df, opt, log);
+      INFO(log.str());
+      REQUIRE_FALSE(rep);
+      CHECK(rep.error().code == ExitCode::Software);
+      CHECK(one_line(rep.error().message + "\n"));
+      CHECK(rep.error().message ==
+            fmt::format("sort_scan:/kernels/7: error: kernel 7 ({}) failed in run {}: CUDA_ERROR_ILLEGAL_ADDRESS (fake "
+                        "driver error) (found by re-running with a synchronise after each kernel)",
+                        name, nth - 1));
+      CHECK(rep.error().message.find("CUDA_SUCCESS") == std::string::npos);
+      // Two contexts: the run that failed, and the one that found the kernel.
+      CHECK(fake.calls("cuDevicePrimaryCtxRetain").size() == 2);
+    }
+  }
+}
+
+TEST_CASE("a module this GPU cannot run exits 69 naming its architectures and the device", "[replay]") {
+  Dataflow df = golden("sort_scan");
+  {
+    FakeDriver fake;
+    Env reject("KDFLOW_FAKE_CUDA_REJECT_BINARY", "1");
+    ReplayOptions opt = options("sort_scan");
+    opt.modules = {test::sample_dir("sort_scan") + "/device.cubin"};
+    std::ostringstream log;
+    auto rep = replay(df, opt, log);
+    REQUIRE_FALSE(rep);
+    CHECK(rep.error().code == ExitCode::Unavailable);
+    CHECK(one_line(rep.error().message + "\n"));
+    const std::string& m = rep.error().message;
+    INFO(m);
+    CHECK(m.find("CUDA_ERROR_NO_BINARY_FOR_GPU") != std::string::npos);
+    CHECK(m.find("this GPU cannot run the device code: device.cubin holds sm_") != std::string::npos);
+    CHECK(m.find("the device is kdflow fake CUDA device (sm_90) with driver 13.0 (CUDA driver API 13000)") !=
+          std::string::npos);
+  }
+  for (const char* code : {"218", "222"}) {
+    FakeDriver fake;
+    Env reject("KDFLOW_FAKE_CUDA_REJECT_PTX", code);
+    ReplayOptions opt = options("sort_scan");
+    opt.modules = {test::sample_dir("sort_scan") + "/device.ptx"};
+    std::ostringstream log;
+    auto rep = replay(df, opt, log);
+    REQUIRE_FALSE(rep);
+    CHECK(rep.error().code == ExitCode::Unavailable);
+    const std::string& m = rep.error().message;
+    INFO(m);
+    CHECK(one_line(m + "\n"));
+    CHECK(m.find(std::string(code) == "218" ? "CUDA_ERROR_INVALID_PTX" : "CUDA_ERROR_UNSUPPORTED_PTX_VERSION") !=
+          std::string::npos);
+    CHECK(m.find("device.ptx holds sm_") != std::string::npos);
+    CHECK(m.find("(PTX ISA ") != std::string::npos);
+    CHECK(m.find("JIT log: ptxas fatal") != std::string::npos);
+  }
+}
+
+TEST_CASE("timing: checked run untimed, launches back to back, end to end and Σ kernel time, JSON", "[replay]") {
+  Dataflow df = golden("sort_scan");
+  size_t n = df.kernels.size();
+  for (ReplayMode mode : {ReplayMode::Eager, ReplayMode::Graph, ReplayMode::Dag}) {
+    FakeDriver fake;
+    ReplayOptions opt = options("sort_scan");
+    opt.mode = mode;
+    opt.warmup = 1;
+    opt.repeat = 3;
+    std::ostringstream log;
+    auto rep = replay(df, opt, log);
+    INFO(log.str());
+    REQUIRE(rep);
+    // Eager: 1 checked + 1 warm-up + 3 timed runs of every kernel.
+    std::vector<Call> launches = fake.calls("cuLaunchKernel");
+    size_t eager_launches = 0;
+    for (const Call& c : launches) eager_launches += c.at("captured") == "0";
+    CHECK(eager_launches == 5 * n);
+    // The timed runs wait once each (the last event), the checked run after every kernel.
+    std::vector<Call> calls = fake.calls();
+    size_t queries_in_timed = 0, launches_seen = 0, syncs_after_launch = 0;
+    bool graph_phase = false;
+    for (const Call& c : calls) {
+      graph_phase |= c.name == "cuStreamBeginCapture" || c.name == "cuGraphCreate";
+      if (c.name == "cuLaunchKernel" && c.at("captured") == "0") ++launches_seen;
+      if (c.name == "cuEventQuery" && launches_seen > 2 * n && !graph_phase) ++queries_in_timed;
+      if (c.name == "cuCtxSynchronize" && launches_seen > 0) ++syncs_after_launch;
+    }
+    CHECK(queries_in_timed == 3);  // the fake finishes work at once: one query per timed run
+    CHECK(syncs_after_launch == 0);  // the one context synchronise orders the uploads
+    REQUIRE(rep->times.size() == n);
+    for (const KernelTime& t : rep->times) {
+      CHECK(t.samples == 3);
+      CHECK(t.median_us == Approx(10.0).epsilon(1e-4));
+    }
+    CHECK(rep->kernel_sum_median_us == Approx(10.0 * n).epsilon(1e-4));
+    CHECK(rep->eager_run_median_us == Approx(10.0 * n).epsilon(1e-4));
+    CHECK(rep->timing_method.find("queued back to back") != std::string::npos);
+    if (mode != ReplayMode::Eager) {
+      CHECK(rep->graph_run_median_us == Approx(10.0 * n).epsilon(1e-4));
+      CHECK(fake.calls("cuGraphLaunch").size() == 5);
+    }
+    auto j = nlohmann::json::parse(timing_json(*rep, df));
+    CHECK(j["schema"] == "kdflow-replay-timing/1");
+    CHECK(j["mode"] == to_string(mode));
+    REQUIRE(j["kernels"].size() == n);
+    CHECK(j["kernels"][5]["kernel"] == 5);
+    CHECK(j["kernels"][5]["name"] == df.kernels[5].name);
+    CHECK(j["kernels"][5]["node"] == df.kernels[5].node);
+    CHECK(j["kernels"][5]["function"] == df.nodes[df.kernels[5].node].function);
+    CHECK(j["kernels"][5]["grid"][0] == df.kernels[5].grid[0]);
+    CHECK(j["kernels"][5]["median_us"].get<double>() == Approx(10.0).epsilon(1e-4));
+    CHECK(j["eager_run_median_us"].get<double>() == Approx(10.0 * n).epsilon(1e-4));
+    CHECK(j.contains("graph_run_median_us") == (mode != ReplayMode::Eager));
+    CHECK(j.contains("dag_critical_path_us") == (mode == ReplayMode::Dag));
+    std::string text = format_times(*rep, df);
+    CHECK(text.find("eager end to end: ") != std::string::npos);
+    CHECK(text.find("timing: CUDA events") != std::string::npos);
+  }
+}
+
+TEST_CASE("launch_graph: transitive reduction, longest chain, critical path", "[replay]") {
+  Dataflow df;
+  df.kernels.resize(5);
+  auto dep = [&](int a, int b) {
+    Dependency d;
+    d.from = a;
+    d.to = b;
+    df.dependencies.push_back(d);
+  };
+  dep(0, 1), dep(0, 2), dep(1, 3), dep(2, 3), dep(0, 3), dep(0, 3), dep(3, 4), dep(1, 4);
+  LaunchGraph g = launch_graph(df);
+  CHECK(g.dependency_pairs == 7);
+  CHECK(g.edges == 5);
+  CHECK(g.preds[3] == std::vector<int>{1, 2});
+  CHECK(g.preds[4] == std::vector<int>{3});
+  CHECK(g.longest_chain == 4);
+  CHECK(g.longest_path == std::vector<int>{0, 1, 3, 4});
+  CriticalPath cp = critical_path(g, {1, 1, 5, 1, 1});
+  CHECK(cp.time_us == Approx(8));
+  CHECK(cp.kernels == std::vector<int>{0, 2, 3, 4});
+}
+
+TEST_CASE("dag mode: graph edges are the transitively reduced dependencies, on every sample", "[replay]") {
+  for (const std::string& model : kModels) {
+    INFO(model);
+    Dataflow df = golden(model);
+    ReplayOptions opt = options(model);
+    if (!df.params.empty() && opt.inputs.params.empty()) {
+      WARN("no params.bin for " << model << ": skipped");
+      continue;
+    }
+    std::set<std::pair<int, int>> want = brute_reduction(df);
+    LaunchGraph g = launch_graph(df);
+    std::set<std::pair<int, int>> core;
+    for (size_t v = 0; v < g.preds.size(); ++v)
+      for (int u : g.preds[v]) core.insert({u, static_cast<int>(v)});
+    CHECK(core == want);
+
+    FakeDriver fake;
+    opt.mode = ReplayMode::Dag;
+    opt.warmup = 0;
+    opt.repeat = 1;
+    std::ostringstream log;
+    auto rep = replay(df, opt, log);
+    INFO(log.str());
+    REQUIRE(rep);
+    std::vector<Call> nodes = fake.calls("cuGraphAddKernelNode");
+    REQUIRE(nodes.size() == df.kernels.size());
+    std::set<std::pair<int, int>> got;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      CHECK(nodes[i].result == 0);
+      CHECK(nodes[i].num("node_index") == i);
+      CHECK(nodes[i].at("name") == df.kernels[i].name);
+      std::string deps = nodes[i].at("deps");
+      if (deps == "-") continue;
+      std::istringstream ss(deps);
+      std::string item;
+      while (std::getline(ss, item, ',')) got.insert({std::stoi(item), static_cast<int>(i)});
+    }
+    CHECK(got == want);
+    CHECK(rep->dag_edges == want.size());
+    CHECK(rep->dag_longest_chain == g.longest_chain);
+    CHECK(rep->dag_longest_chain >= 1);
+    CHECK(rep->dag_critical_path_us <= rep->kernel_sum_median_us + 1e-9);
+    // The packed parameters of every node are those of the eager launches.
+    std::vector<Call> launches = fake.calls("cuLaunchKernel");
+    for (size_t i = 0; i < nodes.size(); ++i) CHECK(nodes[i].at("params") == launches[i].at("params"));
+  }
+}
+
+TEST_CASE("node slices: live-ins are the buffers read before written, on every sample", "[replay]") {
+  for (const std::string& model : kModels) {
+    INFO(model);
+    Dataflow df = golden(model);
+    ReplayOptions base = options(model);
+    if (!df.params.empty() && base.inputs.params.empty()) {
+      WARN("no params.bin for " << model << ": skipped");
+      continue;
+    }
+    std::string dumps = test::temp_dir() + "/dumps-" + model;
+    {
+      FakeDriver fake;
+      ReplayOptions opt = base;
+      opt.dump_dir = dumps;
+      std::ostringstream log;
+      REQUIRE(replay(df, opt, log));
+    }
+    // The middle third of the nodes that launch kernels.
+    std::vector<int> with_kernels;
+    for (const Node& n : df.nodes)
+      if (!n.kernels.empty()) with_kernels.push_back(n.id);
+    REQUIRE(with_kernels.size() >= 1);
+    int from = with_kernels[with_kernels.size() / 3], to = with_kernels[std::max(with_kernels.size() / 3,
+                                                                                   2 * with_kernels.size() / 3)];
+    ReplayCommand cmd;
+    cmd.dir = test::sample_dir(model);
+    cmd.flow = test::source_dir() + "/test/golden/" + model + ".json";
+    cmd.params = base.inputs.params;
+    cmd.nodes = "n" + std::to_string(from) + "..n" + std::to_string(to);
+    cmd.inputs_from = dumps;
+    cmd.repeat = 1;
+    cmd.warmup = 0;
+    cmd.timing_json = test::temp_dir() + "/slice-" + model + ".json";
+    FakeDriver fake;
+    std::ostringstream out, err;
+    int rc = run_replay_command(cmd, out, err);
+    INFO(err.str());
+    CHECK((rc == 0 || rc == 1));  // the fake runs no kernels: a slice may differ from the dump
+
+    // Independently: walk the slice's kernels; a buffer read before any of them writes it is a live-in.
+    int first = df.nodes[from].kernels.front(), last = df.nodes[to].kernels.back();
+    std::set<int> written, live;
+    size_t written_args = 0;
+    std::set<int> touched_alloc;
+    auto plan = make_plan(df, base.inputs);
+    REQUIRE(plan);
+    for (int k = first; k <= last; ++k) {
+      for (const Arg& a : df.kernels[k].args)
+        if (a.kind == Arg::Kind::Buffer) {
+          touched_alloc.insert(plan->buffer_allocation[a.buffer]);
+          if (a.access != Access::Write && !written.count(a.buffer)) live.insert(a.buffer);
+        }
+      for (const Arg& a : df.kernels[k].args)
+        if (a.kind == Arg::Kind::Buffer && a.access != Access::Read) {
+          written.insert(a.buffer);
+          ++written_args;
+        }
+    }
+    LaunchSlice sl = slice_launches(df, first, last);
+    CHECK(std::set<int>(sl.live_ins.begin(), sl.live_ins.end()) == live);
+    // Only what the slice touches is allocated; exactly the live-ins that have a value are loaded.
+    CHECK(fake.calls("cuMemAlloc").size() == touched_alloc.size());
+    std::multiset<uint64_t> loaded, want;
+    for (const Call& c : fake.calls("cuMemcpyHtoD")) loaded.insert(c.num("bytes"));
+    for (size_t i = 0; i < sl.live_ins.size(); ++i) {
+      int b = sl.live_ins[i];
+      bool is_file = std::count(df.params.begin(), df.params.end(), b) + std::count(df.inputs.begin(), df.inputs.end(), b);
+      if (sl.live_in_writer[i] >= 0) want.insert(buffer_array_bytes(df.buffers[b]));
+      else if (is_file) want.insert(df.buffers[b].bytes);
+    }
+    CHECK(loaded == want);
+    // Every launch of the slice, and nothing else; every written argument compared.
+    std::vector<Call> launches = fake.calls("cuLaunchKernel");
+    REQUIRE(launches.size() == static_cast<size_t>(2 * (last - first + 1)));
+    for (int k = first; k <= last; ++k) CHECK(launches[k - first].at("name") == df.kernels[k].name);
+    auto j = nlohmann::json::parse(test::slurp(cmd.timing_json));
+    CHECK(j["kernels"].size() == static_cast<size_t>(last - first + 1));
+    CHECK(j["slice_kernels"][0] == first);
+    size_t rows = 0;
+    std::istringstream lines(out.str());
+    std::string line;
+    bool in_checks = false;
+    while (std::getline(lines, line)) {
+      if (line.rfind("output ", 0) == 0) in_checks = true;
+      else if (in_checks) ++rows;
+    }
+    CHECK(rows == written_args);
+  }
+}
+
+TEST_CASE("node slice errors: empty range, a dump of another model, a missing live-in", "[replay]") {
+  std::string dumps = test::temp_dir() + "/dumps";
+  Dataflow df = golden("sort_scan");
+  {
+    FakeDriver fake;
+    ReplayOptions opt = options("sort_scan");
+    opt.dump_dir = dumps;
+    std::ostringstream log;
+    REQUIRE(replay(df, opt, log));
+  }
+  auto run = [&](const std::string& nodes, const std::string& from, std::string* err_text) {
+    FakeDriver fake;
+    ReplayCommand cmd;
+    cmd.dir = test::sample_dir("sort_scan");
+    cmd.flow = test::source_dir() + "/test/golden/sort_scan.json";
+    cmd.nodes = nodes;
+    cmd.inputs_from = from;
+    cmd.quiet = true;
+    std::ostringstream out, err;
+    int rc = run_replay_command(cmd, out, err);
+    *err_text = err.str();
+    return rc;
+  };
+  std::string e;
+  CHECK(run("n0..n0", dumps, &e) == 64);
+  CHECK(e == "kdflow replay: error: --nodes n0..n0: nodes 0..0 launch no kernel\n");
+  CHECK(run("n4..n2", dumps, &e) == 64);
+  CHECK(e == "kdflow replay: error: --nodes n4..n2: node 4 comes after node 2\n");
+  CHECK(run("n2..n99", dumps, &e) == 64);
+  CHECK(e == "kdflow replay: error: --nodes: no node n99 (the graph has 7)\n");
+  CHECK(run("tvmgen_default_fused_cast..tvmgen_default_fused_argsort", dumps, &e) == 0);
+
+  // A dump of another model: a file named after a kernel this model has under another name.
+  std::string other = test::temp_dir() + "/other";
+  std::filesystem::create_directories(other);
+  for (const auto& f : std::filesystem::directory_iterator(dumps)) std::filesystem::copy(f.path(), other);
+  std::filesystem::copy(dumps + "/0_tvmgen_default_fused_topk_kernel_arg1.npy",
+                        other + "/0_tvmgen_default_fused_nn_dense_kernel_arg0.npy");
+  CHECK(run("n2..n4", other, &e) == 65);
+  CHECK(e == other + "/0_tvmgen_default_fused_nn_dense_kernel_arg0.npy: error: a dump of another model: kernel 0 of "
+                     "this model is tvmgen_default_fused_topk_kernel, not tvmgen_default_fused_nn_dense_kernel\n");
+
+  // A missing live-in: the slice n2 (kernel 8, cast) reads what kernel 7 wrote.
+  std::string partial = test::temp_dir() + "/partial";
+  std::filesystem::create_directories(partial);
+  for (const auto& f : std::filesystem::directory_iterator(dumps))
+    if (f.path().filename().string().rfind("7_", 0) != 0) std::filesystem::copy(f.path(), partial);
+  CHECK(run("n2", partial, &e) == 66);
+  CHECK(one_line(e));
+  CHECK(e.find("error: missing live-in: buffer ") != std::string::npos);
+  CHECK(e.find("kernel 7 (tvmgen_default_fused_topk_kernel_5) wrote it last; replay the whole model with --dump-dir") !=
+        std::string::npos);
+  CHECK(run("n2", test::temp_dir() + "/nowhere", &e) == 66);
+}
+
+TEST_CASE("a real cuBLAS build (mlp_cublas): replay refuses its library calls with one line naming the call", "[replay]") {
+  if (!file_exists(test::sample_dir("mlp_cublas") + "/graph.json")) {
+    WARN("samples/mlp_cublas is missing: skipped");
+    return;
+  }
+  FakeDriver fake;
+  ReplayCommand cmd;
+  cmd.dir = test::sample_dir("mlp_cublas");
+  cmd.quiet = true;
+  for (const char* mode : {"eager", "graph", "dag"}) {
+    cmd.mode = mode;
+    std::ostringstream out, err;
+    CHECK(run_replay_command(cmd, out, err) == 69);
+    INFO(err.str());
+    CHECK(one_line(err.str()));
+    CHECK(err.str().find("/library_calls/0: error: replay cannot run library call 'tvm.contrib.cublas.matmul' of node "
+                         "3") != std::string::npos);
+    CHECK(out.str().empty());
+  }
+  CHECK(fake.calls("cuInit").empty());  // refused before the driver is touched
 }

@@ -111,7 +111,11 @@ std::string format_plan(const ReplayPlan& plan, const Dataflow& df);
 // ---------------------------------------------------------------------------------------
 // Running it.
 
-enum class ReplayMode { Eager, Graph };
+/// Eager: one launch at a time on one stream. Graph: the sequence captured into one CUDA
+/// graph (a chain, as TVM's graph executor runs it). Dag: a CUDA graph built node by node
+/// with an edge per transitively reduced dependency, so independent launches may overlap.
+enum class ReplayMode { Eager, Graph, Dag };
+const char* to_string(ReplayMode m);  ///< "eager" | "graph" | "dag"
 enum class ModuleFormat { Unknown, Ptx, Cubin, Fatbin };
 const char* to_string(ModuleFormat f);  ///< "ptx" | "cubin" | "fatbin" | "unknown"
 /// By magic bytes: \x7fELF → cubin, 50 ED 55 BA → fatbin, text with ".version" → PTX.
@@ -133,6 +137,15 @@ struct ReplayOptions {
   double rtol = 1e-3;                ///< float outputs: |a - e| <= atol + rtol * |e|
   double atol = 1e-5;
   std::string cuda_library;          ///< empty: $KDFLOW_CUDA_LIBRARY, else libcuda.so.1
+  double time_limit_s = 600;         ///< give up (exit 65, naming the kernel) when the GPU work waited on
+                                     ///< takes longer; 0: no limit
+  bool locate = false;               ///< internal: every run synchronised after each kernel, untimed
+  /// --nodes: run only kernels slice_first..slice_last (kernel ids, inclusive; -1: whole model),
+  /// their live-ins loaded from the dumps in inputs_from (params and inputs from their files),
+  /// every buffer they write compared with the dump.
+  int slice_first = -1;
+  int slice_last = -1;
+  std::string inputs_from;
 };
 
 struct KernelTime {
@@ -166,6 +179,7 @@ struct GuardViolation {
 
 struct ReplayReport {
   ReplayPlan plan;
+  std::string timing_method;   ///< one line: how the times were taken
   bool ran = false;            ///< false for dry runs
   std::string driver;          ///< library loaded
   std::string device;          ///< "NVIDIA H100 80GB HBM3 (sm_90)"
@@ -175,15 +189,28 @@ struct ReplayReport {
   int warmup = 0;
   int repeat = 0;
   int kernel = -1;                  ///< the --kernel run, or -1
-  std::vector<KernelTime> times;    ///< eager: one per launch, in launch order
-  double total_median_us = 0;       ///< eager: sum of kernel medians; graph: median graph launch
+  std::vector<KernelTime> times;    ///< one per launch, in launch order (timed eager runs, every mode)
+  double total_median_us = 0;       ///< eager: sum of kernel medians; graph/dag: median graph launch
   double total_min_us = 0;
+  double kernel_sum_median_us = 0;  ///< Σ kernel medians (eager runs)
+  double kernel_sum_min_us = 0;
+  double eager_run_median_us = 0;  ///< end to end, first launch to last, per eager run
+  double eager_run_min_us = 0;
+  double graph_run_median_us = 0;  ///< graph/dag: per graph launch
+  double graph_run_min_us = 0;
+  /// dag: edges of the CUDA graph, the longest dependency chain (launches) and the
+  /// critical path's time from the kernel medians (the floor any concurrency could reach).
+  size_t dag_edges = 0;
+  int dag_longest_chain = 0;
+  double dag_critical_path_us = 0;
   std::vector<std::string> result_names;  ///< file names for `results`
   std::vector<NpyArray> results;    ///< graph outputs (or, with --kernel, the kernel's written buffers)
   std::vector<int> result_buffers;
   std::vector<OutputCheck> checks;
   std::optional<GuardViolation> guard;
   std::vector<std::string> dumped;  ///< files written to dump_dir
+  std::vector<int> slice_kernels;   ///< --nodes: the kernels run
+  std::vector<int> slice_live_ins;  ///< --nodes: the buffers loaded before (read before written)
   /// No guard violation and every check passed.
   bool passed() const;
 };
@@ -207,6 +234,9 @@ std::string dump_file_name(const Kernel& k, size_t arg);
 /// Text tables for people: outputs against expectations, kernel times grouped by node.
 std::string format_checks(const ReplayReport& r);
 std::string format_times(const ReplayReport& r, const Dataflow& df);
+/// Machine-readable times (docs/schema.md, "Replay timing JSON"): per kernel id, node,
+/// function, grid/block, median/min µs; run totals; how timing was taken.
+std::string timing_json(const ReplayReport& r, const Dataflow& df);
 /// Chrome trace JSON: {"traceEvents": [...], "displayTimeUnit": "ns"}; one track per graph
 /// node, one "X" event per kernel (median times laid end to end), flows along dependencies.
 std::string chrome_trace(const ReplayReport& r, const Dataflow& df);
@@ -222,7 +252,9 @@ struct ReplayCommand {
   std::vector<std::string> inputs;   ///< --input NAME=FILE (repeatable); default DIR/input_<name>.npy
   std::vector<std::string> expect;   ///< --expect FILE (repeatable, in output order); default DIR/output_<i>.npy
   bool no_expect = false;            ///< --no-expect: compare nothing
-  std::string mode = "eager";        ///< --mode eager|graph
+  std::string mode = "eager";        ///< --mode eager|graph|dag
+  std::string timing_json;           ///< --timing-json FILE
+  double time_limit = 600;           ///< --time-limit SECONDS (0: none)
   int warmup = 1;                    ///< --warmup N
   int repeat = 10;                   ///< --repeat N (>= 1)
   int device = 0;                    ///< --device N
@@ -230,6 +262,8 @@ struct ReplayCommand {
   bool guard = false;                ///< --guard
   std::string dump_dir;              ///< --dump-dir DIR
   int kernel = -1;                   ///< --kernel ID (needs --dump-dir from an earlier full run)
+  std::string nodes;                 ///< --nodes FROM..TO: graph node ids (n12) or function/node names
+  std::string inputs_from;           ///< --inputs-from DUMP_DIR (with --nodes)
   std::string trace;                 ///< --trace FILE (Chrome trace JSON)
   std::string output_dir;            ///< --output-dir DIR: outputs as output_<i>.npy
   double rtol = 1e-3;                ///< --rtol

@@ -41,6 +41,41 @@ Expected<Dataflow> load_flow(const ReplayCommand& cmd, std::string* label) {
   return df;
 }
 
+/// A graph node named on the command line: "n12", "12", a node name or a function name.
+Expected<int> find_node(const Dataflow& df, const std::string& what) {
+  std::string digits = what.size() > 1 && what[0] == 'n' ? what.substr(1) : what;
+  if (!digits.empty() && digits.size() < 9 && digits.find_first_not_of("0123456789") == std::string::npos) {
+    size_t id = std::stoul(digits);
+    if (id < df.nodes.size()) return static_cast<int>(id);
+    return usage(fmt::format("--nodes: no node {} (the graph has {})", what, df.nodes.size()));
+  }
+  for (const Node& n : df.nodes)
+    if (n.name == what || n.function == what) return n.id;
+  return usage(fmt::format("--nodes: no node or function named '{}'", what));
+}
+
+/// --nodes FROM..TO (or one node) → the kernel ids it launches, first and last.
+Status resolve_nodes(const Dataflow& df, const std::string& spec, int* first, int* last) {
+  size_t dots = spec.find("..");
+  std::string a = dots == std::string::npos ? spec : spec.substr(0, dots);
+  std::string b = dots == std::string::npos ? spec : spec.substr(dots + 2);
+  if (a.empty() || b.empty())
+    return usage(fmt::format("--nodes {}: expected FROM..TO (node ids such as n12, or names)", spec));
+  Expected<int> from = find_node(df, a);
+  if (!from) return from.error();
+  Expected<int> to = find_node(df, b);
+  if (!to) return to.error();
+  if (*from > *to) return usage(fmt::format("--nodes {}: node {} comes after node {}", spec, *from, *to));
+  *first = *last = -1;
+  for (int n = *from; n <= *to; ++n)
+    for (int k : df.nodes[n].kernels) {
+      if (*first < 0 || k < *first) *first = k;
+      if (k > *last) *last = k;
+    }
+  if (*first < 0) return usage(fmt::format("--nodes {}: nodes {}..{} launch no kernel", spec, *from, *to));
+  return Status::ok();
+}
+
 }  // namespace
 
 int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream& err) {
@@ -53,10 +88,11 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   ReplayOptions opt;
   if (cmd.mode == "eager") opt.mode = ReplayMode::Eager;
   else if (cmd.mode == "graph") opt.mode = ReplayMode::Graph;
-  else return report(usage(fmt::format("--mode {}: expected eager or graph", cmd.mode)), err);
+  else if (cmd.mode == "dag") opt.mode = ReplayMode::Dag;
+  else return report(usage(fmt::format("--mode {}: expected eager, graph or dag", cmd.mode)), err);
   if (!cmd.trace.empty() && cmd.dry_run) return report(usage("--trace needs a run; drop --dry-run"), err);
-  if (!cmd.trace.empty() && opt.mode == ReplayMode::Graph)
-    return report(usage("--trace needs per-kernel times: use --mode eager"), err);
+  if (!cmd.timing_json.empty() && cmd.dry_run) return report(usage("--timing-json needs a run; drop --dry-run"), err);
+  if (!(cmd.time_limit >= 0)) return report(usage("--time-limit must be 0 or more"), err);
   if (!(cmd.rtol >= 0) || !(cmd.atol >= 0)) return report(usage("--rtol and --atol must be 0 or more"), err);
 
   for (const std::string& s : cmd.inputs) {
@@ -79,7 +115,19 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   if (opt.modules.empty() && !cmd.dir.empty())
     for (const char* name : {"device.cubin", "device.ptx"})
       if (file_exists(join(cmd.dir, name))) opt.modules.push_back(join(cmd.dir, name));
-  if (!cmd.no_expect) {
+  if (!cmd.nodes.empty()) {
+    if (Status s = resolve_nodes(*df, cmd.nodes, &opt.slice_first, &opt.slice_last); !s) return report(s.error(), err);
+    opt.inputs_from = cmd.inputs_from;
+    if (opt.inputs_from.empty())
+      return report(usage("--nodes needs --inputs-from DUMP_DIR (the dumps of a full run with --dump-dir)"), err);
+    if (!is_directory(opt.inputs_from))
+      return report(file_error(opt.inputs_from, "no such directory (--inputs-from)", ExitCode::NoInput), err);
+    if (!cmd.expect.empty() || !cmd.output_dir.empty())
+      return report(usage("--nodes compares the slice with the dumps: drop --expect and --output-dir"), err);
+  } else if (!cmd.inputs_from.empty()) {
+    return report(usage("--inputs-from goes with --nodes"), err);
+  }
+  if (!cmd.no_expect && cmd.nodes.empty()) {
     opt.expect = cmd.expect;
     if (opt.expect.empty() && !cmd.dir.empty() && cmd.kernel < 0) {
       for (size_t i = 0; i < df->outputs.size(); ++i) {
@@ -97,6 +145,7 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   opt.kernel = cmd.kernel;
   opt.rtol = cmd.rtol;
   opt.atol = cmd.atol;
+  opt.time_limit_s = cmd.time_limit;
 
   // No output may overwrite an input (as extract refuses): --trace and the output_<i>.npy
   // files of --output-dir, checked against every file the run reads (DIR/output_<i>.npy are
@@ -108,7 +157,8 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   for (const std::string& f : opt.expect)
     if (!f.empty()) read_files.push_back(f);
   for (const std::string& f : read_files) {
-    bool clash = !cmd.trace.empty() && same_file(f, cmd.trace);
+    bool clash =
+        (!cmd.trace.empty() && same_file(f, cmd.trace)) || (!cmd.timing_json.empty() && same_file(f, cmd.timing_json));
     if (!cmd.output_dir.empty() && cmd.kernel < 0)
       for (size_t i = 0; i < df->outputs.size() && !clash; ++i)
         clash = same_file(join(cmd.output_dir, fmt::format("output_{}.npy", i)), f);
@@ -140,12 +190,14 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   out << format_checks(*rep);
   if (!cmd.trace.empty())
     if (Status s = write_file_atomic(cmd.trace, chrome_trace(*rep, *df)); !s) return report(s.error(), err);
+  if (!cmd.timing_json.empty())
+    if (Status s = write_file_atomic(cmd.timing_json, timing_json(*rep, *df)); !s) return report(s.error(), err);
   if (!rep->passed()) {
     size_t bad = 0;
     for (const OutputCheck& c : rep->checks) bad += c.pass ? 0 : 1;
-    err << fmt::format("kdflow replay: error: {} of {} compared {} differ{} (rtol {}, atol {}; integers exactly)\n", bad,
-                       rep->checks.size(), cmd.kernel >= 0 ? "buffers" : "outputs", bad == 1 ? "s" : "", cmd.rtol,
-                       cmd.atol);
+    err << fmt::format("kdflow replay: error: {} of {} compared {} differ{} (rtol {}, atol {}; integers exactly)\n",
+                       bad, rep->checks.size(), cmd.kernel >= 0 || !cmd.nodes.empty() ? "buffers" : "outputs",
+                       bad == 1 ? "s" : "", cmd.rtol, cmd.atol);
     return 1;
   }
   return 0;

@@ -19,6 +19,7 @@ struct CUstream_st;
 struct CUevent_st;
 struct CUgraph_st;
 struct CUgraphExec_st;
+struct CUgraphNode_st;
 using CUcontext = CUctx_st*;
 using CUmodule = CUmod_st*;
 using CUfunction = CUfunc_st*;
@@ -26,6 +27,7 @@ using CUstream = CUstream_st*;
 using CUevent = CUevent_st*;
 using CUgraph = CUgraph_st*;
 using CUgraphExec = CUgraphExec_st*;
+using CUgraphNode = CUgraphNode_st*;
 using CUresult = int;
 using CUdevice = int;
 using CUdeviceptr = unsigned long long;  // CUdeviceptr_v2
@@ -41,6 +43,8 @@ inline constexpr CUresult CUDA_ERROR_NO_BINARY_FOR_GPU = 209;
 inline constexpr CUresult CUDA_ERROR_INVALID_PTX = 218;
 inline constexpr CUresult CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222;
 inline constexpr CUresult CUDA_ERROR_NOT_FOUND = 500;
+inline constexpr CUresult CUDA_ERROR_NOT_READY = 600;
+inline constexpr CUresult CUDA_ERROR_ILLEGAL_ADDRESS = 700;
 inline constexpr CUresult CUDA_ERROR_NOT_SUPPORTED = 801;
 
 // CUdevice_attribute
@@ -71,6 +75,18 @@ inline constexpr unsigned CU_EVENT_DEFAULT = 0x0;
 inline constexpr uintptr_t CU_LAUNCH_PARAM_END = 0x00;
 inline constexpr uintptr_t CU_LAUNCH_PARAM_BUFFER_POINTER = 0x01;
 inline constexpr uintptr_t CU_LAUNCH_PARAM_BUFFER_SIZE = 0x02;
+
+/// CUDA_KERNEL_NODE_PARAMS_v2 (cuda.h since 12.0; what cuGraphAddKernelNode_v2 takes).
+struct KernelNodeParams {
+  CUfunction func = nullptr;
+  unsigned gridDimX = 1, gridDimY = 1, gridDimZ = 1;
+  unsigned blockDimX = 1, blockDimY = 1, blockDimZ = 1;
+  unsigned sharedMemBytes = 0;
+  void** kernelParams = nullptr;
+  void** extra = nullptr;
+  void* kern = nullptr;     // CUkernel: unused (func is set)
+  CUcontext ctx = nullptr;  // null: the current context
+};
 
 // cuGetProcAddress flags and status
 inline constexpr uint64_t CU_GET_PROC_ADDRESS_DEFAULT = 0;
@@ -107,6 +123,7 @@ struct Driver {
   CUresult (*cuEventCreate)(CUevent* ev, unsigned flags) = nullptr;
   CUresult (*cuEventRecord)(CUevent ev, CUstream stream) = nullptr;
   CUresult (*cuEventSynchronize)(CUevent ev) = nullptr;
+  CUresult (*cuEventQuery)(CUevent ev) = nullptr;
   CUresult (*cuEventElapsedTime)(float* ms, CUevent start, CUevent end) = nullptr;
   CUresult (*cuEventDestroy)(CUevent ev) = nullptr;                                           // cuEventDestroy_v2
   CUresult (*cuStreamCreate)(CUstream* stream, unsigned flags) = nullptr;
@@ -114,6 +131,10 @@ struct Driver {
   CUresult (*cuStreamBeginCapture)(CUstream stream, int mode) = nullptr;                      // cuStreamBeginCapture_v2
   CUresult (*cuStreamEndCapture)(CUstream stream, CUgraph* graph) = nullptr;
   CUresult (*cuGraphInstantiate)(CUgraphExec* exec, CUgraph graph, unsigned long long flags) = nullptr;  // ...WithFlags
+  CUresult (*cuGraphCreate)(CUgraph* graph, unsigned flags) = nullptr;  // optional (--mode dag)
+  CUresult (*cuGraphAddKernelNode)(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
+                                   const KernelNodeParams* params) = nullptr;  // _v2, optional (--mode dag)
+  CUresult (*cuDriverGetVersion)(int* version) = nullptr;                      // optional
   CUresult (*cuGraphLaunch)(CUgraphExec exec, CUstream stream) = nullptr;
   CUresult (*cuGraphDestroy)(CUgraph graph) = nullptr;
   CUresult (*cuGraphExecDestroy)(CUgraphExec exec) = nullptr;

@@ -1,23 +1,36 @@
 // engine.cpp — runs a replay plan through the CUDA driver API.
 //
-// Eager mode launches the kernels one at a time on one stream, each between two events,
-// `warmup` untimed and `repeat` timed runs of the whole sequence; the first run is a
-// checked run (synchronized after every kernel, so a fault names its kernel, redzones
-// checked, written buffers dumped). Graph mode captures the sequence once with stream
-// capture, instantiates it and times whole-graph launches, as TVM's CUDA graph executor
-// would run it. Parameters are passed packed, through cuLaunchKernel's `extra`
-// (CU_LAUNCH_PARAM_BUFFER_POINTER/SIZE), in the layout plan.cpp computed.
+// Every upload and memset (params, inputs, redzones, --kernel restores) goes on the NULL
+// stream and is ordered before the first launch by a context synchronise: the work stream
+// is CU_STREAM_NON_BLOCKING, which does not wait for the NULL stream.
+//
+// Every mode first runs the sequence eagerly on one stream: one checked run (synchronised
+// after every kernel, so a fault names its kernel, redzones checked, written buffers
+// dumped; never timed), `warmup` untimed runs, then `repeat` timed runs in which every
+// launch is queued back to back with an event between launches and one wait at the end
+// (kernel i's time is event i → event i+1). Graph mode then captures the sequence with
+// stream capture (a chain, as TVM's CUDA graph executor runs it); dag mode builds the graph
+// node by node with cuGraphAddKernelNode and one edge per transitively reduced dependency
+// (launch_graph.h). Both time whole-graph launches. Waits poll events against the time
+// limit, so a hung kernel is named instead of hanging replay. Parameters are passed packed,
+// through `extra` (CU_LAUNCH_PARAM_BUFFER_POINTER/SIZE), in the layout plan.cpp computed.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <ostream>
 #include <set>
+#include <thread>
 
 #include "cuda_driver.h"
+#include "kdflow/device_module.h"
 #include "kdflow/io.h"
+#include "kdflow/launch_graph.h"
 #include "kdflow/replay.h"
 
 namespace kdflow {
@@ -26,7 +39,7 @@ namespace {
 using namespace cuda;
 
 constexpr unsigned char kGuardByte = 0xCB;
-constexpr int64_t kDefaultSharedMemory = 48 * 1024;  // above this TVM raises the kernel's limit
+constexpr int64_t kDefaultSharedMemory = 48 * 1024;  // static + dynamic above this needs the opt-in
 constexpr size_t kJitLogBytes = 16384;
 
 double median(std::vector<double> v) {
@@ -65,6 +78,9 @@ class Engine {
       : d_(d), df_(df), opt_(opt), rep_(rep), plan_(rep.plan), log_(log) {}
 
   ~Engine() {
+    // A kernel that never finishes makes every call that waits for the device block: leave
+    // everything to process exit, which tears the context down.
+    if (hung_) return;
     // Best effort, in reverse order of creation; errors here change nothing for the user.
     if (exec_) d_.cuGraphExecDestroy(exec_);
     if (graph_) d_.cuGraphDestroy(graph_);
@@ -86,12 +102,23 @@ class Engine {
     if (Status s = functions(); !s) return s;
     if (Status s = allocate(); !s) return s;
     if (opt_.kernel >= 0) return single_kernel();
+    if (opt_.slice_first >= 0) return run_slice();
     for (const PlanUpload& u : plan_.uploads)
       if (Status s = upload(u); !s) return s;
-    Status s = opt_.mode == ReplayMode::Graph ? graph_mode() : eager();
-    if (!s) return s;
+    if (Status s = settle(); !s) return s;
+    if (Status s = eager(); !s) return s;
+    if (rep_.guard || opt_.locate) return outputs();
+    if (opt_.mode != ReplayMode::Eager)
+      if (Status s = graph_mode(); !s) return s;
     return outputs();
   }
+
+  /// The run in which a kernel failed outside a synchronised (checked) run; -1 when none.
+  int failed_run() const { return failed_run_; }
+  /// Set by a locate run: the launch that failed and in which run.
+  int located_launch() const { return located_launch_; }
+  int located_run() const { return located_run_; }
+  CUresult located_result() const { return located_result_; }
 
  private:
   std::string label() const { return plan_.label; }
@@ -107,8 +134,45 @@ class Engine {
                       ExitCode::Software);
   }
 
+  /// Waits for `ev` by polling, within the time limit. On a timeout, `hung_what` names what
+  /// is being waited on; the engine is then left alone (see ~Engine).
+  Status wait(CUevent ev, const std::function<Error()>& hung_what, CUresult* result) {
+    *result = CUDA_SUCCESS;
+    for (int spins = 0;; ++spins) {
+      CUresult r = d_.cuEventQuery(ev);
+      if (r == CUDA_SUCCESS) return Status::ok();
+      if (r != CUDA_ERROR_NOT_READY) {
+        *result = r;
+        return Status::ok();
+      }
+      if (opt_.time_limit_s > 0 &&
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() > opt_.time_limit_s) {
+        hung_ = true;
+        return hung_what();
+      }
+      if (spins > 100) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  Error hung_kernel(size_t i) const {
+    const PlanLaunch& l = plan_.launches[i];
+    return json_error(label(), kptr(i),
+                      fmt::format("kernel {} ({}) did not finish within {:g} s (--time-limit); it may be hung "
+                                  "(wrong scalars?); nothing was written",
+                                  l.kernel, l.name, opt_.time_limit_s),
+                      ExitCode::DataError);
+  }
+
+  /// Uploads and memsets are on the NULL stream, which the non-blocking work stream does
+  /// not wait for: let them land before anything is launched.
+  Status settle() {
+    if (CUresult r = d_.cuCtxSynchronize(); r != CUDA_SUCCESS) return fail(r, "cuCtxSynchronize (after the uploads)");
+    return Status::ok();
+  }
+
   Status init_device() {
     if (CUresult r = d_.cuInit(0); r != CUDA_SUCCESS) return fail(r, "cuInit", ExitCode::Unavailable);
+    if (d_.cuDriverGetVersion) d_.cuDriverGetVersion(&driver_version_);
     if (CUresult r = d_.cuDeviceGet(&device_, opt_.device); r != CUDA_SUCCESS)
       return fail(r, fmt::format("cuDeviceGet({})", opt_.device), ExitCode::Unavailable);
     char name[256] = {0};
@@ -187,10 +251,20 @@ class Engine {
                             to_string(c.format), why, cands[i + 1].path, to_string(cands[i + 1].format));
         continue;
       }
-      ExitCode code = r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION
-                          ? ExitCode::Unavailable
-                      : r == CUDA_ERROR_INVALID_PTX || r == CUDA_ERROR_INVALID_IMAGE ? ExitCode::DataError
-                                                                                     : ExitCode::Software;
+      bool cannot_run = r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION ||
+                        r == CUDA_ERROR_INVALID_PTX;
+      if (cannot_run) {
+        // Say what the modules hold and what the device is, so the fix (rebuild for this
+        // architecture, or a newer driver for this PTX) is obvious.
+        std::string held;
+        for (const Candidate& k : cands) held += (held.empty() ? "" : "; ") + describe_module(k.path, k.bytes);
+        return file_error(c.path,
+                          fmt::format("cuModuleLoadDataEx failed: {}; this GPU cannot run the device code: {}; the "
+                                      "device is {} with driver {}",
+                                      why, held, rep_.device, driver_text()),
+                          ExitCode::Unavailable);
+      }
+      ExitCode code = r == CUDA_ERROR_INVALID_IMAGE ? ExitCode::DataError : ExitCode::Software;
       return file_error(c.path, "cuModuleLoadDataEx failed: " + why, code);
     }
     return Status::ok();
@@ -208,7 +282,26 @@ class Engine {
           return json_error(label(), kptr(i), fmt::format("kernel {} is not in {}: {}", l.name, rep_.module,
                                                           d_.describe(r)));
         funcs_[l.name] = f;
-        if (max_smem[l.name] >= kDefaultSharedMemory) {
+        // The default dynamic limit is 48 KiB minus the kernel's static shared memory; above
+        // that it must be raised, and no further than the device's opt-in maximum allows.
+        int static_smem = 0;
+        if (d_.cuFuncGetAttribute(&static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f) != CUDA_SUCCESS)
+          static_smem = 0;
+        int64_t need = int64_t{static_smem} + max_smem[l.name];
+        if (optin_smem_ > 0 && need > optin_smem_) {
+          size_t worst = i;
+          for (size_t j = i; j < plan_.launches.size(); ++j)
+            if (plan_.launches[j].name == l.name && plan_.launches[j].shared_memory == max_smem[l.name]) {
+              worst = j;
+              break;
+            }
+          const PlanLaunch& w = plan_.launches[worst];
+          return json_error(label(), kptr(worst) + "/dynamic_shared_memory",
+                            fmt::format("kernel {} ({}) needs {} bytes of static and {} of dynamic shared memory; the "
+                                        "device allows {} per block",
+                                        w.kernel, w.name, static_smem, w.shared_memory, optin_smem_));
+        }
+        if (need > kDefaultSharedMemory && max_smem[l.name] > 0) {
           if (CUresult r = d_.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                                  static_cast<int>(max_smem[l.name]));
               r != CUDA_SUCCESS)
@@ -216,7 +309,7 @@ class Engine {
         }
       }
       CUfunction f = funcs_[l.name];
-      int max_threads = 0, static_smem = 0;
+      int max_threads = 0;
       if (d_.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f) == CUDA_SUCCESS &&
           max_threads > 0) {
         int64_t threads = int64_t{l.block[0]} * l.block[1] * l.block[2];
@@ -226,12 +319,6 @@ class Engine {
                                         "launch asks for {}",
                                         l.kernel, l.name, max_threads, threads));
       }
-      if (d_.cuFuncGetAttribute(&static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f) == CUDA_SUCCESS &&
-          optin_smem_ > 0 && int64_t{static_smem} + l.shared_memory > optin_smem_)
-        return json_error(label(), kptr(i) + "/dynamic_shared_memory",
-                          fmt::format("kernel {} ({}) needs {} bytes of static and {} of dynamic shared memory; the "
-                                      "device allows {} per block",
-                                      l.kernel, l.name, static_smem, l.shared_memory, optin_smem_));
     }
     return Status::ok();
   }
@@ -239,7 +326,14 @@ class Engine {
   Status allocate() {
     bases_.assign(plan_.allocations.size(), 0);
     uint64_t guard = opt_.guard ? opt_.guard_bytes : 0;
+    std::set<int> touched;  // --nodes allocates only what the slice touches
+    if (opt_.slice_first >= 0)
+      for (const PlanLaunch& l : plan_.launches)
+        if (l.kernel >= opt_.slice_first && l.kernel <= opt_.slice_last)
+          for (const PlanArg& a : l.args)
+            if (a.kind == PlanArg::Kind::Pointer) touched.insert(a.allocation);
     for (const PlanAllocation& a : plan_.allocations) {
+      if (opt_.slice_first >= 0 && !touched.count(a.id)) continue;
       uint64_t bytes = a.bytes ? a.bytes : 4;
       CUdeviceptr p = 0;
       if (CUresult r = d_.cuMemAlloc(&p, bytes + guard); r != CUDA_SUCCESS)
@@ -303,6 +397,7 @@ class Engine {
     if (!opt_.guard) return false;
     std::string zone;
     for (const PlanAllocation& a : plan_.allocations) {
+      if (!bases_[a.id]) continue;
       if (Status s = download(bases_[a.id] + a.bytes, opt_.guard_bytes, &zone); !s) return s.error();
       size_t k = 0;
       while (k < zone.size() && static_cast<unsigned char>(zone[k]) == kGuardByte) ++k;
@@ -376,60 +471,109 @@ class Engine {
     return Status::ok();
   }
 
+  /// Records the failure of a run that was not synchronised kernel by kernel: replay()
+  /// then re-runs synchronised to name the kernel.
+  Error unlocated(int run, CUresult r, const std::string& what) {
+    failed_run_ = run;
+    return file_error(label(), fmt::format("{} failed in run {} of the sequence: {}", what, run, d_.describe(r)),
+                      ExitCode::Software);
+  }
+
+  /// Which launch of an eager run is still running: the first whose end event is not done.
+  size_t first_unfinished() const {
+    for (size_t i = 0; i < plan_.launches.size(); ++i)
+      if (d_.cuEventQuery(events_[i + 1]) == CUDA_ERROR_NOT_READY) return i;
+    return plan_.launches.empty() ? 0 : plan_.launches.size() - 1;
+  }
+
+  /// The eager runs: run 0 checked (synchronised after each kernel), then warmup, then
+  /// timed runs queued back to back. With opt_.locate every run is synchronised.
   Status eager() {
     size_t n = plan_.launches.size();
-    if (Status s = make_events(2 * n); !s) return s;
+    if (Status s = make_events(std::max<size_t>(n + 1, 2)); !s) return s;
     if (!opt_.dump_dir.empty())
       if (Status s = ensure_dir(opt_.dump_dir); !s) return s;
     std::vector<std::vector<double>> samples(n);
-    int runs = opt_.warmup + opt_.repeat;
+    std::vector<double> runs_us;
+    int runs = 1 + opt_.warmup + opt_.repeat;
     for (int run = 0; run < runs; ++run) {
-      bool checked = run == 0;
+      bool checked = run == 0 || opt_.locate;
+      if (CUresult r = d_.cuEventRecord(events_[0], stream_); r != CUDA_SUCCESS) {
+        if (checked) return fail(r, "cuEventRecord");
+        return unlocated(run, r, "cuEventRecord before the first kernel");
+      }
       for (size_t i = 0; i < n; ++i) {
-        if (CUresult r = d_.cuEventRecord(events_[2 * i], stream_); r != CUDA_SUCCESS) return fail(r, "cuEventRecord");
-        if (CUresult r = launch(i); r != CUDA_SUCCESS) return kernel_fail(i, r, "cuLaunchKernel");
-        if (CUresult r = d_.cuEventRecord(events_[2 * i + 1], stream_); r != CUDA_SUCCESS)
-          return fail(r, "cuEventRecord");
+        CUresult r = launch(i);
+        if (r == CUDA_SUCCESS) r = d_.cuEventRecord(events_[i + 1], stream_);
+        if (r != CUDA_SUCCESS) {
+          if (checked) return locate_or_fail(run, i, r, "cuLaunchKernel");
+          return unlocated(run, r, fmt::format("queueing kernel {} ({})", plan_.launches[i].kernel,
+                                               plan_.launches[i].name));
+        }
         if (!checked) continue;
-        if (CUresult r = d_.cuCtxSynchronize(); r != CUDA_SUCCESS) return kernel_fail(i, r, "running");
+        CUresult done = CUDA_SUCCESS;
+        if (Status s = wait(events_[i + 1], [&] { return hung_kernel(i); }, &done); !s) return s;
+        if (done != CUDA_SUCCESS) return locate_or_fail(run, i, done, "running");
+        if (opt_.locate) continue;
         Expected<bool> fired = guard_fired(static_cast<int>(i));
         if (!fired) return fired.error();
         if (*fired) return Status::ok();  // memory is corrupt: report and stop
         if (!opt_.dump_dir.empty())
           if (Status s = dump(i); !s) return s;
       }
-      if (n && d_.cuEventSynchronize(events_[2 * n - 1]) != CUDA_SUCCESS) {
-        CUresult r = d_.cuCtxSynchronize();
-        return fail(r, fmt::format("run {} (a kernel failed; the first, checked run passed)", run));
+      if (!checked) {
+        CUresult done = CUDA_SUCCESS;
+        if (Status s = wait(events_[n], [&] { return hung_kernel(first_unfinished()); }, &done); !s) return s;
+        if (done != CUDA_SUCCESS) return unlocated(run, done, "a kernel");
       }
-      if (run < opt_.warmup) continue;
+      if (run < 1 + opt_.warmup || opt_.locate) continue;
       for (size_t i = 0; i < n; ++i) {
         double us = 0;
-        if (Status s = elapsed_us(events_[2 * i], events_[2 * i + 1], &us); !s) return s;
+        if (Status s = elapsed_us(events_[i], events_[i + 1], &us); !s) return s;
         samples[i].push_back(us);
       }
+      double us = 0;
+      if (Status s = elapsed_us(events_[0], events_[n], &us); !s) return s;
+      runs_us.push_back(us);
     }
-    if (runs > 1) {
-      Expected<bool> fired = guard_fired(-1);
-      if (!fired) return fired.error();
-    }
-    rep_.total_median_us = rep_.total_min_us = 0;
+    if (opt_.locate) return Status::ok();
+    Expected<bool> fired = guard_fired(-1);
+    if (!fired) return fired.error();
+    rep_.times.clear();
+    rep_.kernel_sum_median_us = rep_.kernel_sum_min_us = 0;
     for (size_t i = 0; i < n; ++i) {
       KernelTime t;
       t.kernel = plan_.launches[i].kernel;
       t.samples = static_cast<int>(samples[i].size());
       t.median_us = median(samples[i]);
       t.min_us = samples[i].empty() ? 0 : *std::min_element(samples[i].begin(), samples[i].end());
-      rep_.total_median_us += t.median_us;
-      rep_.total_min_us += t.min_us;
+      rep_.kernel_sum_median_us += t.median_us;
+      rep_.kernel_sum_min_us += t.min_us;
       rep_.times.push_back(t);
     }
+    rep_.eager_run_median_us = median(runs_us);
+    rep_.eager_run_min_us = runs_us.empty() ? 0 : *std::min_element(runs_us.begin(), runs_us.end());
+    rep_.total_median_us = rep_.kernel_sum_median_us;
+    rep_.total_min_us = rep_.kernel_sum_min_us;
+    rep_.timing_method = fmt::format(
+        "CUDA events between launches queued back to back on one stream, one wait per run; {} timed runs after 1 "
+        "checked (synchronised, untimed) and {} warm-up runs; a kernel's time includes any gap before it starts",
+        opt_.repeat, opt_.warmup);
     return Status::ok();
   }
 
-  Status graph_mode() {
+  /// A failure in a synchronised run names its kernel; in a locate run it is recorded.
+  Status locate_or_fail(int run, size_t i, CUresult r, const std::string& what) {
+    if (opt_.locate) {
+      located_launch_ = static_cast<int>(i);
+      located_run_ = run;
+      located_result_ = r;
+    }
+    return kernel_fail(i, r, what);
+  }
+
+  Status build_captured_graph() {
     size_t n = plan_.launches.size();
-    if (Status s = make_events(2); !s) return s;
     if (CUresult r = d_.cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL); r != CUDA_SUCCESS)
       return fail(r, "cuStreamBeginCapture");
     for (size_t i = 0; i < n; ++i) {
@@ -439,26 +583,96 @@ class Engine {
       }
     }
     if (CUresult r = d_.cuStreamEndCapture(stream_, &graph_); r != CUDA_SUCCESS) return fail(r, "cuStreamEndCapture");
+    return Status::ok();
+  }
+
+  /// --mode dag: one kernel node per launch, its dependencies the reduced RAW/WAR/WAW
+  /// predecessors, so the driver may run independent launches concurrently.
+  Status build_dag() {
+    if (!d_.cuGraphCreate || !d_.cuGraphAddKernelNode)
+      return file_error(d_.library,
+                        "the CUDA driver has no cuGraphAddKernelNode_v2 (--mode dag needs CUDA 12 or later)",
+                        ExitCode::Unavailable);
+    LaunchGraph g = launch_graph(df_);
+    if (CUresult r = d_.cuGraphCreate(&graph_, 0); r != CUDA_SUCCESS) return fail(r, "cuGraphCreate");
+    std::map<int, CUgraphNode> node_of;  // kernel id → graph node
+    std::vector<std::array<void*, 5>> extras(plan_.launches.size());
+    std::vector<size_t> sizes(plan_.launches.size());
+    for (size_t i = 0; i < plan_.launches.size(); ++i) {
+      const PlanLaunch& l = plan_.launches[i];
+      std::vector<CUgraphNode> deps;
+      if (static_cast<size_t>(l.kernel) < g.preds.size())
+        for (int u : g.preds[l.kernel])
+          if (node_of.count(u)) deps.push_back(node_of[u]);
+      KernelNodeParams p;
+      p.func = funcs_.at(l.name);
+      p.gridDimX = l.grid[0], p.gridDimY = l.grid[1], p.gridDimZ = l.grid[2];
+      p.blockDimX = l.block[0], p.blockDimY = l.block[1], p.blockDimZ = l.block[2];
+      p.sharedMemBytes = l.shared_memory;
+      sizes[i] = params_[i].size();
+      extras[i] = {reinterpret_cast<void*>(CU_LAUNCH_PARAM_BUFFER_POINTER), params_[i].data(),
+                   reinterpret_cast<void*>(CU_LAUNCH_PARAM_BUFFER_SIZE), &sizes[i],
+                   reinterpret_cast<void*>(CU_LAUNCH_PARAM_END)};
+      p.extra = extras[i].data();
+      CUgraphNode node = nullptr;
+      if (CUresult r = d_.cuGraphAddKernelNode(&node, graph_, deps.empty() ? nullptr : deps.data(), deps.size(), &p);
+          r != CUDA_SUCCESS)
+        return kernel_fail(i, r, "cuGraphAddKernelNode");
+      node_of[l.kernel] = node;
+    }
+    rep_.dag_edges = g.edges;
+    rep_.dag_longest_chain = g.longest_chain;
+    std::vector<double> us(df_.kernels.size(), 0);
+    for (const KernelTime& t : rep_.times)
+      if (t.kernel >= 0 && static_cast<size_t>(t.kernel) < us.size()) us[t.kernel] = t.median_us;
+    rep_.dag_critical_path_us = critical_path(g, us).time_us;
+    log_ << fmt::format("replay: dag: {} launches, {} edges ({} dependent pairs before reduction), longest chain {} "
+                        "launches\n",
+                        plan_.launches.size(), g.edges, g.dependency_pairs, g.longest_chain);
+    return Status::ok();
+  }
+
+  /// Graph and dag modes, after the eager runs: build the graph, then `warmup` untimed and
+  /// `repeat` timed launches of it (the first one checked by the guard).
+  Status graph_mode() {
+    if (Status s = opt_.mode == ReplayMode::Dag ? build_dag() : build_captured_graph(); !s) return s;
     if (CUresult r = d_.cuGraphInstantiate(&exec_, graph_, 0); r != CUDA_SUCCESS) return fail(r, "cuGraphInstantiate");
     std::vector<double> samples;
-    for (int run = 0; run < opt_.warmup + opt_.repeat; ++run) {
-      if (CUresult r = d_.cuEventRecord(events_[0], stream_); r != CUDA_SUCCESS) return fail(r, "cuEventRecord");
-      if (CUresult r = d_.cuGraphLaunch(exec_, stream_); r != CUDA_SUCCESS) return fail(r, "cuGraphLaunch");
-      if (CUresult r = d_.cuEventRecord(events_[1], stream_); r != CUDA_SUCCESS) return fail(r, "cuEventRecord");
-      if (CUresult r = d_.cuEventSynchronize(events_[1]); r != CUDA_SUCCESS)
-        return fail(r, fmt::format("graph launch {} (replay with --mode eager to find the failing kernel)", run));
+    auto hung = [&] {
+      return file_error(label(), fmt::format("a graph launch did not finish within {:g} s (--time-limit); a kernel "
+                                             "may be hung (replay with --mode eager to name it); nothing was written",
+                                             opt_.time_limit_s),
+                        ExitCode::DataError);
+    };
+    for (int run = 0; run < 1 + opt_.warmup + opt_.repeat; ++run) {
+      CUresult r = d_.cuEventRecord(events_[0], stream_);
+      if (r == CUDA_SUCCESS) r = d_.cuGraphLaunch(exec_, stream_);
+      if (r == CUDA_SUCCESS) r = d_.cuEventRecord(events_[1], stream_);
+      CUresult done = CUDA_SUCCESS;
+      if (r == CUDA_SUCCESS)
+        if (Status s = wait(events_[1], hung, &done); !s) return s;
+      if (r != CUDA_SUCCESS || done != CUDA_SUCCESS)
+        return unlocated(1 + opt_.warmup + opt_.repeat + run, r != CUDA_SUCCESS ? r : done,
+                         fmt::format("{} launch", to_string(opt_.mode)));
       if (run == 0) {
         Expected<bool> fired = guard_fired(-1);
         if (!fired) return fired.error();
         if (*fired) return Status::ok();
+        continue;
       }
-      if (run < opt_.warmup) continue;
+      if (run < 1 + opt_.warmup) continue;
       double us = 0;
       if (Status s = elapsed_us(events_[0], events_[1], &us); !s) return s;
       samples.push_back(us);
     }
-    rep_.total_median_us = median(samples);
-    rep_.total_min_us = samples.empty() ? 0 : *std::min_element(samples.begin(), samples.end());
+    rep_.graph_run_median_us = median(samples);
+    rep_.graph_run_min_us = samples.empty() ? 0 : *std::min_element(samples.begin(), samples.end());
+    rep_.total_median_us = rep_.graph_run_median_us;
+    rep_.total_min_us = rep_.graph_run_min_us;
+    rep_.timing_method += fmt::format("; then the {} as one CUDA graph: {} timed launches after 1 checked and {} "
+                                      "warm-up, each between two events",
+                                      opt_.mode == ReplayMode::Dag ? "dependency DAG" : "captured sequence",
+                                      opt_.repeat, opt_.warmup);
     return Status::ok();
   }
 
@@ -518,13 +732,17 @@ class Engine {
                         target.kernel, target.name, touched.size(), restored,
                         std::count_if(plan_.uploads.begin(), plan_.uploads.end(),
                                       [&](const PlanUpload& u) { return touched.count(u.allocation) > 0; }));
+    if (Status s = settle(); !s) return s;
     if (Status s = make_events(2); !s) return s;
     std::vector<double> samples;
     for (int run = 0; run < 1 + opt_.warmup + opt_.repeat; ++run) {
-      if (CUresult r = d_.cuEventRecord(events_[0], stream_); r != CUDA_SUCCESS) return fail(r, "cuEventRecord");
-      if (CUresult r = launch(k); r != CUDA_SUCCESS) return kernel_fail(k, r, "cuLaunchKernel");
-      if (CUresult r = d_.cuEventRecord(events_[1], stream_); r != CUDA_SUCCESS) return fail(r, "cuEventRecord");
-      if (CUresult r = d_.cuEventSynchronize(events_[1]); r != CUDA_SUCCESS) return kernel_fail(k, r, "running");
+      CUresult r = d_.cuEventRecord(events_[0], stream_);
+      if (r == CUDA_SUCCESS) r = launch(k);
+      if (r == CUDA_SUCCESS) r = d_.cuEventRecord(events_[1], stream_);
+      if (r != CUDA_SUCCESS) return kernel_fail(k, r, fmt::format("queueing (run {})", run));
+      CUresult done = CUDA_SUCCESS;
+      if (Status s = wait(events_[1], [&] { return hung_kernel(k); }, &done); !s) return s;
+      if (done != CUDA_SUCCESS) return kernel_fail(k, done, fmt::format("running (run {})", run));
       if (run == 0) {
         Expected<bool> fired = guard_fired(static_cast<int>(k));
         if (!fired) return fired.error();
@@ -549,9 +767,159 @@ class Engine {
     t.median_us = median(samples);
     t.min_us = samples.empty() ? 0 : *std::min_element(samples.begin(), samples.end());
     rep_.times.push_back(t);
-    rep_.total_median_us = t.median_us;
-    rep_.total_min_us = t.min_us;
+    rep_.total_median_us = rep_.kernel_sum_median_us = t.median_us;
+    rep_.total_min_us = rep_.kernel_sum_min_us = t.min_us;
+    rep_.timing_method = fmt::format(
+        "CUDA events around the kernel alone; {} timed runs after 1 checked and {} warm-up", opt_.repeat, opt_.warmup);
     return Status::ok();
+  }
+
+  /// --nodes: load the slice's live-ins (params/inputs from their files, the rest from the
+  /// dumps of a full run), run its kernels, compare every buffer they write with the dump.
+  Status run_slice() {
+    LaunchSlice sl = slice_launches(df_, opt_.slice_first, opt_.slice_last);
+    rep_.slice_kernels = sl.kernels;
+    rep_.slice_live_ins = sl.live_ins;
+    std::vector<size_t> launches;
+    for (size_t i = 0; i < plan_.launches.size(); ++i)
+      if (plan_.launches[i].kernel >= opt_.slice_first && plan_.launches[i].kernel <= opt_.slice_last)
+        launches.push_back(i);
+    size_t from_files = 0, from_dumps = 0, undefined = 0;
+    for (size_t li = 0; li < sl.live_ins.size(); ++li) {
+      int b = sl.live_ins[li], w = sl.live_in_writer[li];
+      int al = plan_.buffer_allocation[b];
+      if (w < 0) {
+        bool found = false;
+        for (const PlanUpload& u : plan_.uploads)
+          if (u.buffer == b) {
+            if (Status s = upload(u); !s) return s;
+            found = true;
+          }
+        if (found) ++from_files;
+        else ++undefined;  // never written before the slice: its contents are undefined in TVM too
+        continue;
+      }
+      const Kernel& wk = df_.kernels[w];
+      size_t j = 0;
+      while (j < wk.args.size() && !(wk.args[j].kind == Arg::Kind::Buffer && wk.args[j].buffer == b &&
+                                     wk.args[j].access != Access::Read))
+        ++j;
+      std::string file = opt_.inputs_from + "/" + dump_file_name(wk, j);
+      if (!file_exists(file))
+        return file_error(file, fmt::format("missing live-in: buffer {} '{}' is read by the slice before it writes "
+                                            "it, and kernel {} ({}) wrote it last; replay the whole model with "
+                                            "--dump-dir {} first",
+                                            b, df_.buffers[b].name, w, wk.name, opt_.inputs_from),
+                          ExitCode::NoInput);
+      Expected<NpyArray> arr = read_npy(file);
+      if (!arr) return arr.error();
+      NpyArray want = buffer_array(df_.buffers[b], "");
+      if (arr->dtype != want.dtype || arr->shape != want.shape)
+        return file_error(file, fmt::format("dump does not match buffer {} '{}' ({} {} expected): a dump of another "
+                                            "model?",
+                                            b, df_.buffers[b].name, dtype_to_string(want.dtype),
+                                            shape_text(want.shape)));
+      if (CUresult r = d_.cuMemcpyHtoD(bases_[al], arr->data.data(), arr->data.size()); r != CUDA_SUCCESS)
+        return fail(r, "cuMemcpyHtoD of " + file);
+      ++from_dumps;
+    }
+    log_ << fmt::format("replay: kernels {}..{} ({} launches): {} live-in buffers, {} from params/inputs, {} from "
+                        "dumps, {} never written before the slice\n",
+                        opt_.slice_first, opt_.slice_last, launches.size(), sl.live_ins.size(), from_files, from_dumps,
+                        undefined);
+    if (Status s = settle(); !s) return s;
+    size_t n = launches.size();
+    if (Status s = make_events(n + 1); !s) return s;
+    std::vector<std::vector<double>> samples(n);
+    for (int run = 0; run < 1 + opt_.warmup + opt_.repeat; ++run) {
+      bool checked = run == 0;
+      if (CUresult r = d_.cuEventRecord(events_[0], stream_); r != CUDA_SUCCESS) return fail(r, "cuEventRecord");
+      for (size_t x = 0; x < n; ++x) {
+        size_t i = launches[x];
+        CUresult r = launch(i);
+        if (r == CUDA_SUCCESS) r = d_.cuEventRecord(events_[x + 1], stream_);
+        if (r != CUDA_SUCCESS) return kernel_fail(i, r, fmt::format("queueing (run {})", run));
+        if (!checked) continue;
+        CUresult done = CUDA_SUCCESS;
+        if (Status s = wait(events_[x + 1], [&] { return hung_kernel(i); }, &done); !s) return s;
+        if (done != CUDA_SUCCESS) return kernel_fail(i, done, "running");
+        const PlanLaunch& l = plan_.launches[i];
+        for (size_t j : written_args(i)) {
+          Expected<NpyArray> a = read_buffer(l.args[j].buffer);
+          if (!a) return a.error();
+          std::string name = dump_file_name(df_.kernels[l.kernel], j);
+          std::string file = opt_.inputs_from + "/" + name;
+          OutputCheck c;
+          if (file_exists(file)) {
+            Expected<NpyArray> want = read_npy(file);
+            if (!want) return want.error();
+            c = compare_arrays(*a, *want, opt_.rtol, opt_.atol);
+          } else {
+            c.problem = "no dump of it in " + opt_.inputs_from;
+          }
+          c.output = static_cast<int>(rep_.checks.size());
+          c.buffer = l.args[j].buffer;
+          c.name = name;
+          c.expect_file = file;
+          rep_.checks.push_back(std::move(c));
+        }
+      }
+      if (!checked) {
+        CUresult done = CUDA_SUCCESS;
+        if (Status s = wait(events_[n], [&] { return hung_kernel(launches[n - 1]); }, &done); !s) return s;
+        if (done != CUDA_SUCCESS) return fail(done, fmt::format("run {} of the slice", run));
+      }
+      if (run < 1 + opt_.warmup) continue;
+      for (size_t x = 0; x < n; ++x) {
+        double us = 0;
+        if (Status s = elapsed_us(events_[x], events_[x + 1], &us); !s) return s;
+        samples[x].push_back(us);
+      }
+    }
+    for (size_t x = 0; x < n; ++x) {
+      KernelTime t;
+      t.kernel = plan_.launches[launches[x]].kernel;
+      t.samples = static_cast<int>(samples[x].size());
+      t.median_us = median(samples[x]);
+      t.min_us = samples[x].empty() ? 0 : *std::min_element(samples[x].begin(), samples[x].end());
+      rep_.kernel_sum_median_us += t.median_us;
+      rep_.kernel_sum_min_us += t.min_us;
+      rep_.times.push_back(t);
+    }
+    rep_.total_median_us = rep_.kernel_sum_median_us;
+    rep_.total_min_us = rep_.kernel_sum_min_us;
+    rep_.timing_method = fmt::format("the slice's launches queued back to back, CUDA events between them; {} timed "
+                                     "runs after 1 checked and {} warm-up",
+                                     opt_.repeat, opt_.warmup);
+    return Status::ok();
+  }
+
+  /// "sm_75 cubin, compute_75 ptx (PTX ISA 7.4)" for a module file.
+  static std::string describe_module(const std::string& path, const std::string& bytes) {
+    std::string out = std::filesystem::path(path).filename().string() + " holds ";
+    Expected<std::vector<DeviceImage>> images = list_device_images(bytes, path);
+    std::string list;
+    if (images)
+      for (const DeviceImage& im : *images) list += (list.empty() ? "" : ", ") + im.arch + " " + im.kind;
+    if (list.empty()) list = "no architecture kdflow can read";
+    out += list;
+    if (detect_module_format(bytes) == ModuleFormat::Ptx) {
+      size_t v = bytes.find(".version");
+      if (v != std::string::npos) {
+        size_t b = v + 8;
+        while (b < bytes.size() && (bytes[b] == ' ' || bytes[b] == '\t')) ++b;
+        size_t e = b;
+        while (e < bytes.size() && (std::isdigit(static_cast<unsigned char>(bytes[e])) || bytes[e] == '.')) ++e;
+        if (e > b) out += " (PTX ISA " + bytes.substr(b, e - b) + ")";
+      }
+    }
+    return out;
+  }
+
+  std::string driver_text() const {
+    if (driver_version_ <= 0) return "of unknown version";
+    return fmt::format("{}.{} (CUDA driver API {})", driver_version_ / 1000, driver_version_ % 1000 / 10,
+                       driver_version_);
   }
 
   const Driver& d_;
@@ -561,6 +929,12 @@ class Engine {
   const ReplayPlan& plan_;
   std::ostream& log_;
 
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  bool hung_ = false;
+  int failed_run_ = -1;
+  int located_launch_ = -1, located_run_ = -1;
+  CUresult located_result_ = CUDA_SUCCESS;
+  int driver_version_ = 0;
   CUdevice device_ = 0;
   CUcontext ctx_ = nullptr;
   bool primary_ = false;
@@ -575,20 +949,59 @@ class Engine {
   CUgraphExec exec_ = nullptr;
 };
 
+/// Dump files are "<kernel id>_<kernel name>_arg<j>.npy": one that names a kernel id this
+/// model does not have, or another name for it, comes from another model.
+Status check_dump_dir(const Dataflow& df_, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec), end;
+  if (ec) return file_error(dir, "cannot read the dump folder: " + ec.message(), ExitCode::NoInput);
+  std::vector<std::string> names;
+  for (; it != end; it.increment(ec)) names.push_back(it->path().filename().string());
+  std::sort(names.begin(), names.end());
+  for (const std::string& n : names) {
+    size_t us = n.find('_'), arg = n.rfind("_arg");
+    if (n.size() < 4 || n.substr(n.size() - 4) != ".npy" || us == std::string::npos || arg == std::string::npos ||
+        arg <= us)
+      continue;
+    std::string id = n.substr(0, us), name = n.substr(us + 1, arg - us - 1);
+    if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos || id.size() > 9) continue;
+    size_t k = std::stoul(id);
+    if (k >= df_.kernels.size() || df_.kernels[k].name != name)
+      return file_error(dir + "/" + n,
+                        k >= df_.kernels.size()
+                            ? fmt::format("a dump of another model: this model has {} kernels, no kernel {}",
+                                          df_.kernels.size(), k)
+                            : fmt::format("a dump of another model: kernel {} of this model is {}, not {}", k,
+                                          df_.kernels[k].name, name));
+  }
+  return Status::ok();
+}
+
 Status check_options(const Dataflow& df, const ReplayOptions& opt) {
   auto usage = [](const std::string& msg) { return Error{"kdflow replay: error: " + msg, ExitCode::Usage}; };
   if (opt.warmup < 0) return usage("--warmup must be 0 or more");
   if (opt.repeat < 1) return usage("--repeat must be 1 or more");
   if (opt.guard && opt.guard_bytes == 0) return usage("the guard needs at least one redzone byte");
-  if (opt.mode == ReplayMode::Graph && !opt.dump_dir.empty() && opt.kernel < 0)
+  if (opt.mode != ReplayMode::Eager && !opt.dump_dir.empty() && opt.kernel < 0)
     return usage("--dump-dir dumps after each kernel, which needs --mode eager");
+  if (!(opt.time_limit_s >= 0)) return usage("--time-limit must be 0 or more");
   if (opt.kernel >= 0) {
     if (static_cast<size_t>(opt.kernel) >= df.kernels.size())
       return usage(fmt::format("--kernel {}: the model has {} kernels (0..{})", opt.kernel, df.kernels.size(),
                                df.kernels.empty() ? 0 : df.kernels.size() - 1));
     if (opt.dump_dir.empty()) return usage("--kernel needs --dump-dir (the dumps of a full eager run)");
-    if (opt.mode == ReplayMode::Graph) return usage("--kernel runs one kernel eagerly; drop --mode graph");
+    if (opt.mode != ReplayMode::Eager)
+      return usage(fmt::format("--kernel runs one kernel eagerly; drop --mode {}", to_string(opt.mode)));
   }
+  if (opt.slice_first >= 0) {
+    if (opt.slice_last < opt.slice_first || static_cast<size_t>(opt.slice_last) >= df.kernels.size())
+      return usage("--nodes: the range runs no kernel");
+    if (opt.inputs_from.empty()) return usage("--nodes needs --inputs-from DUMP_DIR (the dumps of a full eager run)");
+    if (opt.kernel >= 0 || !opt.dump_dir.empty() || opt.guard || opt.mode != ReplayMode::Eager)
+      return usage("--nodes runs a slice eagerly: drop --kernel, --dump-dir, --guard and --mode graph/dag");
+  }
+  if (opt.slice_first >= 0 && !opt.dry_run)
+    if (Status s = check_dump_dir(df, opt.inputs_from); !s) return s;
   if (opt.expect.size() > df.outputs.size())
     return usage(fmt::format("{} --expect files for {} outputs", opt.expect.size(), df.outputs.size()));
   return Status::ok();
@@ -620,13 +1033,50 @@ Expected<ReplayReport> replay(const Dataflow& df, const ReplayOptions& opt, std:
 
   Expected<cuda::Driver> driver = cuda::load_driver(opt.cuda_library);
   if (!driver) return driver.error();
+  int failed_run = -1;
+  Error failure;
   {
     Engine engine(*driver, df, opt, rep, log);
-    if (Status s = engine.run(); !s) return s.error();
-  }  // everything released before the report is returned
+    if (Status s = engine.run(); !s) {
+      if (engine.failed_run() < 0 || opt.locate) return s.error();
+      failed_run = engine.failed_run();
+      failure = s.error();
+    }
+  }  // everything released (the context too) before the report is returned
+  if (failed_run >= 0) {
+    // A run queued without a synchronise per kernel failed; the error surfaced at a later
+    // call. Re-run in a fresh context, synchronised after every kernel, to name the kernel.
+    log << fmt::format("replay: run {} failed ({}); re-running with a synchronise after each kernel to find which "
+                       "kernel\n",
+                       failed_run, failure.message);
+    ReplayOptions again = opt;
+    again.locate = true;
+    again.mode = ReplayMode::Eager;
+    again.dump_dir.clear();
+    again.guard = false;
+    again.warmup = 0;
+    again.repeat = failed_run;  // as many runs of the sequence as had started when it failed
+    ReplayReport scratch;
+    scratch.plan = rep.plan;
+    Engine engine(*driver, df, again, scratch, log);
+    Status s = engine.run();
+    if (!s && engine.located_launch() >= 0) {
+      const PlanLaunch& l = rep.plan.launches[engine.located_launch()];
+      return json_error(rep.plan.label, fmt::format("/kernels/{}", l.kernel),
+                        fmt::format("kernel {} ({}) failed in run {}: {} (found by re-running with a synchronise "
+                                    "after each kernel)",
+                                    l.kernel, l.name, engine.located_run(), driver->describe(engine.located_result())),
+                        ExitCode::Software);
+    }
+    if (!s) return s.error();
+    failure.message += "; re-running with a synchronise after each kernel did not fail, so the failing kernel is "
+                       "unknown (timing-dependent?)";
+    return failure;
+  }
   rep.ran = true;
 
   if (rep.guard) return rep;
+  if (opt.slice_first >= 0) return rep;  // the slice's checks were made as it ran
   if (opt.kernel >= 0) {
     for (size_t i = 0; i < rep.results.size(); ++i) {
       std::string file = opt.dump_dir + "/" + rep.result_names[i];

@@ -195,17 +195,25 @@ std::string format_checks(const ReplayReport& r) {
   return out;
 }
 
+const char* to_string(ReplayMode m) {
+  switch (m) {
+    case ReplayMode::Eager:
+      return "eager";
+    case ReplayMode::Graph:
+      return "graph";
+    case ReplayMode::Dag:
+      return "dag";
+  }
+  return "eager";
+}
+
 std::string format_times(const ReplayReport& r, const Dataflow& df) {
   std::string out;
-  if (r.mode == ReplayMode::Graph) {
-    out += fmt::format("graph: median {:.2f} us, min {:.2f} us per launch of all {} kernels ({} runs after {} "
-                       "warmup)\n",
-                       r.total_median_us, r.total_min_us, r.plan.launches.size(), r.repeat, r.warmup);
-    return out;
-  }
   if (r.times.empty()) return out;
-  out += fmt::format("kernel times in us (median and min of {} runs after {} warmup), grouped by graph node\n",
-                     r.repeat, r.warmup);
+  out += fmt::format(
+      "kernel times in us (median and min of {} runs after 1 checked and {} warm-up), grouped by graph "
+      "node\n",
+      r.repeat, r.warmup);
   std::map<int, std::vector<const KernelTime*>> by_node;
   std::vector<int> order;
   for (const KernelTime& t : r.times) {
@@ -228,8 +236,76 @@ std::string format_times(const ReplayReport& r, const Dataflow& df) {
                          t->min_us);
     }
   }
-  out += fmt::format("total: {:.2f} (min {:.2f}) over {} kernels\n", r.total_median_us, r.total_min_us, r.times.size());
+  out += fmt::format("total: {:.2f} (min {:.2f}) over {} kernels\n", r.kernel_sum_median_us, r.kernel_sum_min_us,
+                     r.times.size());
+  if (r.kernel < 0 && r.slice_kernels.empty()) {
+    out += fmt::format(
+        "eager end to end: {:.2f} us per run (min {:.2f}); launch overhead beyond the kernel sum: {:.2f} "
+        "us\n",
+        r.eager_run_median_us, r.eager_run_min_us, r.eager_run_median_us - r.kernel_sum_median_us);
+    if (r.mode != ReplayMode::Eager)
+      out += fmt::format("{}: median {:.2f} us, min {:.2f} us per launch of all {} kernels\n", to_string(r.mode),
+                         r.graph_run_median_us, r.graph_run_min_us, r.plan.launches.size());
+    if (r.mode == ReplayMode::Dag) {
+      double speedup = r.dag_critical_path_us > 0 ? r.kernel_sum_median_us / r.dag_critical_path_us : 1;
+      out += fmt::format(
+          "dag: {} edges, longest chain {} of {} launches; critical path {:.2f} us of {:.2f} us of kernel "
+          "time (at most {:.2f}x from concurrency)\n",
+          r.dag_edges, r.dag_longest_chain, r.plan.launches.size(), r.dag_critical_path_us, r.kernel_sum_median_us,
+          speedup);
+    }
+  }
+  if (!r.timing_method.empty()) out += "timing: " + r.timing_method + "\n";
   return out;
+}
+
+std::string timing_json(const ReplayReport& r, const Dataflow& df) {
+  using nlohmann::json;
+  json kernels = json::array();
+  for (const KernelTime& t : r.times) {
+    if (t.kernel < 0 || static_cast<size_t>(t.kernel) >= df.kernels.size()) continue;
+    const Kernel& k = df.kernels[t.kernel];
+    std::string function =
+        k.node >= 0 && static_cast<size_t>(k.node) < df.nodes.size() ? df.nodes[k.node].function : "";
+    kernels.push_back({{"kernel", k.id},
+                       {"name", k.name},
+                       {"node", k.node},
+                       {"function", function},
+                       {"grid", k.grid},
+                       {"block", k.block},
+                       {"dynamic_shared_memory", k.dynamic_shared_memory},
+                       {"samples", t.samples},
+                       {"median_us", t.median_us},
+                       {"min_us", t.min_us}});
+  }
+  json root = {{"schema", "kdflow-replay-timing/1"},
+               {"model", r.plan.label},
+               {"device", r.device},
+               {"mode", to_string(r.mode)},
+               {"method", r.timing_method},
+               {"warmup", r.warmup},
+               {"repeat", r.repeat},
+               {"kernels", std::move(kernels)},
+               {"kernel_sum_median_us", r.kernel_sum_median_us},
+               {"kernel_sum_min_us", r.kernel_sum_min_us}};
+  if (r.kernel >= 0) {
+    root["single_kernel"] = r.kernel;
+  } else if (!r.slice_kernels.empty()) {
+    root["slice_kernels"] = {r.slice_kernels.front(), r.slice_kernels.back()};
+  } else {
+    root["eager_run_median_us"] = r.eager_run_median_us;
+    root["eager_run_min_us"] = r.eager_run_min_us;
+  }
+  if (r.mode != ReplayMode::Eager) {
+    root["graph_run_median_us"] = r.graph_run_median_us;
+    root["graph_run_min_us"] = r.graph_run_min_us;
+  }
+  if (r.mode == ReplayMode::Dag) {
+    root["dag_edges"] = r.dag_edges;
+    root["dag_longest_chain"] = r.dag_longest_chain;
+    root["dag_critical_path_us"] = r.dag_critical_path_us;
+  }
+  return root.dump(1) + "\n";
 }
 
 std::string chrome_trace(const ReplayReport& r, const Dataflow& df) {

@@ -19,13 +19,39 @@
 //   KDFLOW_FAKE_CUDA_NO_PROC_ADDRESS=1 cuGetProcAddress finds nothing (tests the dlsym fallback)
 //   KDFLOW_FAKE_CUDA_SCRIBBLE=name@N   launching kernel `name` writes 4 zero bytes at N bytes
 //                                      past its first pointer parameter (a buffer overrun)
+//   KDFLOW_FAKE_CUDA_REJECT_PTX=218|222 PTX images fail with that error (INVALID_PTX /
+//                                      UNSUPPORTED_PTX_VERSION)
+//   KDFLOW_FAKE_CUDA_STATIC_SMEM=name=B[,name=B]  kernel `name` has B bytes of static shared
+//                                      memory (cuFuncGetAttribute(SHARED_SIZE_BYTES) says so)
+//   KDFLOW_FAKE_CUDA_HANG=name         kernel `name` never finishes: its stream never drains
+//   KDFLOW_FAKE_CUDA_HANG_S=S          how long a blocking wait on hung work blocks before the
+//                                      fake gives up with CUDA_ERROR_LAUNCH_TIMEOUT (default 20;
+//                                      a real driver never returns)
+//   KDFLOW_FAKE_CUDA_FAULT=name@N      the Nth execution of `name` in a context faults: a sticky
+//                                      CUDA_ERROR_ILLEGAL_ADDRESS that every later call in that
+//                                      context returns (the launch itself succeeds: it is async)
+//
+// Stream ordering is modelled as CUDA 13 defines it, as strictly as a real driver may behave:
+// cuMemcpyHtoD from pageable memory and cuMemsetD8 go on the legacy NULL stream and may
+// complete after they return; the fake defers them until something orders them: a
+// cuCtxSynchronize, a synchronous cuMemcpyDtoH, or work on the NULL stream or on a blocking
+// stream (created without CU_STREAM_NON_BLOCKING). A kernel launched on a non-blocking stream
+// runs *before* pending NULL-stream work lands (the launch line says racing=N), so it sees
+// stale memory and deferred writes land on top of what it wrote.
+//
+// Dynamic shared memory follows the driver's rules: a kernel may use at most
+// 48 KiB − static of dynamic shared memory unless CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+// was raised; raising it beyond the device's opt-in maximum − static fails.
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
+#include <thread>
+#include <chrono>
 #include <vector>
 
 namespace {
@@ -35,7 +61,9 @@ using CUdeviceptr = unsigned long long;
 using Handle = void*;
 
 constexpr CUresult kSuccess = 0, kInvalidValue = 1, kInvalidDevice = 101, kNoDevice = 100, kInvalidHandle = 400,
-                   kNotFound = 500, kNoBinary = 209, kInvalidImage = 200;
+                   kNotFound = 500, kNoBinary = 209, kInvalidImage = 200, kNotReady = 600, kIllegalAddress = 700,
+                   kLaunchTimeout = 702;
+constexpr int kDefaultSmem = 48 * 1024, kOptinSmem = 232448;
 
 bool env_on(const char* name) {
   const char* v = std::getenv(name);
@@ -77,12 +105,25 @@ struct Module {
 struct Function {
   std::string name;
   uintptr_t module;
+  int max_dynamic_smem = -1;  // -1: the default, 48 KiB - static
 };
 
 struct Launch {
   uintptr_t function;
   unsigned grid[3], block[3], smem;
   std::string params;
+};
+
+/// A copy or memset on the NULL stream that has not landed yet.
+struct Pending {
+  CUdeviceptr dst;
+  std::string bytes;
+};
+
+struct GraphNode {
+  uintptr_t id;
+  Launch launch;
+  std::vector<uintptr_t> deps;
 };
 
 struct State {
@@ -95,7 +136,15 @@ struct State {
   std::map<uintptr_t, uintptr_t> capturing;  // stream → graph
   std::map<uintptr_t, std::vector<Launch>> graphs, execs;
   std::map<uintptr_t, double> events;        // event → recorded clock (µs)
+  std::set<uintptr_t> pending_events;        // recorded after work that never finishes
   double clock_us = 0;
+  std::map<uintptr_t, unsigned> stream_flags;
+  std::set<uintptr_t> hung_streams;          // a hung kernel is on it
+  std::vector<Pending> pending;              // NULL-stream copies and memsets not yet landed
+  int ctx_refs = 0;
+  CUresult sticky = 0;                       // a fault poisons the context until it is destroyed
+  std::map<std::string, int> executions;     // per kernel name, in this context
+  std::map<uintptr_t, std::vector<GraphNode>> explicit_graphs;  // cuGraphCreate'd: nodes with edges
 };
 
 State& st() {
@@ -104,6 +153,50 @@ State& st() {
 }
 
 uintptr_t new_handle() { return st().next_handle++; }
+
+/// A fresh context: no fault, no hung work, no counts.
+void reset_context() {
+  State& s = st();
+  s.sticky = 0;
+  s.executions.clear();
+  s.hung_streams.clear();
+  s.pending_events.clear();
+  s.pending.clear();
+}
+
+/// Lands every deferred NULL-stream copy and memset, in issue order.
+void flush_null_stream();
+
+/// What a blocking wait on work that never finishes does: block, then give up.
+CUresult block_forever(const char* call) {
+  const char* v = std::getenv("KDFLOW_FAKE_CUDA_HANG_S");
+  int seconds = v && *v ? std::atoi(v) : 20;
+  log_line("%s blocks on a hung kernel (a real driver would never return; giving up after %d s)", call, seconds);
+  std::this_thread::sleep_for(std::chrono::seconds(seconds));
+  return kLaunchTimeout;
+}
+
+bool blocking_stream(uintptr_t stream) {
+  if (stream == 0) return true;
+  auto it = st().stream_flags.find(stream);
+  return it == st().stream_flags.end() || (it->second & 1u) == 0;
+}
+
+int static_smem(const std::string& name) {
+  const char* v = std::getenv("KDFLOW_FAKE_CUDA_STATIC_SMEM");
+  if (!v || !*v) return 0;
+  std::string spec = v;
+  size_t pos = 0;
+  while (pos < spec.size()) {
+    size_t comma = spec.find(',', pos);
+    std::string item = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    size_t eq = item.find('=');
+    if (eq != std::string::npos && item.substr(0, eq) == name) return std::atoi(item.c_str() + eq + 1);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return 0;
+}
 
 /// The allocation holding [addr, addr + n), or null.
 Alloc* find(CUdeviceptr addr, size_t n, CUdeviceptr* base = nullptr) {
@@ -249,9 +342,39 @@ std::string decode(const std::vector<Param>& params, const std::string& bytes, b
   return out;
 }
 
-/// What a launch does when it "runs": advance the clock, maybe overrun a buffer.
-void execute(const Launch& l) {
-  st().clock_us += 10;
+void flush_null_stream() {
+  State& s = st();
+  for (const Pending& p : s.pending) {
+    CUdeviceptr base = 0;
+    if (Alloc* a = find(p.dst, p.bytes.size(), &base))
+      std::memcpy(a->mem.data() + (p.dst - base), p.bytes.data(), p.bytes.size());
+  }
+  if (!s.pending.empty()) log_line("null-stream work landed: %zu operations", s.pending.size());
+  s.pending.clear();
+}
+
+/// What a launch does when it "runs" on `stream`: advance the clock, maybe overrun a
+/// buffer, hang or fault.
+void execute(const Launch& l, uintptr_t stream) {
+  State& st_ = st();
+  if (st_.hung_streams.count(stream)) return;  // queued behind a kernel that never ends
+  st_.clock_us += 10;
+  const std::string& fname = st_.functions[l.function].name;
+  int n = ++st_.executions[fname];
+  if (const char* h = std::getenv("KDFLOW_FAKE_CUDA_HANG"); h && fname == h) {
+    st_.hung_streams.insert(stream);
+    log_line("hang kernel=%s stream=0x%lx", fname.c_str(), static_cast<unsigned long>(stream));
+    return;
+  }
+  if (const char* fl = std::getenv("KDFLOW_FAKE_CUDA_FAULT"); fl && *fl) {
+    std::string spec = fl;
+    size_t at = spec.rfind('@');
+    if (at != std::string::npos && spec.substr(0, at) == fname && std::atoi(spec.c_str() + at + 1) == n &&
+        st_.sticky == 0) {
+      st_.sticky = kIllegalAddress;
+      log_line("fault kernel=%s execution=%d", fname.c_str(), n);
+    }
+  }
   const char* s = std::getenv("KDFLOW_FAKE_CUDA_SCRIBBLE");
   if (!s || !*s) return;
   std::string spec = s;
@@ -279,6 +402,11 @@ const char* error_name(CUresult r) {
     case 101: return "CUDA_ERROR_INVALID_DEVICE";
     case 200: return "CUDA_ERROR_INVALID_IMAGE";
     case 209: return "CUDA_ERROR_NO_BINARY_FOR_GPU";
+    case 218: return "CUDA_ERROR_INVALID_PTX";
+    case 222: return "CUDA_ERROR_UNSUPPORTED_PTX_VERSION";
+    case 600: return "CUDA_ERROR_NOT_READY";
+    case 700: return "CUDA_ERROR_ILLEGAL_ADDRESS";
+    case 702: return "CUDA_ERROR_LAUNCH_TIMEOUT";
     case 400: return "CUDA_ERROR_INVALID_HANDLE";
     case 500: return "CUDA_ERROR_NOT_FOUND";
     default: return nullptr;
@@ -322,23 +450,27 @@ CUresult cuDeviceGetName(char* name, int len, int dev) {
 }
 
 CUresult cuDevicePrimaryCtxRetain(Handle* ctx, int dev) {
+  if (st().ctx_refs++ == 0) reset_context();
   *ctx = reinterpret_cast<Handle>(uintptr_t{0xc0});
   log_line("cuDevicePrimaryCtxRetain device=%d -> 0 ctx=0xc0", dev);
   return kSuccess;
 }
 
 CUresult cuDevicePrimaryCtxRelease_v2(int dev) {
+  if (st().ctx_refs > 0 && --st().ctx_refs == 0) reset_context();  // the primary context is destroyed
   log_line("cuDevicePrimaryCtxRelease device=%d -> 0", dev);
   return kSuccess;
 }
 
 CUresult cuCtxCreate_v2(Handle* ctx, unsigned flags, int dev) {
+  reset_context();
   *ctx = reinterpret_cast<Handle>(uintptr_t{0xc1});
   log_line("cuCtxCreate flags=%u device=%d -> 0 ctx=0xc1", flags, dev);
   return kSuccess;
 }
 
 CUresult cuCtxDestroy_v2(Handle ctx) {
+  reset_context();
   log_line("cuCtxDestroy ctx=%p -> 0", ctx);
   return kSuccess;
 }
@@ -349,8 +481,31 @@ CUresult cuCtxSetCurrent(Handle ctx) {
 }
 
 CUresult cuCtxSynchronize() {
-  log_line("cuCtxSynchronize -> 0");
+  flush_null_stream();
+  if (!st().hung_streams.empty()) {
+    CUresult r = block_forever("cuCtxSynchronize");
+    log_line("cuCtxSynchronize -> %d", r);
+    return r;
+  }
+  CUresult r = st().sticky;
+  log_line("cuCtxSynchronize -> %d", r);
+  return r;
+}
+
+CUresult cuDriverGetVersion(int* version) {
+  *version = 13000;
+  log_line("cuDriverGetVersion -> 0 version=13000");
   return kSuccess;
+}
+
+CUresult cuEventQuery(Handle ev) {
+  uintptr_t e = reinterpret_cast<uintptr_t>(ev);
+  CUresult r = st().sticky ? st().sticky
+               : !st().events.count(e) ? kInvalidHandle
+               : st().pending_events.count(e) ? kNotReady
+                                              : kSuccess;
+  log_line("cuEventQuery event=%p -> %d", ev, r);
+  return r;
 }
 
 CUresult cuModuleLoadDataEx(Handle* module, const void* image, unsigned n, int* options, void** values) {
@@ -370,6 +525,12 @@ CUresult cuModuleLoadDataEx(Handle* module, const void* image, unsigned n, int* 
       fill_log(n, options, values, 5, "fake: not PTX");
       log_line("cuModuleLoadDataEx kind=unknown options=%u -> %d", n, kInvalidImage);
       return kInvalidImage;
+    }
+    if (const char* rj = std::getenv("KDFLOW_FAKE_CUDA_REJECT_PTX"); rj && *rj) {
+      CUresult r = std::atoi(rj);
+      fill_log(n, options, values, 5, "ptxas fatal   : this PTX cannot be compiled for the device (fake)");
+      log_line("cuModuleLoadDataEx kind=ptx options=%u -> %d", n, r);
+      return r;
     }
     m.ptx = true;
     m.kind = "ptx";
@@ -414,9 +575,18 @@ CUresult cuModuleUnload(Handle module) {
 }
 
 CUresult cuFuncSetAttribute(Handle f, int attrib, int value) {
-  log_line("cuFuncSetAttribute name=%s attrib=%d value=%d -> 0",
-           st().functions[reinterpret_cast<uintptr_t>(f)].name.c_str(), attrib, value);
-  return kSuccess;
+  auto it = st().functions.find(reinterpret_cast<uintptr_t>(f));
+  if (it == st().functions.end()) {
+    log_line("cuFuncSetAttribute function=%p -> %d", f, kInvalidHandle);
+    return kInvalidHandle;
+  }
+  CUresult r = kSuccess;
+  if (attrib == 8) {  // MAX_DYNAMIC_SHARED_SIZE_BYTES: at most the opt-in maximum minus static
+    if (value < 0 || static_smem(it->second.name) + value > kOptinSmem) r = kInvalidValue;
+    else it->second.max_dynamic_smem = value;
+  }
+  log_line("cuFuncSetAttribute name=%s attrib=%d value=%d -> %d", it->second.name.c_str(), attrib, value, r);
+  return r;
 }
 
 CUresult cuFuncGetAttribute(int* value, int attrib, Handle f) {
@@ -426,6 +596,10 @@ CUresult cuFuncGetAttribute(int* value, int attrib, Handle f) {
     *value = 1024;
     const Module& m = st().modules[fn.module];
     if (auto it = m.maxntid.find(fn.name); it != m.maxntid.end()) *value = static_cast<int>(it->second);
+  } else if (attrib == 1) {  // SHARED_SIZE_BYTES: static shared memory
+    *value = static_smem(fn.name);
+  } else if (attrib == 8) {  // MAX_DYNAMIC_SHARED_SIZE_BYTES
+    *value = fn.max_dynamic_smem >= 0 ? fn.max_dynamic_smem : kDefaultSmem - static_smem(fn.name);
   }
   log_line("cuFuncGetAttribute name=%s attrib=%d -> 0 value=%d", fn.name.c_str(), attrib, *value);
   return kSuccess;
@@ -469,17 +643,19 @@ CUresult cuMemFree_v2(CUdeviceptr ptr) {
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
   CUdeviceptr base = 0;
   Alloc* a = find(dst, bytes, &base);
-  CUresult r = a ? kSuccess : kInvalidValue;
-  if (a) std::memcpy(a->mem.data() + (dst - base), src, bytes);
-  log_line("cuMemcpyHtoD dst=0x%llx bytes=%zu -> %d index=%d offset=%llu", dst, bytes, r, a ? a->index : -1,
-           a ? dst - base : 0ull);
+  CUresult r = st().sticky ? st().sticky : a ? kSuccess : kInvalidValue;
+  // Pageable source: staged now, lands when the NULL stream gets to it.
+  if (r == kSuccess) st().pending.push_back(Pending{dst, std::string(static_cast<const char*>(src), bytes)});
+  log_line("cuMemcpyHtoD dst=0x%llx bytes=%zu -> %d index=%d offset=%llu deferred=%d", dst, bytes, r,
+           a ? a->index : -1, a ? dst - base : 0ull, r == kSuccess ? 1 : 0);
   return r;
 }
 
 CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
+  flush_null_stream();  // synchronous, on the NULL stream: after everything queued there
   CUdeviceptr base = 0;
   Alloc* a = find(src, bytes, &base);
-  CUresult r = a ? kSuccess : kInvalidValue;
+  CUresult r = st().sticky ? st().sticky : a ? kSuccess : kInvalidValue;
   if (a) std::memcpy(dst, a->mem.data() + (src - base), bytes);
   log_line("cuMemcpyDtoH src=0x%llx bytes=%zu -> %d index=%d offset=%llu", src, bytes, r, a ? a->index : -1,
            a ? src - base : 0ull);
@@ -489,10 +665,10 @@ CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
 CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t count) {
   CUdeviceptr base = 0;
   Alloc* a = find(dst, count, &base);
-  CUresult r = a ? kSuccess : kInvalidValue;
-  if (a) std::memset(a->mem.data() + (dst - base), value, count);
-  log_line("cuMemsetD8 dst=0x%llx value=%u count=%zu -> %d index=%d offset=%llu", dst, value, count, r,
-           a ? a->index : -1, a ? dst - base : 0ull);
+  CUresult r = st().sticky ? st().sticky : a ? kSuccess : kInvalidValue;
+  if (r == kSuccess) st().pending.push_back(Pending{dst, std::string(count, static_cast<char>(value))});
+  log_line("cuMemsetD8 dst=0x%llx value=%u count=%zu -> %d index=%d offset=%llu deferred=%d", dst, value, count, r,
+           a ? a->index : -1, a ? dst - base : 0ull, r == kSuccess ? 1 : 0);
   return r;
 }
 
@@ -528,6 +704,14 @@ CUresult cuLaunchKernel(Handle f, unsigned gx, unsigned gy, unsigned gz, unsigne
   }
   std::string args;
   const Module& m = s.modules[fn.module];
+  {
+    int limit = fn.max_dynamic_smem >= 0 ? fn.max_dynamic_smem : kDefaultSmem - static_smem(fn.name);
+    if (r == kSuccess && static_cast<int>(smem) > limit) {
+      r = kInvalidValue;
+      why = " error=dynamic_shared_memory_above_the_kernel_limit";
+    }
+  }
+  if (r == kSuccess && st().sticky) r = st().sticky;
   if (r == kSuccess && m.ptx) {
     bool ok = true;
     auto it = m.entries.find(fn.name);
@@ -543,13 +727,15 @@ CUresult cuLaunchKernel(Handle f, unsigned gx, unsigned gy, unsigned gz, unsigne
   }
   uintptr_t sh = reinterpret_cast<uintptr_t>(stream);
   bool captured = s.capturing.count(sh) > 0;
+  if (r == kSuccess && !captured && blocking_stream(sh)) flush_null_stream();
+  size_t racing = captured ? 0 : s.pending.size();
   log_line("cuLaunchKernel name=%s grid=%u,%u,%u block=%u,%u,%u smem=%u stream=0x%lx captured=%d param_bytes=%zu "
-           "params=%s args=%s -> %d%s",
+           "params=%s args=%s racing=%zu -> %d%s",
            fn.name.c_str(), gx, gy, gz, bx, by, bz, smem, static_cast<unsigned long>(sh), captured ? 1 : 0,
-           l.params.size(), hex(l.params).c_str(), args.empty() ? "-" : args.c_str(), r, why.c_str());
+           l.params.size(), hex(l.params).c_str(), args.empty() ? "-" : args.c_str(), racing, r, why.c_str());
   if (r != kSuccess) return r;
   if (captured) s.graphs[s.capturing[sh]].push_back(l);
-  else execute(l);
+  else execute(l, sh);
   return kSuccess;
 }
 
@@ -562,17 +748,33 @@ CUresult cuEventCreate(Handle* ev, unsigned flags) {
 }
 
 CUresult cuEventRecord(Handle ev, Handle stream) {
-  st().events[reinterpret_cast<uintptr_t>(ev)] = st().clock_us;
-  log_line("cuEventRecord event=%p stream=%p -> 0", ev, stream);
-  return kSuccess;
+  uintptr_t e = reinterpret_cast<uintptr_t>(ev), sh = reinterpret_cast<uintptr_t>(stream);
+  CUresult r = st().sticky ? st().sticky : st().events.count(e) ? kSuccess : kInvalidHandle;
+  if (r == kSuccess) {
+    if (blocking_stream(sh)) flush_null_stream();
+    st().events[e] = st().clock_us;
+    if (st().hung_streams.count(sh)) st().pending_events.insert(e);
+    else st().pending_events.erase(e);
+  }
+  log_line("cuEventRecord event=%p stream=%p -> %d", ev, stream, r);
+  return r;
 }
 
 CUresult cuEventSynchronize(Handle ev) {
-  log_line("cuEventSynchronize event=%p -> 0", ev);
-  return kSuccess;
+  uintptr_t e = reinterpret_cast<uintptr_t>(ev);
+  CUresult r = st().sticky;
+  if (r == kSuccess && st().pending_events.count(e)) r = block_forever("cuEventSynchronize");
+  log_line("cuEventSynchronize event=%p -> %d", ev, r);
+  return r;
 }
 
 CUresult cuEventElapsedTime(float* ms, Handle a, Handle b) {
+  if (st().sticky || st().pending_events.count(reinterpret_cast<uintptr_t>(a)) ||
+      st().pending_events.count(reinterpret_cast<uintptr_t>(b))) {
+    CUresult r = st().sticky ? st().sticky : kNotReady;
+    log_line("cuEventElapsedTime start=%p end=%p -> %d", a, b, r);
+    return r;
+  }
   *ms = static_cast<float>((st().events[reinterpret_cast<uintptr_t>(b)] - st().events[reinterpret_cast<uintptr_t>(a)]) /
                            1000.0);
   log_line("cuEventElapsedTime start=%p end=%p -> 0 ms=%g", a, b, *ms);
@@ -587,6 +789,7 @@ CUresult cuEventDestroy_v2(Handle ev) {
 
 CUresult cuStreamCreate(Handle* stream, unsigned flags) {
   uintptr_t h = new_handle();
+  st().stream_flags[h] = flags;
   *stream = reinterpret_cast<Handle>(h);
   log_line("cuStreamCreate flags=%u -> 0 stream=0x%lx", flags, static_cast<unsigned long>(h));
   return kSuccess;
@@ -627,6 +830,10 @@ CUresult cuGraphInstantiateWithFlags(Handle* exec, Handle graph, unsigned long l
   }
   uintptr_t h = new_handle();
   st().execs[h] = it->second;
+  if (auto eg = st().explicit_graphs.find(reinterpret_cast<uintptr_t>(graph)); eg != st().explicit_graphs.end()) {
+    // Kernel nodes run in an order that respects the edges: the order they were added in.
+    for (const GraphNode& n : eg->second) st().execs[h].push_back(n.launch);
+  }
   *exec = reinterpret_cast<Handle>(h);
   log_line("cuGraphInstantiate graph=%p flags=%llu -> 0 exec=0x%lx kernels=%zu", graph, flags,
            static_cast<unsigned long>(h), it->second.size());
@@ -639,12 +846,108 @@ CUresult cuGraphLaunch(Handle exec, Handle stream) {
     log_line("cuGraphLaunch exec=%p -> %d", exec, kInvalidHandle);
     return kInvalidHandle;
   }
-  for (const Launch& l : it->second) execute(l);
-  log_line("cuGraphLaunch exec=%p stream=%p kernels=%zu -> 0", exec, stream, it->second.size());
+  uintptr_t sh = reinterpret_cast<uintptr_t>(stream);
+  if (st().sticky) {
+    log_line("cuGraphLaunch exec=%p -> %d", exec, st().sticky);
+    return st().sticky;
+  }
+  if (blocking_stream(sh)) flush_null_stream();
+  size_t racing = st().pending.size();
+  for (const Launch& l : it->second) execute(l, sh);
+  log_line("cuGraphLaunch exec=%p stream=%p kernels=%zu racing=%zu -> 0", exec, stream, it->second.size(), racing);
   return kSuccess;
 }
 
+CUresult cuGraphCreate(Handle* graph, unsigned flags) {
+  uintptr_t g = new_handle();
+  st().graphs[g];
+  st().explicit_graphs[g];
+  *graph = reinterpret_cast<Handle>(g);
+  CUresult r = flags == 0 ? kSuccess : kInvalidValue;
+  log_line("cuGraphCreate flags=%u -> %d graph=0x%lx", flags, r, static_cast<unsigned long>(g));
+  return r;
+}
+
+/// CUDA_KERNEL_NODE_PARAMS_v2.
+struct KernelNodeParams {
+  Handle func;
+  unsigned gx, gy, gz, bx, by, bz, smem;
+  void** kernel_params;
+  void** extra;
+  Handle kern;
+  Handle ctx;
+};
+
+CUresult cuGraphAddKernelNode_v2(Handle* node, Handle graph, const Handle* deps, size_t ndeps,
+                                 const KernelNodeParams* p) {
+  State& s = st();
+  auto g = s.explicit_graphs.find(reinterpret_cast<uintptr_t>(graph));
+  auto fit = p ? s.functions.find(reinterpret_cast<uintptr_t>(p->func)) : s.functions.end();
+  CUresult r = kSuccess;
+  std::string why;
+  if (g == s.explicit_graphs.end()) r = kInvalidHandle, why = " error=unknown_graph";
+  else if (!p || fit == s.functions.end()) r = kInvalidValue, why = " error=no_function";
+  else if (p->kernel_params || !p->extra) r = kInvalidValue, why = " error=fake_takes_extra_only";
+  else if (ndeps && !deps) r = kInvalidValue, why = " error=null_dependencies";
+  GraphNode n{};
+  std::string dep_text;
+  if (r == kSuccess) {
+    for (size_t i = 0; i < ndeps; ++i) {
+      uintptr_t d = reinterpret_cast<uintptr_t>(deps[i]);
+      bool known = false;
+      for (const GraphNode& o : g->second) known |= o.id == d;
+      if (!known) {
+        r = kInvalidValue;
+        why = " error=dependency_not_in_graph";
+        break;
+      }
+      for (uintptr_t e : n.deps)
+        if (e == d) r = kInvalidValue, why = " error=duplicate_dependency";
+      n.deps.push_back(d);
+    }
+  }
+  if (r == kSuccess) {
+    const Function& fn = fit->second;
+    n.launch = Launch{reinterpret_cast<uintptr_t>(p->func), {p->gx, p->gy, p->gz}, {p->bx, p->by, p->bz}, p->smem, ""};
+    void* buf = nullptr;
+    size_t size = 0;
+    for (void** e = p->extra; *e; e += 2) {
+      uintptr_t key = reinterpret_cast<uintptr_t>(e[0]);
+      if (key == 1) buf = e[1];
+      else if (key == 2) size = *static_cast<size_t*>(e[1]);
+    }
+    if (buf && size) n.launch.params.assign(static_cast<const char*>(buf), size);  // copied now, as the driver does
+    int limit = fn.max_dynamic_smem >= 0 ? fn.max_dynamic_smem : kDefaultSmem - static_smem(fn.name);
+    if (static_cast<int>(p->smem) > limit)
+      r = kInvalidValue, why = " error=dynamic_shared_memory_above_the_kernel_limit";
+    const Module& m = s.modules[fn.module];
+    if (r == kSuccess && m.ptx) {
+      bool ok = true;
+      auto it = m.entries.find(fn.name);
+      if (it != m.entries.end()) decode(it->second, n.launch.params, &ok);
+      if (!ok) r = kInvalidValue, why = " error=parameter_buffer_does_not_match_the_ptx_signature";
+    }
+  }
+  if (r == kSuccess) {
+    n.id = new_handle();
+    *node = reinterpret_cast<Handle>(n.id);
+    for (uintptr_t d : n.deps) {
+      // Edges as indices of the nodes in the order they were added.
+      for (size_t k = 0; k < g->second.size(); ++k)
+        if (g->second[k].id == d) dep_text += (dep_text.empty() ? "" : ",") + std::to_string(k);
+    }
+    g->second.push_back(n);
+  }
+  log_line("cuGraphAddKernelNode name=%s node_index=%zu deps=%s param_bytes=%zu params=%s -> %d%s",
+           fit != s.functions.end() ? fit->second.name.c_str() : "?",
+           g != s.explicit_graphs.end() ? g->second.size() - (r == kSuccess ? 1 : 0) : 0,
+           dep_text.empty() ? "-" : dep_text.c_str(), n.launch.params.size(), hex(n.launch.params).c_str(), r,
+           why.c_str());
+  return r;
+}
+
 CUresult cuGraphDestroy(Handle graph) {
+  st().explicit_graphs.erase(reinterpret_cast<uintptr_t>(graph));
   CUresult r = st().graphs.erase(reinterpret_cast<uintptr_t>(graph)) ? kSuccess : kInvalidHandle;
   log_line("cuGraphDestroy graph=%p -> %d", graph, r);
   return r;
@@ -707,6 +1010,10 @@ static const ProcEntry kProcs[] = {
     {"cuGraphInstantiateWithFlags", reinterpret_cast<void*>(&cuGraphInstantiateWithFlags)},
     {"cuGraphInstantiate", reinterpret_cast<void*>(&cuGraphInstantiateWithFlags)},
     {"cuGraphLaunch", reinterpret_cast<void*>(&cuGraphLaunch)},
+    {"cuGraphCreate", reinterpret_cast<void*>(&cuGraphCreate)},
+    {"cuGraphAddKernelNode", reinterpret_cast<void*>(&cuGraphAddKernelNode_v2)},
+    {"cuEventQuery", reinterpret_cast<void*>(&cuEventQuery)},
+    {"cuDriverGetVersion", reinterpret_cast<void*>(&cuDriverGetVersion)},
     {"cuGraphDestroy", reinterpret_cast<void*>(&cuGraphDestroy)},
     {"cuGraphExecDestroy", reinterpret_cast<void*>(&cuGraphExecDestroy)},
     {"cuGetErrorName", reinterpret_cast<void*>(&cuGetErrorName)},
@@ -726,6 +1033,13 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, unsign
   if (status) *status = r == kSuccess ? 0 : 1;
   log_line("cuGetProcAddress symbol=%s version=%d flags=%llu -> %d", symbol, version, flags, r);
   return r;
+}
+
+/// Not a driver entry point: tests call it (dlsym) to drop all state, as if the process
+/// that held a hung context had exited.
+void kdflow_fake_cuda_reset() {
+  st() = State{};
+  log_line("kdflow_fake_cuda_reset");
 }
 
 CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, unsigned long long flags) {

@@ -104,8 +104,10 @@ int main(int argc, char** argv) {
   replay->add_option("--input", rp.inputs, "NAME=FILE.npy (repeatable; default DIR/input_<name>.npy)");
   replay->add_option("--expect", rp.expect, "Reference output .npy, in output order (default DIR/output_<i>.npy)");
   replay->add_flag("--no-expect", rp.no_expect, "Compare nothing");
-  replay->add_option("--mode", rp.mode, "eager (one launch at a time) or graph (one CUDA graph)")
-      ->check(CLI::IsMember({"eager", "graph"}))
+  replay->add_option("--mode", rp.mode,
+                     "eager (one launch at a time), graph (one captured CUDA graph) or dag (a CUDA graph with an "
+                     "edge per dependency)")
+      ->check(CLI::IsMember({"eager", "graph", "dag"}))
       ->capture_default_str();
   replay->add_option("--warmup", rp.warmup, "Warm-up runs")->capture_default_str();
   replay->add_option("--repeat", rp.repeat, "Timed runs")->capture_default_str();
@@ -114,7 +116,13 @@ int main(int argc, char** argv) {
   replay->add_flag("--guard", rp.guard, "Redzones after each allocation; report the first kernel writing past its buffer");
   replay->add_option("--dump-dir", rp.dump_dir, "Write every buffer a kernel writes, after it runs, as .npy");
   replay->add_option("--kernel", rp.kernel, "Run one kernel alone on buffers restored from --dump-dir");
+  replay->add_option("--nodes", rp.nodes,
+                     "Run a slice: FROM..TO graph nodes (n12..n40, or names), live-ins from --inputs-from");
+  replay->add_option("--inputs-from", rp.inputs_from, "With --nodes: the --dump-dir of a full run");
   replay->add_option("--trace", rp.trace, "Chrome trace (Perfetto) of the kernel timeline");
+  replay->add_option("--timing-json", rp.timing_json, "Per-kernel and per-run times as JSON (docs/schema.md)");
+  replay->add_option("--time-limit", rp.time_limit, "Give up (exit 65, naming the kernel) when GPU work takes longer "
+                     "than this many seconds; 0: no limit")->capture_default_str();
   replay->add_option("--output-dir", rp.output_dir, "Write the outputs as output_<i>.npy");
   replay->add_option("--rtol", rp.rtol, "Relative tolerance for float outputs")->capture_default_str();
   replay->add_option("--atol", rp.atol, "Absolute tolerance for float outputs")->capture_default_str();

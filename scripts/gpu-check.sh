@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# gpu-check.sh — one command for the first GPU (docs/gpu-check.md).
+#
+# Builds kdflow without clang (-DKDFLOW_WITH_CLANG=OFF: a GPU machine has CUDA, CMake and
+# ninja but no LLVM dev packages and no internet), then replays every sample from its
+# extracted flow (test/golden/<model>.json) in eager, graph and dag modes, comparing the
+# outputs with the sample's output_<i>.npy; runs --guard once, writes a Chrome trace, and
+# prints one table. With ncu on the PATH it also profiles one sample and joins the
+# profile with `kdflow show --profile`.
+#
+# In CI it runs against the fake driver (KDFLOW_CUDA_LIBRARY) as a smoke test of the script:
+# kernels do not run there, so outputs differ and --allow-mismatch is passed.
+#
+# Usage: scripts/gpu-check.sh [options]
+#   --build-dir DIR   build folder (default: build-gpu)
+#   --reuse-build     use DIR/kdflow as it is; configure and build nothing
+#   --out DIR         where logs, timing JSON, trace and the table go (default: gpu-check-out)
+#   --samples "A B"   models to replay (default: every samples/<m>/ with a test/golden/<m>.json)
+#   --shared DIR      where params.bin files missing from samples/ are (default: ../shared/samples)
+#   --deps DIR        a folder made by --pack-deps: fmt, nlohmann_json and CLI11 for the build
+#   --pack-deps DIR   (on a development machine) copy those three packages into DIR and exit
+#   --allow-mismatch  outputs that differ are not a failure (the fake driver runs no kernels)
+# Exit status: 0 all runs passed; 1 a run failed or (without --allow-mismatch) an output
+# differed; 64 usage; 69 the build tools are missing.
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+BUILD=build-gpu
+REUSE=0
+OUT=gpu-check-out
+SAMPLES=""
+SHARED=../shared/samples
+DEPS=""
+ALLOW_MISMATCH=0
+
+usage() { echo "gpu-check.sh: error: $1 (see the header of scripts/gpu-check.sh)" >&2; exit 64; }
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build-dir) [ $# -ge 2 ] || usage "--build-dir needs a folder"; BUILD=$2; shift 2 ;;
+    --reuse-build) REUSE=1; shift ;;
+    --out) [ $# -ge 2 ] || usage "--out needs a folder"; OUT=$2; shift 2 ;;
+    --samples) [ $# -ge 2 ] || usage "--samples needs a list"; SAMPLES=$2; shift 2 ;;
+    --shared) [ $# -ge 2 ] || usage "--shared needs a folder"; SHARED=$2; shift 2 ;;
+    --deps) [ $# -ge 2 ] || usage "--deps needs a folder"; DEPS=$(cd "$2" && pwd) || exit 66; shift 2 ;;
+    --pack-deps)
+      [ $# -ge 2 ] || usage "--pack-deps needs a folder"
+      D=$2
+      MULTI=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+      mkdir -p "$D/include" "$D/lib/$MULTI/cmake" "$D/share/cmake" || exit 73
+      cp -a /usr/include/fmt /usr/include/nlohmann /usr/include/CLI "$D/include/" || exit 66
+      cp -a "/usr/lib/$MULTI/cmake/fmt" "$D/lib/$MULTI/cmake/" || exit 66
+      cp -a /usr/lib/"$MULTI"/libfmt.so* "$D/lib/$MULTI/" || exit 66
+      cp -a /usr/share/cmake/nlohmann_json /usr/share/cmake/CLI11 "$D/share/cmake/" || exit 66
+      echo "gpu-check: packed fmt, nlohmann_json and CLI11 into $D; on the GPU machine: scripts/gpu-check.sh --deps $D"
+      exit 0 ;;
+    --allow-mismatch) ALLOW_MISMATCH=1; shift ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    *) usage "unknown option $1" ;;
+  esac
+done
+
+mkdir -p "$OUT" || exit 73
+OUT=$(cd "$OUT" && pwd)
+
+# --- build -------------------------------------------------------------------------
+if [ "$REUSE" = 0 ]; then
+  for tool in cmake ninja c++; do
+    command -v "$tool" >/dev/null || { echo "gpu-check.sh: error: $tool is not on the PATH" >&2; exit 69; }
+  done
+  CONFIG=(-S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKDFLOW_WITH_CLANG=OFF -DKDFLOW_BUILD_TESTS=OFF)
+  [ -n "$DEPS" ] && CONFIG+=("-DCMAKE_PREFIX_PATH=$DEPS")
+  echo "gpu-check: configuring $BUILD (no clang)"
+  if ! cmake "${CONFIG[@]}" >"$OUT/configure.log" 2>&1; then
+    tail -20 "$OUT/configure.log" >&2
+    echo "gpu-check.sh: error: cmake failed ($OUT/configure.log); missing fmt/nlohmann_json/CLI11? pack them on a development machine with --pack-deps DIR and pass --deps DIR" >&2
+    exit 1
+  fi
+  echo "gpu-check: building"
+  if ! cmake --build "$BUILD" --target kdflow >"$OUT/build.log" 2>&1; then
+    tail -20 "$OUT/build.log" >&2
+    echo "gpu-check.sh: error: build failed ($OUT/build.log)" >&2
+    exit 1
+  fi
+fi
+KDFLOW=$(cd "$BUILD" 2>/dev/null && pwd)/kdflow
+[ -x "$KDFLOW" ] || { echo "gpu-check.sh: error: $BUILD/kdflow is missing (build it, or drop --reuse-build)" >&2; exit 1; }
+[ -n "$DEPS" ] && export LD_LIBRARY_PATH="$DEPS/lib/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+# --- the samples ---------------------------------------------------------------------
+if [ -z "$SAMPLES" ]; then
+  for d in samples/*/; do
+    m=$(basename "$d")
+    [ -f "test/golden/$m.json" ] && SAMPLES="$SAMPLES $m"
+  done
+fi
+[ -n "${SAMPLES// /}" ] || { echo "gpu-check.sh: error: no samples with a golden flow" >&2; exit 1; }
+
+# Prints the params option for model $1: samples/<m>/params.bin is found by replay itself.
+params_for() {
+  if [ -f "samples/$1/params.bin" ]; then return 0; fi
+  if [ -f "$SHARED/$1/params.bin" ]; then echo "--params $SHARED/$1/params.bin"; fi
+}
+
+# Whether the model has params (the golden JSON's top-level "params" list is not empty).
+has_params() { ! grep -q '^ *"params": \[\]' "test/golden/$1.json"; }
+
+TABLE="$OUT/table.md"
+DEVICE=""
+FAILED=0
+MISMATCHED=0
+RUNS=0
+{
+  echo "| model | mode | result | outputs (max abs / max rel) | Σ kernel µs | end to end µs | launches |"
+  echo "| --- | --- | --- | --- | --- | --- | --- |"
+} >"$TABLE"
+
+row() { echo "| $* |" >>"$TABLE"; }
+
+FIRST=""
+for m in $SAMPLES; do
+  [ -z "$FIRST" ] && FIRST=$m
+  P=$(params_for "$m")
+  if [ -z "$P" ] && [ ! -f "samples/$m/params.bin" ] && has_params "$m"; then
+    row "$m | - | skipped: no params.bin in samples/$m or $SHARED/$m | - | - | - | -"
+    continue
+  fi
+  for mode in eager graph dag; do
+    RUNS=$((RUNS + 1))
+    base="$OUT/$m.$mode"
+    # shellcheck disable=SC2086
+    "$KDFLOW" replay "samples/$m" --flow "test/golden/$m.json" --mode "$mode" $P \
+      --timing-json "$base.timing.json" >"$base.txt" 2>"$base.err"
+    rc=$?
+    [ -z "$DEVICE" ] && DEVICE=$(sed -n 's/^replay: device [0-9]*: //p' "$base.err" | head -1)
+    # Outputs: the check table's rows are "index file max_abs max_rel mismatches result".
+    outs=$(awk 'f && NF >= 6 { n++; if ($6 != "ok") bad++; if ($3 + 0 > a) a = $3 + 0; if ($4 + 0 > r) r = $4 + 0 }
+                $1 == "output" && $2 == "expected" { f = 1 }
+                END { if (!n) print "none compared"; else printf "%s (%g / %g)\n", bad ? bad "/" n " MISMATCH" : n "/" n " ok", a, r }' "$base.txt")
+    ksum=$(sed -n 's/^total: \([0-9.]*\) (min [0-9.]*) over \([0-9]*\) kernels$/\1/p' "$base.txt")
+    launches=$(sed -n 's/^total: [0-9.]* (min [0-9.]*) over \([0-9]*\) kernels$/\1/p' "$base.txt")
+    if [ "$mode" = eager ]; then
+      e2e=$(sed -n 's/^eager end to end: \([0-9.]*\) us.*/\1/p' "$base.txt")
+    else
+      e2e=$(sed -n "s/^$mode: median \\([0-9.]*\\) us.*/\\1/p" "$base.txt")
+    fi
+    case $rc in
+      0) result=ok ;;
+      1) if grep -q "outputs differ" "$base.err"; then
+           result="outputs differ"; MISMATCHED=$((MISMATCHED + 1))
+           [ "$ALLOW_MISMATCH" = 1 ] || FAILED=$((FAILED + 1))
+         else
+           result="exit 1"; FAILED=$((FAILED + 1))
+         fi ;;
+      *) result="exit $rc: $(tail -1 "$base.err" | cut -c1-120 | tr '|' '/')"; FAILED=$((FAILED + 1)) ;;
+    esac
+    row "$m | $mode | $result | $outs | ${ksum:--} | ${e2e:--} | ${launches:--}"
+  done
+done
+
+# --- guard once, a Chrome trace --------------------------------------------------------
+P=$(params_for "$FIRST")
+# shellcheck disable=SC2086
+"$KDFLOW" replay "samples/$FIRST" --flow "test/golden/$FIRST.json" $P --guard --no-expect -q >"$OUT/guard.txt" 2>"$OUT/guard.err"
+rc=$?
+if [ $rc = 0 ]; then GUARD="guard on $FIRST: no kernel wrote past its buffer"
+else GUARD="guard on $FIRST: exit $rc: $(tail -1 "$OUT/guard.err")"; FAILED=$((FAILED + 1)); fi
+# shellcheck disable=SC2086
+"$KDFLOW" replay "samples/$FIRST" --flow "test/golden/$FIRST.json" $P --no-expect -q --trace "$OUT/$FIRST.trace.json" \
+  >/dev/null 2>"$OUT/trace.err"
+rc=$?
+if [ $rc = 0 ] && grep -q '"traceEvents"' "$OUT/$FIRST.trace.json"; then TRACE="Chrome trace: $OUT/$FIRST.trace.json"
+else TRACE="Chrome trace: exit $rc: $(tail -1 "$OUT/trace.err")"; FAILED=$((FAILED + 1)); fi
+
+# --- ncu, when there is one ------------------------------------------------------------
+if command -v ncu >/dev/null; then
+  # shellcheck disable=SC2086
+  if ncu --csv --metrics gpu__time_duration.sum "$KDFLOW" replay "samples/$FIRST" --flow "test/golden/$FIRST.json" $P \
+       --no-expect -q --warmup 0 --repeat 1 >"$OUT/$FIRST.ncu.csv" 2>"$OUT/ncu.err" &&
+     "$KDFLOW" show "test/golden/$FIRST.json" --profile "$OUT/$FIRST.ncu.csv" --color never >"$OUT/$FIRST.profile.txt" 2>>"$OUT/ncu.err"; then
+    NCU="ncu: $OUT/$FIRST.ncu.csv joined in $OUT/$FIRST.profile.txt"
+  else
+    NCU="ncu: failed ($OUT/ncu.err: $(tail -1 "$OUT/ncu.err"))"
+  fi
+else
+  NCU="ncu: not on the PATH; skipped"
+fi
+
+{
+  echo
+  SMI=""
+  command -v nvidia-smi >/dev/null && SMI="; nvidia-smi: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+  echo "$(date -u '+%Y-%m-%d %H:%M UTC'); device: ${DEVICE:-unknown}$SMI"
+  echo "$GUARD"
+  echo "$TRACE"
+  echo "$NCU"
+  echo "gpu-check: $RUNS runs, $FAILED failed, $MISMATCHED with outputs that differ$([ "$ALLOW_MISMATCH" = 1 ] && echo ' (allowed: --allow-mismatch)')"
+} >>"$TABLE"
+cat "$TABLE"
+[ "$FAILED" = 0 ] || exit 1
+exit 0
