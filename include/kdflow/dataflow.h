@@ -151,8 +151,13 @@ struct DeviceFunction {
   std::vector<DeviceParam> params;
   int64_t launch_bounds = 0;        ///< __launch_bounds__(N); 0 when absent
   SourceLoc loc;                    ///< in device.cu
+  /// Why the body was not analyzed: the first clang error in it (or in a function it calls),
+  /// "device.cu:449:37: error: no viable overloaded '='". Empty when analyzed; when set,
+  /// every pointer parameter's access is Unknown.
+  std::string access_error;
   bool operator==(const DeviceFunction& o) const {
-    return name == o.name && params == o.params && launch_bounds == o.launch_bounds && loc == o.loc;
+    return name == o.name && params == o.params && launch_bounds == o.launch_bounds && loc == o.loc &&
+           access_error == o.access_error;
   }
 };
 

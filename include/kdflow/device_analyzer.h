@@ -31,7 +31,11 @@ struct DeviceSource {
 /// writes, atomics read and write); one passed anywhere else, or escaping the analysis
 /// (stored to memory, an asm operand), counts as ReadWrite. A pointer parameter the body
 /// never uses is Unknown.
-/// A clang error → `file:line:col: error: ...`.
-Expected<DeviceSource> analyze_device_source(const std::string& source, const std::string& file);
+/// Errors: with `strict`, any clang error → `file:line:col: error: ...`. Otherwise clang's
+/// error recovery goes on (at most 50 errors, then it is an error too, as is any fatal one):
+/// a kernel whose body, or a function of the file it calls, holds an error gets
+/// `access_error` (the first such error line) and Unknown access for every pointer; every
+/// other kernel is analyzed as usual.
+Expected<DeviceSource> analyze_device_source(const std::string& source, const std::string& file, bool strict = false);
 
 }  // namespace kdflow

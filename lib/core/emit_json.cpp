@@ -214,6 +214,7 @@ ojson build(const Dataflow& df) {
     }
     j["params"] = std::move(params);
     if (f.loc.valid()) j["loc"] = loc_json(f.loc);
+    if (!f.access_error.empty()) j["access_error"] = f.access_error;
     dfuncs.push_back(std::move(j));
   }
   root["device_functions"] = std::move(dfuncs);
@@ -532,6 +533,7 @@ Dataflow Reader::document(const json& root) const {
       f.params.push_back(std::move(dp));
     }
     f.loc = optional_loc(j, p);
+    if (const json* e = optional(j, "access_error")) f.access_error = string(*e, at(p, "access_error"));
     df.device_functions.push_back(std::move(f));
   }
 
