@@ -13,7 +13,7 @@ using namespace kdflow;
 namespace {
 
 DeviceSource parse(const std::string& src) {
-  auto r = analyze_device_source(src, "t.cu");
+  auto r = analyze_device_source(src, "t.cu", /*strict=*/true);  // a construct that does not parse fails here
   if (!r) FAIL(r.error().message);
   return r.take();
 }
