@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test.sh — installs what is missing, builds kdflow and its tests in build/, and runs
 # every test with ctest (plus, when ../shared is beside the clone, the oracle's
-# compare_truth.py and compare_library_calls.py on every sample). Exits non-zero if the build or any test fails.
+# compare_truth.py, compare_library_calls.py and check_access.py on every sample). Exits non-zero if the build or any test fails.
 # Parallelism stays at 2 so the build fits CI's 2 cores and 24 GB of memory.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -26,8 +26,9 @@ cmake --build build -j2 -- "${keep_going[@]}" || build_status=$?
 check_status=0
 compare=../shared/tools/compare_truth.py
 compare_calls=../shared/tools/compare_library_calls.py
+check_access=../shared/tools/check_access.py
 if [ -f "$compare" ] && [ -x build/kdflow ] && command -v python3 >/dev/null 2>&1; then
-  echo "test: cross-checking every sample with $compare and $compare_calls"
+  echo "test: cross-checking every sample with $compare, $compare_calls and $check_access"
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
   for dir in samples/*/; do
@@ -37,15 +38,19 @@ if [ -f "$compare" ] && [ -x build/kdflow ] && command -v python3 >/dev/null 2>&
     if ./build/kdflow extract "$dir" -q -o "$tmp/$m.json" &&
        python3 "$compare" "$tmp/$m.json" "$dir/truth.json" >"$tmp/$m.log" 2>&1 &&
        { [ ! -f "$compare_calls" ] ||
-         python3 "$compare_calls" "$tmp/$m.json" "$dir/truth.json" "$dir/graph.json" >"$tmp/$m.calls.log" 2>&1; }; then
-      calls=""
+         python3 "$compare_calls" "$tmp/$m.json" "$dir/truth.json" "$dir/graph.json" >"$tmp/$m.calls.log" 2>&1; } &&
+       { [ ! -f "$check_access" ] ||
+         python3 "$check_access" "$tmp/$m.json" "$dir/graph.json" >"$tmp/$m.access.log" 2>&1; }; then
+      calls="" access=""
       [ -f "$tmp/$m.calls.log" ] && calls=", $(tail -n 1 "$tmp/$m.calls.log" | sed 's/^.*: //')"
-      echo "  $m: $(tail -n 1 "$tmp/$m.log" | sed 's/^.*: //')$calls"
+      [ -f "$tmp/$m.access.log" ] && access=", $(tail -n 1 "$tmp/$m.access.log")"
+      echo "  $m: $(tail -n 1 "$tmp/$m.log" | sed 's/^.*: //')$calls$access"
     else
       check_status=1
       echo "  $m: MISMATCH" >&2
       [ -f "$tmp/$m.log" ] && sed 's/^/    /' "$tmp/$m.log" >&2
       [ -f "$tmp/$m.calls.log" ] && sed 's/^/    /' "$tmp/$m.calls.log" >&2
+      [ -f "$tmp/$m.access.log" ] && sed 's/^/    /' "$tmp/$m.access.log" >&2
     fi
   done
 fi

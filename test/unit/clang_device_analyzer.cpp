@@ -642,7 +642,7 @@ extern "C" __global__ void k(int* __restrict__ acc, signed char* __restrict__ a,
   CHECK(access(src, "mixed") == Access::Write);
 }
 
-TEST_CASE("device types: reinterpreting vector loads and stores (float2/4, uint1/2/4, int4)", "[device][types]") {
+TEST_CASE("device types: reinterpreting vector loads and stores (float2/4, uint1/2/4, int4, ulonglong4)", "[device][types]") {
   std::string src = std::string(kTvmPreamble) + R"(
 extern "C" __global__ void k(half* __restrict__ T_cast, float* __restrict__ p0, float* __restrict__ o4,
                              float* __restrict__ i4, int* __restrict__ oi, int* __restrict__ ii, half* __restrict__ h) {
@@ -656,6 +656,9 @@ extern "C" __global__ void k(half* __restrict__ T_cast, float* __restrict__ p0, 
   ((int4*)(oi + i * 4))[0] = make_int4(ii[0], ii[1], ii[2], ii[3]);
   ((uint2*)(h + i * 4))[0] = ((uint2*)(h + i * 4 + 1024))[0];
   ((uint4*)(oi + 64))[0] = ((uint4*)(ii + 64))[0];
+  // TVM 0.19 stores float32x8 as ulonglong4 and reads its lanes as *(float2*)(&(ul4.x)).
+  ulonglong4 f8 = *(ulonglong4*)(i4 + 256);
+  o4[512] = ((float2*)(&(f8.x)))->x + ((float2*)(&(f8.w)))->y;
 }
 )";
   CHECK(access(src, "T_cast") == Access::Write);
