@@ -181,6 +181,9 @@ struct Dataflow {
   std::vector<Edge> edges;
   std::vector<Dependency> dependencies;  ///< kernel → kernel, in order of `to`, then `from`
   std::vector<DeviceFunction> device_functions;  ///< kernels of device.cu, in source order
+  /// clang errors in device.cu that no kernel's access_error names (outside every kernel and
+  /// every function a kernel calls): they change no access set; kept so they are reported.
+  std::vector<std::string> device_errors;
   std::vector<int> inputs;   ///< buffer ids of graph inputs (not params), in arg_nodes order
   std::vector<int> params;   ///< buffer ids of params, in arg_nodes order
   std::vector<int> outputs;  ///< buffer ids of graph outputs, in heads order

@@ -39,7 +39,8 @@ void compute_dependencies(Dataflow& df);
 std::vector<int> kernels_without_access(const Dataflow& df);
 
 /// One warning line per device function that was not analyzed, in source order:
-/// `device.cu:12:1: warning: kernel 'K' not analyzed, its arguments' access is unknown: <the error>`.
+/// `device.cu:12:1: warning: kernel 'K' not analyzed, its arguments' access is unknown: <the error>`;
+/// then one per Dataflow::device_errors entry.
 std::vector<std::string> access_warnings(const Dataflow& df);
 
 }  // namespace kdflow

@@ -14,6 +14,7 @@ namespace kdflow {
 struct DeviceSource {
   std::string file;                        ///< label used in diagnostics and locations
   std::vector<DeviceFunction> functions;   ///< every __global__ kernel, in source order
+  std::vector<std::string> other_errors;   ///< clang errors (recovering parse) no kernel's access_error names
   const DeviceFunction* find(const std::string& name) const {
     for (const auto& f : functions)
       if (f.name == name) return &f;

@@ -890,6 +890,10 @@ class ErrorMap : public RecursiveASTVisitor<ErrorMap> {
         found |= d->isInvalidDecl();
         return !found;
       }
+      bool VisitDeclRefExpr(DeclRefExpr* e) {  // a use of something declared with an error
+        found |= e->getDecl()->isInvalidDecl();
+        return !found;
+      }
     } f;
     f.TraverseStmt(const_cast<Stmt*>(body));
     return f.found;
@@ -1014,6 +1018,13 @@ Expected<DeviceSource> analyze_device_source(const std::string& source, const st
       f.params.push_back(std::move(dp));
     }
     out.functions.push_back(std::move(f));
+  }
+  // Errors no unanalyzed kernel accounts for (outside every kernel and every function a
+  // kernel calls): they change no access set, but are reported, never dropped.
+  for (const auto& e : errors) {
+    bool used = false;
+    for (const DeviceFunction& f : out.functions) used |= f.access_error.find(e.line) != std::string::npos;
+    if (!used) out.other_errors.push_back(e.line);
   }
   return out;
 }

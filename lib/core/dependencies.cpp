@@ -229,6 +229,10 @@ std::vector<std::string> access_warnings(const Dataflow& df) {
     out.push_back(fmt::format("{}: warning: kernel '{}' not analyzed, its arguments' access is unknown: {}", where,
                               f.name, f.access_error));
   }
+  for (const std::string& e : df.device_errors)
+    out.push_back(fmt::format("{}: warning: clang error outside the kernels and what they call (no access set "
+                              "depends on it): {}",
+                              df.sources.device.empty() ? std::string("device.cu") : df.sources.device, e));
   return out;
 }
 

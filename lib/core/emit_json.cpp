@@ -218,6 +218,11 @@ ojson build(const Dataflow& df) {
     dfuncs.push_back(std::move(j));
   }
   root["device_functions"] = std::move(dfuncs);
+  if (!df.device_errors.empty()) {
+    ojson errs = ojson::array();
+    for (const std::string& e : df.device_errors) errs.push_back(e);
+    root["device_errors"] = std::move(errs);
+  }
 
   root["inputs"] = int_array(df.inputs);
   root["params"] = int_array(df.params);
@@ -535,6 +540,10 @@ Dataflow Reader::document(const json& root) const {
     f.loc = optional_loc(j, p);
     if (const json* e = optional(j, "access_error")) f.access_error = string(*e, at(p, "access_error"));
     df.device_functions.push_back(std::move(f));
+  }
+  if (const json* errs = optional(root, "device_errors")) {
+    const json& a = array(*errs, "/device_errors");
+    for (size_t i = 0; i < a.size(); ++i) df.device_errors.push_back(string(a[i], at("/device_errors", i)));
   }
 
   for (size_t i = 0; i < nb; ++i) {

@@ -180,11 +180,15 @@ Expected<Dataflow> extract(const ExtractInputs& given, const InterpreterLimits& 
     Expected<DeviceSource> device = analyze_device_source(*cu, in.device, in.strict_device);
     if (!device) return device.error();
     // Reasons name device.cu as sources.device does (no directory), like every position in the IR.
-    for (DeviceFunction& f : device->functions)
-      for (size_t at = 0; (at = f.access_error.find(in.device + ":", at)) != std::string::npos;) {
-        f.access_error.replace(at, in.device.size(), base_name(in.device));
+    auto scrub_device = [&](std::string& text) {
+      for (size_t at = 0; (at = text.find(in.device + ":", at)) != std::string::npos;) {
+        text.replace(at, in.device.size(), base_name(in.device));
         at += base_name(in.device).size();
       }
+    };
+    for (DeviceFunction& f : device->functions) scrub_device(f.access_error);
+    for (std::string& e : device->other_errors) scrub_device(e);
+    df->device_errors = device->other_errors;
     if (Status s = apply_device_functions(*df, device->functions, *table, in.device); !s) return s.error();
     df->sources.device = base_name(in.device);
   }

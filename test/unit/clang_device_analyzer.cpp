@@ -463,7 +463,9 @@ TEST_CASE("device: a kernel with a type error loses its access set, the others k
       "}\n"
       "__device__ float helper(float* p) { return p[0] * undeclared_thing; }\n"
       "extern \"C\" __global__ void calls_bad(float* __restrict__ out, float* __restrict__ in) { out[0] = helper(in); }\n"
-      "extern \"C\" __global__ void after(float* __restrict__ out, float* __restrict__ in) { out[0] += in[1]; }\n";
+      "extern \"C\" __global__ void after(float* __restrict__ out, float* __restrict__ in) { out[0] += in[1]; }\n"
+      "__device__ float unused(float* p) { return p[0] + nope; }\n"
+      "int tail_bad = also_nope;\n";
   auto r = analyze_device_source(src, "dir/device.cu");
   REQUIRE(r);
   REQUIRE(r->functions.size() == 4);
@@ -484,6 +486,10 @@ TEST_CASE("device: a kernel with a type error loses its access set, the others k
   CHECK(after->access_error == "");
   CHECK(after->params[0].access == Access::ReadWrite);
   CHECK(after->params[1].access == Access::Read);
+  // Errors no kernel depends on are kept, to be reported.
+  REQUIRE(r->other_errors.size() == 2);
+  CHECK(r->other_errors[0] == "dir/device.cu:10:51: error: use of undeclared identifier 'nope'");
+  CHECK(r->other_errors[1] == "dir/device.cu:11:16: error: use of undeclared identifier 'also_nope'");
   // --strict-device: the first error fails the whole file.
   auto strict = analyze_device_source(src, "dir/device.cu", true);
   REQUIRE_FALSE(strict);
