@@ -714,3 +714,145 @@ extern "C" __global__ void k(float* __restrict__ f, int* __restrict__ i, half* _
   }
   CHECK(access(src, "out") == Access::Write);
 }
+
+namespace {
+// TVM 0.19's fp16 and bf16 preambles (codegen_cuda.cc Finish(), literal/cuda_half_t.h:
+// _cuda_half_util, _cuda_bfloat16_util, _cuda_warp_intrinsic_util), verbatim but for the
+// software-half #else branch: they define hpow/htanh/htan/hatan/herf for half AND for
+// nv_bfloat16, which the stand-in headers must not declare.
+const char* kTvm019Preamble = R"tvm(#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 530)
+#include <cuda_fp16.h>
+__device__ half max(half a, half b)
+{
+  return __hgt(__half(a), __half(b)) ? a : b;
+}
+__device__ half min(half a, half b)
+{
+  return __hlt(__half(a), __half(b)) ? a : b;
+}
+#else
+#error "software half is not expected: the prelude preprocesses for sm_90"
+#endif
+
+
+// Pack two half values.
+static inline __device__ __host__ unsigned
+__pack_half2(const half x, const half y) {
+  unsigned v0 = *((unsigned short *)&x);
+  unsigned v1 = *((unsigned short *)&y);
+  return (v1 << 16) | v0;
+}
+
+#define CUDA_UNSUPPORTED_HALF_MATH_BINARY(HALF_MATH_NAME, FP32_MATH_NAME) \
+static inline __device__ __host__ half HALF_MATH_NAME(half x, half y) {   \
+  float tmp_x = __half2float(x);                                          \
+  float tmp_y = __half2float(y);                                          \
+  float result = FP32_MATH_NAME(tmp_x, tmp_y);                            \
+  return __float2half(result);                                            \
+}
+
+#define CUDA_UNSUPPORTED_HALF_MATH_UNARY(HALF_MATH_NAME, FP32_MATH_NAME) \
+static inline __device__ __host__ half HALF_MATH_NAME(half x) {          \
+  float tmp_x = __half2float(x);                                         \
+  float result = FP32_MATH_NAME(tmp_x);                                  \
+  return __float2half(result);                                           \
+}
+
+// Some fp16 math functions are not supported in cuda_fp16.h,
+// so we define them here to make sure the generated CUDA code
+// is valid.
+#if defined(__CUDA_ARCH__)
+#if (__CUDA_ARCH__ >= 530)
+CUDA_UNSUPPORTED_HALF_MATH_BINARY(hpow, powf)
+CUDA_UNSUPPORTED_HALF_MATH_UNARY(htanh, tanhf)
+CUDA_UNSUPPORTED_HALF_MATH_UNARY(htan, tanf)
+CUDA_UNSUPPORTED_HALF_MATH_UNARY(hatan, atanf)
+CUDA_UNSUPPORTED_HALF_MATH_UNARY(herf, erf)
+#else
+CUDA_UNSUPPORTED_HALF_MATH_UNARY(hexp, exp)
+#endif
+#endif
+
+#undef CUDA_UNSUPPORTED_HALF_MATH_BINARY
+#undef CUDA_UNSUPPORTED_HALF_MATH_UNARY
+
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
+#include <cuda_bf16.h>
+__device__ nv_bfloat16 max(nv_bfloat16 a, nv_bfloat16 b)
+{
+  return __hgt(a, b) ? a : b;
+}
+__device__ nv_bfloat16 min(nv_bfloat16 a, nv_bfloat16 b)
+{
+  return __hlt(a, b) ? a : b;
+}
+#endif
+
+
+// Pack two bfloat16 values.
+static inline __device__ __host__ unsigned
+__pack_nv_bfloat162(const nv_bfloat16 x, const nv_bfloat16 y) {
+  unsigned v0 = *((unsigned short *)&x);
+  unsigned v1 = *((unsigned short *)&y);
+  return (v1 << 16) | v0;
+}
+
+// Some bfp16 math functions are not supported in cuda_bfp16.h,
+// so we define them here to make sure the generated CUDA code
+// is valid.
+#define CUDA_UNSUPPORTED_HALF_MATH_BINARY(HALF_MATH_NAME, FP32_MATH_NAME) \
+static inline __device__ __host__ nv_bfloat16 HALF_MATH_NAME(nv_bfloat16 x, nv_bfloat16 y) {   \
+  float tmp_x = __bfloat162float(x);                                      \
+  float tmp_y = __bfloat162float(y);                                      \
+  float result = FP32_MATH_NAME(tmp_x, tmp_y);                            \
+  return __float2bfloat16(result);                                        \
+}
+
+#define CUDA_UNSUPPORTED_HALF_MATH_UNARY(HALF_MATH_NAME, FP32_MATH_NAME) \
+static inline __device__ __host__ nv_bfloat16 HALF_MATH_NAME(nv_bfloat16 x) {          \
+  float tmp_x = __bfloat162float(x);                                     \
+  float result = FP32_MATH_NAME(tmp_x);                                  \
+  return __float2bfloat16(result);                                       \
+}
+
+CUDA_UNSUPPORTED_HALF_MATH_BINARY(hpow, powf)
+CUDA_UNSUPPORTED_HALF_MATH_UNARY(htanh, tanhf)
+CUDA_UNSUPPORTED_HALF_MATH_UNARY(htan, tanf)
+CUDA_UNSUPPORTED_HALF_MATH_UNARY(hatan, atanf)
+CUDA_UNSUPPORTED_HALF_MATH_UNARY(herf, erf)
+
+#undef CUDA_UNSUPPORTED_HALF_MATH_BINARY
+#undef CUDA_UNSUPPORTED_HALF_MATH_UNARY
+
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ < 700)
+#define __shfl_sync(mask, var, lane, width) \
+        __shfl((var), (lane), (width))
+
+#define __shfl_down_sync(mask, var, offset, width) \
+        __shfl_down((var), (offset), (width))
+
+#define __shfl_up_sync(mask, var, offset, width) \
+        __shfl_up((var), (offset), (width))
+#endif
+
+)tvm";
+}  // namespace
+
+TEST_CASE("device types: TVM 0.19's fp16/bf16 preamble, and the math it defines itself (htanh, hpow, herf)",
+          "[device][types]") {
+  std::string src = std::string(kTvm019Preamble) + R"(
+extern "C" __global__ void k(half* __restrict__ h, nv_bfloat16* __restrict__ b, half* __restrict__ ho,
+                             nv_bfloat16* __restrict__ bo, unsigned* __restrict__ packed) {
+  int i = threadIdx.x;
+  ho[i] = htanh(h[i]) + hpow(h[i], h[i + 1]) + herf(hexp(h[i]));
+  bo[i] = htanh(b[i]) + hpow(b[i], b[i + 1]) + hatan(max(b[i], b[i + 2]));
+  packed[i] = __pack_nv_bfloat162(b[i], b[i + 1]) ^ __pack_half2(h[i], h[i + 1]);
+  ((volatile half*)ho)[i + 1] = h[0];
+}
+)";
+  CHECK(access(src, "h") == Access::Read);
+  CHECK(access(src, "b") == Access::Read);
+  CHECK(access(src, "ho") == Access::Write);
+  CHECK(access(src, "bo") == Access::Write);
+  CHECK(access(src, "packed") == Access::Write);
+}
