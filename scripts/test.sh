@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test.sh — installs what is missing, builds kdflow and its tests in build/, and runs
 # every test with ctest (plus, when ../shared is beside the clone, the oracle's
-# compare_truth.py on every sample). Exits non-zero if the build or any test fails.
+# compare_truth.py, compare_library_calls.py and check_access.py on every sample). Exits non-zero if the build or any test fails.
 # Parallelism stays at 2 so the build fits CI's 2 cores and 24 GB of memory.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -25,20 +25,32 @@ cmake --build build -j2 -- "${keep_going[@]}" || build_status=$?
 # the clone: every sample's JSON against its truth.json (the C++ tests check the same).
 check_status=0
 compare=../shared/tools/compare_truth.py
+compare_calls=../shared/tools/compare_library_calls.py
+check_access=../shared/tools/check_access.py
 if [ -f "$compare" ] && [ -x build/kdflow ] && command -v python3 >/dev/null 2>&1; then
-  echo "test: cross-checking every sample with $compare"
+  echo "test: cross-checking every sample with $compare, $compare_calls and $check_access"
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
   for dir in samples/*/; do
     m=$(basename "$dir")
     [ -f "$dir/truth.json" ] || continue
+    # Launches (compare_truth.py), then library calls (compare_library_calls.py, when present).
     if ./build/kdflow extract "$dir" -q -o "$tmp/$m.json" &&
-       python3 "$compare" "$tmp/$m.json" "$dir/truth.json" >"$tmp/$m.log" 2>&1; then
-      echo "  $m: $(tail -n 1 "$tmp/$m.log" | sed 's/^.*: //')"
+       python3 "$compare" "$tmp/$m.json" "$dir/truth.json" >"$tmp/$m.log" 2>&1 &&
+       { [ ! -f "$compare_calls" ] ||
+         python3 "$compare_calls" "$tmp/$m.json" "$dir/truth.json" "$dir/graph.json" >"$tmp/$m.calls.log" 2>&1; } &&
+       { [ ! -f "$check_access" ] ||
+         python3 "$check_access" "$tmp/$m.json" "$dir/graph.json" >"$tmp/$m.access.log" 2>&1; }; then
+      calls="" access=""
+      [ -f "$tmp/$m.calls.log" ] && calls=", $(tail -n 1 "$tmp/$m.calls.log" | sed 's/^.*: //')"
+      [ -f "$tmp/$m.access.log" ] && access=", $(tail -n 1 "$tmp/$m.access.log")"
+      echo "  $m: $(tail -n 1 "$tmp/$m.log" | sed 's/^.*: //')$calls$access"
     else
       check_status=1
       echo "  $m: MISMATCH" >&2
       [ -f "$tmp/$m.log" ] && sed 's/^/    /' "$tmp/$m.log" >&2
+      [ -f "$tmp/$m.calls.log" ] && sed 's/^/    /' "$tmp/$m.calls.log" >&2
+      [ -f "$tmp/$m.access.log" ] && sed 's/^/    /' "$tmp/$m.access.log" >&2
     fi
   done
 fi

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -20,6 +21,13 @@ std::string copy_sample(const std::string& m) {
   for (const char* f : {"graph.json", "host.c", "device.tvm_meta.json"})
     fs::copy_file(sample_dir(m) + "/" + f, dir + "/" + f);
   return dir;
+}
+
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> v;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) v.push_back(l);
+  return v;
 }
 
 void write(const std::string& path, const std::string& text) {
@@ -226,4 +234,77 @@ TEST_CASE("relay.txt from another build of the model (batch 4): the result type 
   // Without it (--no-relay), the names still tell the operators.
   RunResult ok = run_kdflow({"extract", dir, "--no-relay", "-q", "-o", temp_dir() + "/flow.json"});
   CHECK(ok.exit_code == 0);
+}
+
+TEST_CASE("a kernel that does not type-check loses its access set; the model still extracts", "[errors][cli][device]") {
+  // Hand-written: mlp's device.cu with one statement added to one kernel (a struct plus a float).
+  std::string dir = copy_sample("mlp");
+  std::string cu = slurp(sample_dir("mlp") + "/device.cu");
+  const std::string head = "tvmgen_default_fused_nn_dense_add_kernel(";
+  auto at = cu.find(head);
+  REQUIRE(at != std::string::npos);
+  at = cu.find('{', at);
+  cu.insert(at + 1, "\n  struct S { int x; } s_; float bad_ = s_ + 1.0f;");
+  write(dir + "/device.cu", cu);
+  const std::string out = dir + "/flow.json";
+  auto r = run_kdflow({"extract", dir, "-q", "-o", out});
+  CHECK(r.exit_code == 0);
+  auto lines = lines_of(r.err);
+  REQUIRE(lines.size() == 1);  // one warning line per unanalyzed kernel
+  CHECK(lines[0].find("device.cu:") == 0);
+  CHECK(lines[0].find(": warning: kernel 'tvmgen_default_fused_nn_dense_add_kernel' not analyzed, its arguments' "
+                      "access is unknown: device.cu:") != std::string::npos);
+  CHECK(lines[0].find("error: invalid operands to binary expression ('struct S' and 'float')") != std::string::npos);
+  auto j = nlohmann::json::parse(slurp(out));
+  int unanalyzed = 0;
+  for (const auto& f : j["device_functions"]) {
+    bool bad = f["name"] == "tvmgen_default_fused_nn_dense_add_kernel";
+    CHECK(f.contains("access_error") == bad);
+    unanalyzed += bad;
+    for (const auto& p : f["params"])
+      if (p["pointer"] == true) CHECK((p["access"] == "unknown") == bad);
+  }
+  CHECK(unanalyzed == 1);
+  for (const auto& k : j["kernels"]) {
+    if (k["name"] != "tvmgen_default_fused_nn_dense_add_kernel") continue;
+    for (const auto& a : k["args"])
+      if (a.contains("buffer")) CHECK(a["access"] == "unknown");
+  }
+  // show counts it (and says the same warning); the JSON reads back.
+  auto show = run_kdflow({"show", dir, "-q"});
+  CHECK(show.exit_code == 0);
+  CHECK(show.out.find("\n  kernels without access      1: k3\n") != std::string::npos);
+  CHECK(lines_of(show.err).size() == 1);
+  CHECK(run_kdflow({"show", out}).out.find("kernels without access      1: k3") != std::string::npos);
+  // --strict-device: all or nothing, as before.
+  std::string err = expect_failure({dir, "--strict-device"}, 65);
+  CHECK(err.rfind(dir + "/device.cu:", 0) == 0);
+  CHECK(err.find("error: invalid operands to binary expression") != std::string::npos);
+}
+
+TEST_CASE("show, explain and replay take extract's input options", "[errors][cli]") {
+  auto show = run_kdflow({"show", sample_dir("mlp"), "--no-device", "--no-relay", "--no-params"});
+  CHECK(show.exit_code == 0);
+  CHECK(show.out.find("kernels without access      6 (no device source read)") != std::string::npos);
+  CHECK(show.out.substr(0, show.out.find('\n')) == "graph.json: 14 nodes, 5 function nodes, 6 kernels  (with host.c, device.tvm_meta.json)");
+  auto strict = run_kdflow({"show", sample_dir("mlp"), "--strict-device", "--device", sample_dir("mlp") + "/device.cu"});
+  CHECK(strict.exit_code == 0);
+  CHECK(strict.out.find("kernels without access      0") != std::string::npos);
+  auto explain = run_kdflow({"explain", sample_dir("mlp"), "k0", "--no-device"});
+  CHECK(explain.exit_code == 0);
+  CHECK(explain.out.find("unknown") != std::string::npos);
+  auto other = run_kdflow({"explain", sample_dir("mlp"), "k0", "--host", sample_dir("mlp_v08") + "/host.c"});
+  CHECK(other.exit_code == 65);  // the option is used: host.c of another model
+  auto replay = run_kdflow({"replay", sample_dir("mlp_fp16"), "--dry-run", "--no-device", "--no-relay"});
+  CHECK(replay.exit_code == 0);
+  auto replay_strict = run_kdflow({"replay", sample_dir("mlp_fp16"), "--dry-run", "--strict-device", "--gpu", "0"});
+  CHECK(replay_strict.exit_code == 0);
+  // An extracted JSON is read as it is: input options are a usage error.
+  const std::string json = temp_dir() + "/mlp.json";
+  REQUIRE(run_kdflow({"extract", sample_dir("mlp"), "-q", "-o", json}).exit_code == 0);
+  auto from_json = run_kdflow({"show", json, "--no-device"});
+  CHECK(from_json.exit_code == 64);
+  CHECK(lines_of(from_json.err).size() == 1);
+  auto flow = run_kdflow({"replay", "--flow", json, "--dry-run", "--no-relay"});
+  CHECK(flow.exit_code == 64);
 }

@@ -103,6 +103,90 @@ std::vector<std::string> compare_with_truth(const Dataflow& df, const json& trut
   return bad;
 }
 
+/// The same checks as ../shared/tools/compare_library_calls.py, on the IR: every library
+/// call in call order (name, node, function, place in the launch order, each argument: a
+/// DLTensor* as storage id or workspace + offset with its dtype and shape, the node's own
+/// entry; a value; a string; NULL). Returns mismatches.
+std::vector<std::string> compare_library_calls_with_truth(const Dataflow& df, const json& truth) {
+  std::vector<std::string> bad;
+  struct T {
+    const json* node;
+    const json* call;
+    int after_kernel;
+  };
+  std::vector<T> calls;
+  int launches_before = 0;
+  for (const auto& n : truth.at("nodes")) {
+    if (n.contains("library_calls"))
+      for (const auto& c : n.at("library_calls"))
+        calls.push_back({&n, &c, launches_before + c.at("after_launch").get<int>()});
+    launches_before += static_cast<int>(n.at("launches").size());
+  }
+  if (df.library_calls.size() != calls.size())
+    bad.push_back("library call count " + std::to_string(df.library_calls.size()) + " != truth " +
+                  std::to_string(calls.size()));
+  for (size_t i = 0; i < calls.size() && i < df.library_calls.size(); ++i) {
+    const LibraryCall& c = df.library_calls[i];
+    const json& tn = *calls[i].node;
+    const json& tc = *calls[i].call;
+    std::string where = "library call " + std::to_string(i) + ": ";
+    if (c.name != tc.at("name").get<std::string>()) bad.push_back(where + "name " + c.name);
+    if (c.node != tn.at("node").get<int>()) bad.push_back(where + "graph node");
+    if (c.function != tn.at("func").get<std::string>()) bad.push_back(where + "function");
+    if (c.after_kernel != calls[i].after_kernel) bad.push_back(where + "after_kernel " + std::to_string(c.after_kernel));
+    const json& targs = tc.at("args");
+    if (c.args.size() != targs.size()) {
+      bad.push_back(where + "argument count");
+      continue;
+    }
+    std::map<std::string, int> ws_map;
+    const Node& n = df.nodes.at(static_cast<size_t>(c.node));
+    for (size_t j = 0; j < targs.size(); ++j) {
+      const Arg& a = c.args[j];
+      const json& ta = targs[j];
+      std::string aw = where + "arg " + std::to_string(j) + ": ";
+      if (ta.contains("storage_id") || ta.contains("workspace")) {
+        if (a.kind != Arg::Kind::Buffer) {
+          bad.push_back(aw + "not a buffer");
+          continue;
+        }
+        const Buffer& b = df.buffers.at(static_cast<size_t>(a.buffer));
+        if (a.offset != ta.at("offset").get<int64_t>()) bad.push_back(aw + "offset");
+        if (ta.contains("storage_id")) {
+          if (b.kind == BufferKind::Workspace || b.storage_id != ta["storage_id"].get<int64_t>())
+            bad.push_back(aw + "storage id");
+          bool of_node = std::count(n.inputs.begin(), n.inputs.end(), a.buffer) +
+                             std::count(n.outputs.begin(), n.outputs.end(), a.buffer) > 0;
+          if (!of_node) bad.push_back(aw + "buffer is not an input or output of its node");
+        } else {
+          if (b.kind != BufferKind::Workspace) bad.push_back(aw + "not a workspace");
+          auto [it, fresh] = ws_map.emplace(ta["workspace"].get<std::string>(), a.buffer);
+          if (!fresh && it->second != a.buffer) bad.push_back(aw + "workspace mapping inconsistent");
+          if (b.node != c.node) bad.push_back(aw + "workspace of another node");
+        }
+        if (ta.contains("dtype")) {  // a DLTensor*: the view the callee sees
+          if (a.dtype != "DLTensor*") bad.push_back(aw + "dtype " + a.dtype);
+          if (a.tensor_dtype != ta["dtype"].get<std::string>()) bad.push_back(aw + "tensor dtype " + a.tensor_dtype);
+          if (a.tensor_shape != ta["shape"].get<std::vector<int64_t>>()) bad.push_back(aw + "tensor shape");
+        } else if (!a.tensor_dtype.empty()) {
+          bad.push_back(aw + "tensor view on a raw pointer");
+        }
+      } else if (ta.contains("string")) {
+        if (a.dtype != "str" || a.text != ta["string"].get<std::string>()) bad.push_back(aw + "string");
+      } else if (ta.contains("null") && ta["null"].get<bool>()) {
+        if (a.kind != Arg::Kind::Null || a.dtype == "str") bad.push_back(aw + "not NULL");
+      } else {
+        double v = ta.at("value").get<double>();
+        double got = a.kind == Arg::Kind::Int ? static_cast<double>(a.int_value)
+                     : a.kind == Arg::Kind::Float ? a.float_value
+                                                  : -1e300;
+        if (got != v) bad.push_back(aw + "value");
+      }
+    }
+  }
+  return bad;
+}
+
 std::map<std::string, std::vector<uint64_t>> truth_workspaces(const json& truth) {
   std::map<std::string, std::vector<uint64_t>> out;
   for (const auto& n : truth.at("nodes")) {
@@ -116,7 +200,7 @@ std::map<std::string, std::vector<uint64_t>> truth_workspaces(const json& truth)
 
 TEST_CASE("every sample's extraction agrees with its truth.json", "[samples][truth]") {
   auto names = sample_names();
-  REQUIRE(names.size() >= 8);
+  REQUIRE(names.size() >= 10);
   for (const auto& m : names) {
     SECTION(m) {
       Dataflow df = extract_sample(sample_dir(m));
@@ -124,6 +208,9 @@ TEST_CASE("every sample's extraction agrees with its truth.json", "[samples][tru
       auto bad = compare_with_truth(df, truth);
       INFO(m << ": first mismatch: " << (bad.empty() ? "" : bad.front()));
       CHECK(bad.empty());
+      auto bad_calls = compare_library_calls_with_truth(df, truth);
+      INFO(m << ": first library call mismatch: " << (bad_calls.empty() ? "" : bad_calls.front()));
+      CHECK(bad_calls.empty());
       // Workspaces: the same allocations, in order, with the same sizes, per node.
       auto want = truth_workspaces(truth);
       for (const Node& n : df.nodes) {
@@ -220,7 +307,7 @@ TEST_CASE("JSON and DOT output equal the reviewed golden files", "[samples][gold
 
 TEST_CASE("kdflow extract is deterministic and its DOT renders with Graphviz", "[samples][cli]") {
   std::string dir = temp_dir();
-  for (const std::string m : {"mlp", "sort_scan", "resnet18"}) {
+  for (const std::string m : {"mlp", "sort_scan", "resnet18", "mlp_fp16", "mlp_cublas"}) {
     INFO(m);
     auto a = run_kdflow({"extract", sample_dir(m), "-o", dir + "/a.dot"});
     auto b = run_kdflow({"extract", sample_dir(m), "-o", dir + "/b.dot"});
@@ -254,9 +341,24 @@ TEST_CASE("kernel accesses agree with graph semantics on every sample", "[sample
       for (int b : df.params) input_or_param.insert(*df.buffers[b].storage_id);
       std::set<std::pair<int, int64_t>> written;  // (0, sid) or (1, workspace buffer)
       std::vector<std::string> problems;
+      // Launch order: kernels, each library call right after the kernel launched before it.
+      struct Step {
+        std::string name;
+        const std::vector<Arg>* args;
+      };
+      std::vector<Step> steps;
+      auto calls_after = [&](int kernel) {
+        for (const LibraryCall& c : df.library_calls)
+          if (c.after_kernel == kernel) steps.push_back({"lib" + std::to_string(c.id) + " " + c.name, &c.args});
+      };
+      calls_after(-1);
       for (const Kernel& k : df.kernels) {
-        for (size_t j = 0; j < k.args.size(); ++j) {
-          const Arg& a = k.args[j];
+        steps.push_back({k.name, &k.args});
+        calls_after(k.id);
+      }
+      for (const Step& k : steps) {
+        for (size_t j = 0; j < k.args->size(); ++j) {
+          const Arg& a = (*k.args)[j];
           if (a.kind != Arg::Kind::Buffer) continue;
           const Buffer& b = df.buffers[a.buffer];
           std::pair<int, int64_t> key = b.kind == BufferKind::Workspace ? std::make_pair(1, int64_t(b.id))
@@ -272,20 +374,28 @@ TEST_CASE("kernel accesses agree with graph semantics on every sample", "[sample
         }
       }
       for (const Node& n : df.nodes) {
-        if (n.kernels.empty()) continue;
+        if (n.kernels.empty() && n.library_calls.empty()) continue;
         for (int out : n.outputs) {
           bool w = false;
-          for (int kid : n.kernels)
-            for (const Arg& a : df.kernels[kid].args)
+          auto writes = [&](const std::vector<Arg>& args) {
+            for (const Arg& a : args)
               w |= a.kind == Arg::Kind::Buffer && a.access != Access::Read &&
                    df.buffers[a.buffer].storage_id == df.buffers[out].storage_id;
+          };
+          for (int kid : n.kernels) writes(df.kernels[kid].args);
+          for (int cid : n.library_calls) writes(df.library_calls[cid].args);
           if (!w) problems.push_back("node " + std::to_string(n.id) + " never writes its output " + std::to_string(out));
         }
       }
       INFO(m << ": " << (problems.empty() ? "" : problems.front()));
       CHECK(problems.empty());
-      // Every read of a produced buffer has a RAW dependency on a kernel before it.
-      for (const Dependency& d : df.dependencies) CHECK(d.from < d.to);
+      // Every dependency goes forward in launch order (a library call sits just after
+      // the kernel launched before it).
+      auto position = [&](int id, bool library_call) {
+        return library_call ? df.library_calls[id].after_kernel + 0.5 + id * 1e-6 : double(id);
+      };
+      for (const Dependency& d : df.dependencies)
+        CHECK(position(d.from, d.from_library_call) < position(d.to, d.to_library_call));
     }
   }
 }

@@ -26,6 +26,10 @@ int run_extract_command(const ExtractCommand& cmd, std::ostream& err);
 /// Prints `e.message` as one line on `err` and returns its exit code.
 int report(const Error& e, std::ostream& err);
 
+/// Prints access_warnings(df) (dependencies.h), one line each, on `err`: what commands that
+/// extract say about kernels of device.cu left unanalyzed.
+void report_warnings(const Dataflow& df, std::ostream& err);
+
 /// A one-line progress display ("kdflow: [3/5] fused_nn_dense") rewritten in place with
 /// `\r`; used as the ProgressFn context of extract(). Prints nothing unless `enabled`,
 /// which commands set only when stderr is a terminal and -q was not given.

@@ -175,8 +175,13 @@ struct DeviceFunction {
   std::vector<DeviceParam> params;
   int64_t launch_bounds = 0;        ///< __launch_bounds__(N); 0 when absent
   SourceLoc loc;                    ///< in device.cu
+  /// Why the body was not analyzed: the first clang error in it (or in a function it calls),
+  /// "device.cu:449:37: error: no viable overloaded '='". Empty when analyzed; when set,
+  /// every pointer parameter's access is Unknown.
+  std::string access_error;
   bool operator==(const DeviceFunction& o) const {
-    return name == o.name && params == o.params && launch_bounds == o.launch_bounds && loc == o.loc;
+    return name == o.name && params == o.params && launch_bounds == o.launch_bounds && loc == o.loc &&
+           access_error == o.access_error;
   }
 };
 
@@ -200,6 +205,9 @@ struct Dataflow {
   std::vector<Edge> edges;
   std::vector<Dependency> dependencies;  ///< kernel → kernel, in order of `to`, then `from`
   std::vector<DeviceFunction> device_functions;  ///< kernels of device.cu, in source order
+  /// clang errors in device.cu that no kernel's access_error names (outside every kernel and
+  /// every function a kernel calls): they change no access set; kept so they are reported.
+  std::vector<std::string> device_errors;
   std::vector<int> inputs;   ///< buffer ids of graph inputs (not params), in arg_nodes order
   std::vector<int> params;   ///< buffer ids of params, in arg_nodes order
   std::vector<int> outputs;  ///< buffer ids of graph outputs, in heads order

@@ -34,4 +34,13 @@ void assume_library_access(Dataflow& df);
 /// of this analysis yet (none of TVM's CUDA builds we have seen make any; docs say so).
 void compute_dependencies(Dataflow& df);
 
+/// Launches (kernel ids, in order) whose kernel has no access set: no device source was
+/// read, or its device function was not analyzed (DeviceFunction::access_error).
+std::vector<int> kernels_without_access(const Dataflow& df);
+
+/// One warning line per device function that was not analyzed, in source order:
+/// `device.cu:12:1: warning: kernel 'K' not analyzed, its arguments' access is unknown: <the error>`;
+/// then one per Dataflow::device_errors entry.
+std::vector<std::string> access_warnings(const Dataflow& df);
+
 }  // namespace kdflow

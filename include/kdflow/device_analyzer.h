@@ -14,6 +14,7 @@ namespace kdflow {
 struct DeviceSource {
   std::string file;                        ///< label used in diagnostics and locations
   std::vector<DeviceFunction> functions;   ///< every __global__ kernel, in source order
+  std::vector<std::string> other_errors;   ///< clang errors (recovering parse) no kernel's access_error names
   const DeviceFunction* find(const std::string& name) const {
     for (const auto& f : functions)
       if (f.name == name) return &f;
@@ -31,7 +32,11 @@ struct DeviceSource {
 /// writes, atomics read and write); one passed anywhere else, or escaping the analysis
 /// (stored to memory, an asm operand), counts as ReadWrite. A pointer parameter the body
 /// never uses is Unknown.
-/// A clang error → `file:line:col: error: ...`.
-Expected<DeviceSource> analyze_device_source(const std::string& source, const std::string& file);
+/// Errors: with `strict`, any clang error → `file:line:col: error: ...`. Otherwise clang's
+/// error recovery goes on (at most 50 errors, then it is an error too, as is any fatal one):
+/// a kernel whose body, or a function of the file it calls, holds an error gets
+/// `access_error` (the first such error line) and Unknown access for every pointer; every
+/// other kernel is analyzed as usual.
+Expected<DeviceSource> analyze_device_source(const std::string& source, const std::string& file, bool strict = false);
 
 }  // namespace kdflow

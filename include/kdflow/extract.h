@@ -24,6 +24,15 @@ struct ExtractInputs {
   bool no_params = false;  ///< do not read a params file even if the folder has one
   bool no_device = false;  ///< do not read device.cu (accesses stay unknown)
   bool no_relay = false;   ///< do not read relay.txt (Relay ops decoded from function names)
+  /// Any clang error in device.cu fails the extraction (exit 65). Without it, kernels whose
+  /// body does not type-check are left unanalyzed (access unknown, DeviceFunction::access_error)
+  /// and the others are analyzed.
+  bool strict_device = false;
+  /// Whether any input option (a path, --no-*, --strict-device) is set besides `dir`.
+  bool any_option() const {
+    return !graph.empty() || !host.empty() || !meta.empty() || !params.empty() || !device.empty() ||
+           !relay.empty() || no_params || no_device || no_relay || strict_device;
+  }
 };
 
 /// Fills in the paths of the inputs from `dir` where not given explicitly.
@@ -34,5 +43,10 @@ using ProgressFn = void (*)(void* ctx, size_t done, size_t total, const std::str
 
 Expected<Dataflow> extract(const ExtractInputs& inputs, const InterpreterLimits& limits = {},
                            ProgressFn progress = nullptr, void* progress_ctx = nullptr);
+
+/// The IR for a command that reads a build: `in.dir` a folder (or an exported model.so) is
+/// extracted with the other inputs of `in`; a `.json` file is read with parse_dataflow_json
+/// (then no other input option may be given: Usage error), so this works without clang.
+Expected<Dataflow> load_dataflow(const ExtractInputs& in, ProgressFn progress = nullptr, void* progress_ctx = nullptr);
 
 }  // namespace kdflow

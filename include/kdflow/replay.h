@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kdflow/dataflow.h"
+#include "kdflow/extract.h"
 #include "kdflow/diag.h"
 #include "kdflow/npy.h"
 
@@ -257,7 +258,7 @@ struct ReplayCommand {
   double time_limit = 600;           ///< --time-limit SECONDS (0: none)
   int warmup = 1;                    ///< --warmup N
   int repeat = 10;                   ///< --repeat N (>= 1)
-  int device = 0;                    ///< --device N
+  int device = 0;                    ///< --gpu N (CUDA device ordinal; --device names device.cu, as for extract)
   bool dry_run = false;              ///< --dry-run: print the plan, run nothing
   bool guard = false;                ///< --guard
   std::string dump_dir;              ///< --dump-dir DIR
@@ -269,6 +270,7 @@ struct ReplayCommand {
   double rtol = 1e-3;                ///< --rtol
   double atol = 1e-5;                ///< --atol
   bool quiet = false;                ///< -q: no progress lines on err
+  ExtractInputs extract;             ///< the build's other inputs, as extract takes them (dir and params: above)
 };
 
 /// Exit codes: 0 ok, 1 outputs differ beyond tolerance or a guard fired, 64 usage,

@@ -15,9 +15,8 @@
 
 namespace kdflow {
 
-/// The IR from a path: a folder (or an exported model.so) is extracted (extract.h); a
-/// `.json` file is read with parse_dataflow_json, so this works in a build without clang.
-Expected<Dataflow> load_dataflow(const std::string& path, ProgressFn progress = nullptr, void* progress_ctx = nullptr);
+// The IR is loaded with load_dataflow (extract.h): a folder or model.so is extracted, a
+// kdflow JSON file read back.
 
 /// Bytes of the buffers a launch reads and writes. Each distinct buffer counts once per
 /// launch, whole (its `bytes`, whatever the offset); a `readwrite` argument counts in
@@ -52,6 +51,7 @@ struct FlowSummary {
   std::vector<int> multi_kernel_nodes;  ///< nodes launching more than one kernel
   size_t loop_kernels = 0;              ///< kernels launched inside a host loop
   size_t library_calls = 0;
+  std::vector<int> kernels_without_access;  ///< launches with no access set (kernels_without_access, dependencies.h)
   size_t buffers = 0, graph_buffers = 0, workspaces = 0;
   size_t storage_ids = 0;
   uint64_t storage_bytes = 0;    ///< sum over storage ids of their pool size
@@ -88,13 +88,13 @@ std::string render_profile_join(const Dataflow& df, const Profile& profile, cons
                                 const ShowStyle& style);
 
 struct ShowCommand {
-  std::string input;          ///< DIR, model.so or FLOW.json
+  ExtractInputs inputs;       ///< inputs.dir: DIR, model.so or FLOW.json; the rest as for extract
   std::string profile;        ///< ncu / nsys CSV export; empty: the node table
   std::string color = "auto"; ///< "auto" (stdout a terminal and NO_COLOR unset) | "always" | "never"
   bool quiet = false;         ///< no progress on stderr
 };
 struct ExplainCommand {
-  std::string input;
+  ExtractInputs inputs;       ///< as ShowCommand's
   std::string selector;
   std::string color = "auto";
   bool quiet = false;

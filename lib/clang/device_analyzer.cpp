@@ -19,6 +19,7 @@
 #include "kdflow/device_analyzer.h"
 
 #include <clang/AST/ASTContext.h>
+#include <clang/AST/RecursiveASTVisitor.h>
 #include <clang/AST/Attr.h>
 #include <clang/AST/Decl.h>
 #include <clang/AST/DeclCXX.h>
@@ -246,6 +247,7 @@ class Analysis {
 };
 
 constexpr int kMaxCallDepth = 24;
+constexpr int kErrorLimit = 50;  // clang errors a recovering parse of device.cu may report before it gives up
 constexpr int kMaxIterations = 128;  // fixpoint rounds; each adds at least one (variable, slot) pair
 
 class Walker {
@@ -818,9 +820,123 @@ void collect_kernels(const DeclContext* dc, std::vector<const FunctionDecl*>& ou
   }
 }
 
+/// Where clang's errors are, function by function, after a recovering parse: a kernel whose
+/// body, or the body of any function of the file it calls, holds an error (one clang
+/// reported inside it, an expression clang had to rebuild, an invalid declaration) is not
+/// analyzed; every other kernel is.
+class ErrorMap : public RecursiveASTVisitor<ErrorMap> {
+ public:
+  ErrorMap(const SourceManager& sm, const std::vector<detail::ParseError>& errors, const std::string& virtual_main,
+           const std::string& label)
+      : sm_(sm), errors_(errors), main_(virtual_main), label_(label) {}
+
+  bool shouldVisitTemplateInstantiations() const { return true; }
+
+  bool VisitFunctionDecl(FunctionDecl* fd) {
+    if (!fd->doesThisDeclarationHaveABody()) return true;
+    SourceLoc b = detail::presumed_loc(sm_, fd->getSourceRange().getBegin(), main_, label_);
+    SourceLoc e = detail::presumed_loc(sm_, fd->getSourceRange().getEnd(), main_, label_);
+    if (b.file != label_ || !b.valid() || !e.valid()) return true;  // a stand-in header
+    Info& info = fns_[fd];
+    for (const auto& err : errors_)
+      if (err.loc.file == label_ && !before(err.loc, b) && !before(e, err.loc)) {
+        info.error = err.line;
+        break;
+      }
+    if (info.error.empty() && (fd->isInvalidDecl() || body_has_errors(fd->getBody())))
+      info.error = errors_.empty() ? std::string() : errors_.front().line;  // tainted by an error outside it
+    info.callees = callees(fd->getBody());
+    return true;
+  }
+
+  /// Why `fd` cannot be analyzed ("" when it can): its own first error, or a callee's.
+  std::string reason(const FunctionDecl* fd) {
+    std::set<const FunctionDecl*> seen;
+    return reason(fd, seen, 0);
+  }
+
+ private:
+  struct Info {
+    std::string error;
+    std::vector<const FunctionDecl*> callees;
+  };
+  static bool before(const SourceLoc& a, const SourceLoc& b) {
+    return a.line != b.line ? a.line < b.line : a.col < b.col;
+  }
+
+  std::string reason(const FunctionDecl* fd, std::set<const FunctionDecl*>& seen, int depth) {
+    auto it = fns_.find(fd);
+    if (it == fns_.end() || !seen.insert(fd).second) return {};
+    if (!it->second.error.empty()) return it->second.error;
+    if (depth > kMaxCallDepth) return {};
+    for (const FunctionDecl* c : it->second.callees) {
+      const FunctionDecl* def = nullptr;
+      if (!c->hasBody(def) || !def) continue;
+      std::string r = reason(def, seen, depth + 1);
+      if (!r.empty()) return "calls '" + def->getNameAsString() + "', which does not type-check: " + r;
+    }
+    return {};
+  }
+
+  /// Any expression clang had to rebuild after an error, or an invalid declaration.
+  static bool body_has_errors(const Stmt* body) {
+    struct Finder : RecursiveASTVisitor<Finder> {
+      bool found = false;
+      bool VisitExpr(Expr* e) {
+        found |= e->containsErrors();
+        return !found;
+      }
+      bool VisitDecl(Decl* d) {
+        found |= d->isInvalidDecl();
+        return !found;
+      }
+      bool VisitDeclRefExpr(DeclRefExpr* e) {  // a use of something declared with an error
+        found |= e->getDecl()->isInvalidDecl();
+        return !found;
+      }
+    } f;
+    f.TraverseStmt(const_cast<Stmt*>(body));
+    return f.found;
+  }
+
+  /// The functions `body` calls or names (constructors included), in order, each once.
+  static std::vector<const FunctionDecl*> callees(const Stmt* body) {
+    struct Finder : RecursiveASTVisitor<Finder> {
+      std::vector<const FunctionDecl*> out;
+      std::set<const FunctionDecl*> seen;
+      void add(const FunctionDecl* f) {
+        if (f && seen.insert(f).second) out.push_back(f);
+      }
+      bool VisitDeclRefExpr(DeclRefExpr* e) {
+        add(dyn_cast<FunctionDecl>(e->getDecl()));
+        return true;
+      }
+      bool VisitMemberExpr(MemberExpr* e) {
+        add(dyn_cast<FunctionDecl>(e->getMemberDecl()));
+        return true;
+      }
+      bool VisitCXXConstructExpr(CXXConstructExpr* e) {
+        add(e->getConstructor());
+        return true;
+      }
+      bool VisitCallExpr(CallExpr* e) {
+        add(e->getDirectCallee());
+        return true;
+      }
+    } f;
+    f.TraverseStmt(const_cast<Stmt*>(body));
+    return f.out;
+  }
+
+  const SourceManager& sm_;
+  const std::vector<detail::ParseError>& errors_;
+  std::string main_, label_;
+  std::map<const FunctionDecl*, Info> fns_;
+};
+
 }  // namespace
 
-Expected<DeviceSource> analyze_device_source(const std::string& source, const std::string& file) {
+Expected<DeviceSource> analyze_device_source(const std::string& source, const std::string& file, bool strict) {
   const std::string virtual_main = std::string(detail::kVirtualInputDir) + "/device.cu";
 
   // clang 15 refuses sm_90; sm_80 is the target, and the prelude preprocesses the source
@@ -845,9 +961,22 @@ Expected<DeviceSource> analyze_device_source(const std::string& source, const st
                                    "-include",
                                    std::string(detail::kStubIncludeDir) + "/" + detail::kDevicePrelude};
   detail::InMemorySource src{source, file, virtual_main, &detail::device_stub_headers()};
-  auto parsed = detail::parse_in_memory(src, args);
-  if (!parsed) return parsed.error();
-  std::unique_ptr<ASTUnit> unit = parsed.take();
+  std::unique_ptr<ASTUnit> unit;
+  std::vector<detail::ParseError> errors;
+  if (strict) {
+    auto parsed = detail::parse_in_memory(src, args);
+    if (!parsed) return parsed.error();
+    unit = parsed.take();
+  } else {
+    // clang's own error recovery, bounded: past kErrorLimit errors clang stops with a fatal
+    // error, which (like any fatal error) fails the whole file.
+    for (std::string& a : args)
+      if (a == "-ferror-limit=1") a = "-ferror-limit=" + std::to_string(kErrorLimit);
+    auto parsed = detail::parse_in_memory_recovering(src, args);
+    if (!parsed) return parsed.error();
+    unit = std::move(parsed->unit);
+    errors = std::move(parsed->errors);
+  }
 
   ASTContext& ctx = unit->getASTContext();
   const SourceManager& sm = unit->getSourceManager();
@@ -856,6 +985,9 @@ Expected<DeviceSource> analyze_device_source(const std::string& source, const st
 
   std::vector<const FunctionDecl*> kernels;
   collect_kernels(ctx.getTranslationUnitDecl(), kernels);
+
+  ErrorMap error_map(sm, errors, virtual_main, file);
+  if (!errors.empty()) error_map.TraverseDecl(ctx.getTranslationUnitDecl());
 
   DeviceSource out;
   out.file = file;
@@ -869,7 +1001,13 @@ Expected<DeviceSource> analyze_device_source(const std::string& source, const st
       if (const Expr* mt = lb->getMaxThreads())
         if (auto v = mt->getIntegerConstantExpr(ctx)) f.launch_bounds = v->getExtValue();
     }
-    const Summary& s = analysis.summary(fd, 0);
+    if (!errors.empty()) {
+      f.access_error = error_map.reason(fd);
+      if (f.access_error.empty() && fd->isInvalidDecl()) f.access_error = errors.front().line;
+    }
+    Summary unanalyzed;
+    if (!f.access_error.empty()) unanalyzed.effects.assign(slot_count(fd), kNone);
+    const Summary& s = f.access_error.empty() ? analysis.summary(fd, 0) : unanalyzed;
     for (unsigned i = 0; i < fd->getNumParams(); ++i) {
       const ParmVarDecl* p = fd->getParamDecl(i);
       DeviceParam dp;
@@ -880,6 +1018,13 @@ Expected<DeviceSource> analyze_device_source(const std::string& source, const st
       f.params.push_back(std::move(dp));
     }
     out.functions.push_back(std::move(f));
+  }
+  // Errors no unanalyzed kernel accounts for (outside every kernel and every function a
+  // kernel calls): they change no access set, but are reported, never dropped.
+  for (const auto& e : errors) {
+    bool used = false;
+    for (const DeviceFunction& f : out.functions) used |= f.access_error.find(e.line) != std::string::npos;
+    if (!used) out.other_errors.push_back(e.line);
   }
   return out;
 }

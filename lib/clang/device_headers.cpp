@@ -559,6 +559,9 @@ const char* k_cuda_fp16_h = R"kdflow_stub(// cuda_fp16.h stand-in: __half/__half
     __host__ __device__ H(const RAW& hr);                                            \
     __host__ __device__ H& operator=(const RAW& hr) KDFLOW_THIS_WRITES;              \
     __host__ __device__ operator RAW() const;                                        \
+    __host__ __device__ volatile H& operator=(const RAW& hr) volatile KDFLOW_THIS_WRITES;          \
+    __host__ __device__ volatile H& operator=(const volatile RAW& hr) volatile KDFLOW_THIS_WRITES; \
+    __host__ __device__ operator RAW() const volatile;                               \
     __host__ __device__ H(float f);                                                  \
     __host__ __device__ H(double f);                                                 \
     __host__ __device__ operator float() const;                                      \

@@ -26,26 +26,36 @@ class FirstErrorConsumer : public DiagnosticConsumer {
       : virtual_path_(std::move(virtual_path)), label_(std::move(label)) {}
   void HandleDiagnostic(DiagnosticsEngine::Level level, const Diagnostic& info) override {
     DiagnosticConsumer::HandleDiagnostic(level, info);
-    if (level < DiagnosticsEngine::Error || !first_.empty()) return;
+    if (level < DiagnosticsEngine::Error) return;
+    fatal_ |= level == DiagnosticsEngine::Fatal;
+    if (!first_.empty() && !keep_all_) return;
     llvm::SmallString<256> text;
     info.FormatDiagnostic(text);
     SourceLoc l;
     l.file = label_;
     if (info.hasSourceManager() && info.getLocation().isValid()) {
-      PresumedLoc p = info.getSourceManager().getPresumedLoc(info.getLocation());
+      const SourceManager& sm = info.getSourceManager();
+      PresumedLoc p = sm.getPresumedLoc(keep_all_ ? sm.getExpansionLoc(info.getLocation()) : info.getLocation());
       if (p.isValid()) {
         l.file = p.getFilename() == virtual_path_ ? label_ : std::string(p.getFilename());
         l.line = p.getLine();
         l.col = p.getColumn();
       }
     }
-    first_ = l.valid() ? source_error(l.file, l.line, l.col, text.str().str()).message
-                       : file_error(l.file, text.str().str()).message;
+    std::string line = l.valid() ? source_error(l.file, l.line, l.col, text.str().str()).message
+                                 : file_error(l.file, text.str().str()).message;
+    if (first_.empty()) first_ = line;
+    if (keep_all_) all_.push_back({l, std::move(line)});
   }
   const std::string& first() const { return first_; }
+  bool fatal() const { return fatal_; }
+  void keep_all() { keep_all_ = true; }
+  std::vector<ParseError> take_all() { return std::move(all_); }
 
  private:
   std::string virtual_path_, label_, first_;
+  bool keep_all_ = false, fatal_ = false;
+  std::vector<ParseError> all_;
 };
 
 class AstBuilder : public tooling::ToolAction {
@@ -108,7 +118,10 @@ class TokenCountFactory : public tooling::FrontendActionFactory {
 
 }  // namespace
 
-Expected<std::unique_ptr<ASTUnit>> parse_in_memory(const InMemorySource& src, const std::vector<std::string>& clang_args) {
+namespace {
+
+Expected<RecoveredParse> parse_impl(const InMemorySource& src, const std::vector<std::string>& clang_args,
+                                    bool recover) {
   // Only in-memory files: the analyzed code cannot make clang read the real file system.
   llvm::IntrusiveRefCntPtr<llvm::vfs::InMemoryFileSystem> fs(new llvm::vfs::InMemoryFileSystem);
   fs->addFile(src.virtual_path, 0, llvm::MemoryBuffer::getMemBufferCopy(src.text, src.virtual_path));
@@ -140,13 +153,30 @@ Expected<std::unique_ptr<ASTUnit>> parse_in_memory(const InMemorySource& src, co
 
   AstBuilder builder;
   FirstErrorConsumer diags(src.virtual_path, src.label);
+  if (recover) diags.keep_all();
   tooling::ToolInvocation invocation(args, &builder, files.get(), std::make_shared<PCHContainerOperations>());
   invocation.setDiagnosticConsumer(&diags);
   bool ok = invocation.run();
-  if (!diags.first().empty()) return Error{diags.first(), ExitCode::DataError};
-  if (!ok || !builder.unit)
+  if (!diags.first().empty() && (!recover || diags.fatal())) return Error{diags.first(), ExitCode::DataError};
+  if (!builder.unit || (!ok && diags.first().empty()))
     return Error{file_error(src.label, "clang could not parse the file").message, ExitCode::DataError};
-  return std::move(builder.unit);
+  RecoveredParse out;
+  out.unit = std::move(builder.unit);
+  out.errors = diags.take_all();
+  return out;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<ASTUnit>> parse_in_memory(const InMemorySource& src, const std::vector<std::string>& clang_args) {
+  Expected<RecoveredParse> p = parse_impl(src, clang_args, false);
+  if (!p) return p.error();
+  return std::move(p->unit);
+}
+
+Expected<RecoveredParse> parse_in_memory_recovering(const InMemorySource& src,
+                                                    const std::vector<std::string>& clang_args) {
+  return parse_impl(src, clang_args, true);
 }
 
 SourceLoc presumed_loc(const SourceManager& sm, SourceLocation loc, const std::string& virtual_path,

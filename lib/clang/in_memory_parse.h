@@ -35,6 +35,24 @@ struct InMemorySource {
 Expected<std::unique_ptr<clang::ASTUnit>> parse_in_memory(const InMemorySource& src,
                                                           const std::vector<std::string>& clang_args);
 
+/// One error clang reported: where (expansion location, the virtual file shown as the
+/// label) and the whole line `label:line:col: error: ...`.
+struct ParseError {
+  SourceLoc loc;
+  std::string line;
+};
+/// The AST clang recovered, and every error it reported on the way.
+struct RecoveredParse {
+  std::unique_ptr<clang::ASTUnit> unit;
+  std::vector<ParseError> errors;
+};
+/// Like parse_in_memory, but errors do not stop it: clang's own recovery goes on (the
+/// caller's `-ferror-limit=N` bounds it) and the AST comes back with every error. A fatal
+/// error (a missing header, clang's "too many errors emitted") is still an Error, as is a
+/// file clang could not parse at all; so is the token budget.
+Expected<RecoveredParse> parse_in_memory_recovering(const InMemorySource& src,
+                                                    const std::vector<std::string>& clang_args);
+
 /// `loc` as file:line:col (expansion location), the virtual path shown as `label`.
 SourceLoc presumed_loc(const clang::SourceManager& sm, clang::SourceLocation loc, const std::string& virtual_path,
                        const std::string& label);

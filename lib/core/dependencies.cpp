@@ -210,4 +210,30 @@ void compute_dependencies(Dataflow& df) {
   for (auto& d : deps) df.dependencies.push_back(d.second);
 }
 
+std::vector<int> kernels_without_access(const Dataflow& df) {
+  std::vector<int> out;
+  for (const Kernel& k : df.kernels) {
+    bool analyzed = k.device_function >= 0 && static_cast<size_t>(k.device_function) < df.device_functions.size() &&
+                    df.device_functions[k.device_function].access_error.empty();
+    if (!analyzed) out.push_back(k.id);
+  }
+  return out;
+}
+
+std::vector<std::string> access_warnings(const Dataflow& df) {
+  std::vector<std::string> out;
+  for (const DeviceFunction& f : df.device_functions) {
+    if (f.access_error.empty()) continue;
+    std::string where = f.loc.valid() ? fmt::format("{}:{}:{}", f.loc.file, f.loc.line, f.loc.col)
+                                      : (df.sources.device.empty() ? std::string("device.cu") : df.sources.device);
+    out.push_back(fmt::format("{}: warning: kernel '{}' not analyzed, its arguments' access is unknown: {}", where,
+                              f.name, f.access_error));
+  }
+  for (const std::string& e : df.device_errors)
+    out.push_back(fmt::format("{}: warning: clang error outside the kernels and what they call (no access set "
+                              "depends on it): {}",
+                              df.sources.device.empty() ? std::string("device.cu") : df.sources.device, e));
+  return out;
+}
+
 }  // namespace kdflow

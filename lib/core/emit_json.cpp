@@ -236,9 +236,15 @@ ojson build(const Dataflow& df) {
     }
     j["params"] = std::move(params);
     if (f.loc.valid()) j["loc"] = loc_json(f.loc);
+    if (!f.access_error.empty()) j["access_error"] = f.access_error;
     dfuncs.push_back(std::move(j));
   }
   root["device_functions"] = std::move(dfuncs);
+  if (!df.device_errors.empty()) {
+    ojson errs = ojson::array();
+    for (const std::string& e : df.device_errors) errs.push_back(e);
+    root["device_errors"] = std::move(errs);
+  }
 
   root["inputs"] = int_array(df.inputs);
   root["params"] = int_array(df.params);
@@ -590,7 +596,12 @@ Dataflow Reader::document(const json& root) const {
       f.params.push_back(std::move(dp));
     }
     f.loc = optional_loc(j, p);
+    if (const json* e = optional(j, "access_error")) f.access_error = string(*e, at(p, "access_error"));
     df.device_functions.push_back(std::move(f));
+  }
+  if (const json* errs = optional(root, "device_errors")) {
+    const json& a = array(*errs, "/device_errors");
+    for (size_t i = 0; i < a.size(); ++i) df.device_errors.push_back(string(a[i], at("/device_errors", i)));
   }
 
   for (size_t i = 0; i < nb; ++i) {

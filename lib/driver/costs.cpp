@@ -12,6 +12,7 @@
 #include "kdflow/commands.h"
 #include "kdflow/costs.h"
 #include "kdflow/emit_costs.h"
+#include "kdflow/extract.h"
 #include "kdflow/io.h"
 #include "kdflow/profile_csv.h"
 #include "kdflow/show.h"
@@ -240,7 +241,9 @@ int run_costs_command(const CostsCommand& cmd, std::ostream& out, std::ostream& 
     TerminalProgress progress;
     progress.err = &err;
     progress.enabled = progress_wanted(cmd.quiet);
-    Expected<Dataflow> df = load_dataflow(cmd.inputs[i], print_terminal_progress, &progress);
+    ExtractInputs in;
+    in.dir = cmd.inputs[i];
+    Expected<Dataflow> df = load_dataflow(in, print_terminal_progress, &progress);
     if (!df) return report(df.error(), err);
     flows.push_back(df.take());
     const Dataflow& flow = flows.back();

@@ -179,8 +179,18 @@ Expected<Dataflow> extract(const ExtractInputs& given, const InterpreterLimits& 
   if (!in.device.empty()) {
     Expected<std::string> cu = read_file(in.device, 256ull << 20);
     if (!cu) return cu.error();
-    Expected<DeviceSource> device = analyze_device_source(*cu, in.device);
+    Expected<DeviceSource> device = analyze_device_source(*cu, in.device, in.strict_device);
     if (!device) return device.error();
+    // Reasons name device.cu as sources.device does (no directory), like every position in the IR.
+    auto scrub_device = [&](std::string& text) {
+      for (size_t at = 0; (at = text.find(in.device + ":", at)) != std::string::npos;) {
+        text.replace(at, in.device.size(), base_name(in.device));
+        at += base_name(in.device).size();
+      }
+    };
+    for (DeviceFunction& f : device->functions) scrub_device(f.access_error);
+    for (std::string& e : device->other_errors) scrub_device(e);
+    df->device_errors = device->other_errors;
     if (Status s = apply_device_functions(*df, device->functions, *table, in.device); !s) return s.error();
     df->sources.device = base_name(in.device);
   }
@@ -237,6 +247,30 @@ Expected<Dataflow> extract(const ExtractInputs& given, const InterpreterLimits& 
 }
 
 // --- the command --------------------------------------------------------------
+
+Expected<Dataflow> load_dataflow(const ExtractInputs& in, ProgressFn progress, void* progress_ctx) {
+  const std::string& path = in.dir;
+  if (!file_exists(path) && !is_directory(path))
+    return file_error(path, "no such file or folder (give a build folder, a model.so or a kdflow JSON file)",
+                      ExitCode::NoInput);
+  const bool json = !is_directory(path) && path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+  if (json) {
+    if (in.any_option())
+      return file_error(path,
+                        "an extracted kdflow JSON is read as it is: --graph, --host, --meta, --params, --device, "
+                        "--relay, --no-* and --strict-device apply to a build folder or a model.so",
+                        ExitCode::Usage);
+    Expected<std::string> text = read_file(path, 1ull << 30);
+    if (!text) return text.error();
+    return parse_dataflow_json(*text, path);
+  }
+  return extract(in, InterpreterLimits{}, progress, progress_ctx);
+}
+
+void report_warnings(const Dataflow& df, std::ostream& err) {
+  for (const std::string& w : access_warnings(df)) err << w << "\n";
+  err.flush();
+}
 
 int report(const Error& e, std::ostream& err) {
   err << e.message << "\n";
@@ -307,6 +341,7 @@ int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
   progress.enabled = progress_wanted(cmd.quiet);
   Expected<Dataflow> df = extract(*in, InterpreterLimits{}, print_terminal_progress, &progress);
   if (!df) return report(df.error(), err);
+  report_warnings(*df, err);
 
   std::string text;
   switch (*format) {

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "kdflow/commands.h"
+#include "kdflow/dependencies.h"
 #include "kdflow/emit.h"
 #include "kdflow/io.h"
 
@@ -248,6 +249,7 @@ FlowSummary summarize(const Dataflow& df) {
   s.inputs = df.inputs.size();
   s.params = df.params.size();
   s.outputs = df.outputs.size();
+  s.kernels_without_access = kernels_without_access(df);
   s.kernels = df.kernels.size();
   for (const Kernel& k : df.kernels) s.loop_kernels += k.loop_iterations.empty() ? 0 : 1;
   s.library_calls = df.library_calls.size();
@@ -342,21 +344,6 @@ FlowSummary summarize(const Dataflow& df) {
       s.peak_activation_kernel = t;
     }
   return s;
-}
-
-Expected<Dataflow> load_dataflow(const std::string& path, ProgressFn progress, void* progress_ctx) {
-  if (!file_exists(path) && !is_directory(path))
-    return file_error(path, "no such file or folder (give a build folder, a model.so or a kdflow JSON file)",
-                      ExitCode::NoInput);
-  const bool json = !is_directory(path) && path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
-  if (json) {
-    Expected<std::string> text = read_file(path, 1ull << 30);
-    if (!text) return text.error();
-    return parse_dataflow_json(*text, path);
-  }
-  ExtractInputs in;
-  in.dir = path;
-  return extract(in, InterpreterLimits{}, progress, progress_ctx);
 }
 
 // --- show -------------------------------------------------------------------------
@@ -475,6 +462,10 @@ std::string render_show(const Dataflow& df, const ShowStyle& style) {
                   v.empty() ? "0" : fmt::format("{}: {}", v.size(), fmt::join(v, ", "))});
   }
   kv.push_back({"kernels in host loops", std::to_string(s.loop_kernels)});
+  kv.push_back({"kernels without access", df.sources.device.empty() ? fmt::format("{} (no device source read)", s.kernels)
+                                          : s.kernels_without_access.empty() ? std::string("0")
+                                          : fmt::format("{}: k{}", s.kernels_without_access.size(),
+                                                        fmt::join(s.kernels_without_access, ", k"))});
   if (s.library_calls) kv.push_back({"library calls", std::to_string(s.library_calls)});
   kv.push_back({"buffers", fmt::format("{}: {} in {}, {}", s.buffers,
                                        plural(s.graph_buffers, "graph entry", "graph entries"),
@@ -1026,8 +1017,9 @@ int run_show_command(const ShowCommand& cmd, std::ostream& out, std::ostream& er
   TerminalProgress progress;
   progress.err = &err;
   progress.enabled = progress_wanted(cmd.quiet);
-  Expected<Dataflow> df = load_dataflow(cmd.input, print_terminal_progress, &progress);
+  Expected<Dataflow> df = load_dataflow(cmd.inputs, print_terminal_progress, &progress);
   if (!df) return report(df.error(), err);
+  report_warnings(*df, err);
   if (profile) return write_out(render_profile_join(*df, *profile, join_profile(*df, *profile), *style), out, err);
   return write_out(render_show(*df, *style), out, err);
 }
@@ -1038,8 +1030,9 @@ int run_explain_command(const ExplainCommand& cmd, std::ostream& out, std::ostre
   TerminalProgress progress;
   progress.err = &err;
   progress.enabled = progress_wanted(cmd.quiet);
-  Expected<Dataflow> df = load_dataflow(cmd.input, print_terminal_progress, &progress);
+  Expected<Dataflow> df = load_dataflow(cmd.inputs, print_terminal_progress, &progress);
   if (!df) return report(df.error(), err);
+  report_warnings(*df, err);
   Expected<std::string> text = render_explain(*df, cmd.selector, *style);
   if (!text) return report(text.error(), err);
   return write_out(*text, out, err);

@@ -21,18 +21,21 @@ std::string join(const std::string& dir, const std::string& name) {
   return (std::filesystem::path(dir) / name).string();
 }
 
-Expected<Dataflow> load_flow(const ReplayCommand& cmd, std::string* label) {
+Expected<Dataflow> load_flow(const ReplayCommand& cmd, std::string* label, std::ostream& err) {
   if (!cmd.flow.empty()) {
+    if (cmd.extract.any_option())
+      return usage("--flow reads an extracted graph as it is: the build's input options apply to DIR");
     *label = cmd.flow;
     Expected<std::string> text = read_file(cmd.flow, 1ull << 30);
     if (!text) return text.error();
     return parse_dataflow_json(*text, cmd.flow);
   }
   *label = cmd.dir;
-  ExtractInputs in;
+  ExtractInputs in = cmd.extract;
   in.dir = cmd.dir;
   if (!cmd.params.empty()) in.params = cmd.params;
   Expected<Dataflow> df = extract(in);
+  if (df) report_warnings(*df, err);
   if (!df && df.error().code == ExitCode::Unavailable) {
     Error e = df.error();
     e.message += "; replay can read an extracted graph instead: --flow FLOW.json";
@@ -103,7 +106,7 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   }
 
   std::string label;
-  Expected<Dataflow> df = load_flow(cmd, &label);
+  Expected<Dataflow> df = load_flow(cmd, &label, err);
   if (!df) return report(df.error(), err);
 
   opt.inputs.label = label;

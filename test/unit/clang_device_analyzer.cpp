@@ -13,7 +13,7 @@ using namespace kdflow;
 namespace {
 
 DeviceSource parse(const std::string& src) {
-  auto r = analyze_device_source(src, "t.cu");
+  auto r = analyze_device_source(src, "t.cu", /*strict=*/true);  // a construct that does not parse fails here
   if (!r) FAIL(r.error().message);
   return r.take();
 }
@@ -378,9 +378,9 @@ extern "C" __global__ void __launch_bounds__(256) elementwise(half* __restrict__
   CHECK_FALSE(e->params[6].pointer);
 }
 
-TEST_CASE("device: a clang error is reported as file:line:col", "[device]") {
+TEST_CASE("device: a clang error is reported as file:line:col (strict)", "[device]") {
   auto r = analyze_device_source("extern \"C\" __global__ void k(float* p) {\n  p[0] = undeclared_thing;\n}\n",
-                                 "bad/device.cu");
+                                 "bad/device.cu", /*strict=*/true);
   REQUIRE_FALSE(r);
   CHECK(r.error().message.rfind("bad/device.cu:2:10: error: use of undeclared identifier 'undeclared_thing'", 0) ==
         0);
@@ -424,7 +424,10 @@ TEST_CASE("device: every sample's device.cu parses and matches its function tabl
       }
       CHECK(f->loc.file == "device.cu");
       CHECK(f->loc.line > 0);
+      CHECK(f->access_error == "");  // every kernel of every sample is analyzed
     }
+    // The same file in strict mode: no clang error anywhere.
+    CHECK(analyze_device_source(test::slurp(dir + "/device.cu"), "device.cu", /*strict=*/true));
   }
 }
 
@@ -445,4 +448,411 @@ TEST_CASE("device: mlp's log_softmax kernels", "[device][samples]") {
   CHECK(b->params[1].access == Access::Write);
   CHECK(b->params[2].access == Access::Read);
   CHECK(b->params[0].type == "float *__restrict");
+}
+
+// ---------------------------------------------------------------------------
+// One kernel that does not type-check does not sink the others (hand-written).
+
+TEST_CASE("device: a kernel with a type error loses its access set, the others keep theirs", "[device][recovery]") {
+  const std::string src =
+      "extern \"C\" __global__ void good(float* __restrict__ out, float* __restrict__ in) { out[0] = in[0]; }\n"
+      "struct S { int x; };\n"
+      "extern \"C\" __global__ void bad(float* __restrict__ out, float* __restrict__ in) {\n"
+      "  S s;\n"
+      "  out[0] = s + in[0];\n"
+      "}\n"
+      "__device__ float helper(float* p) { return p[0] * undeclared_thing; }\n"
+      "extern \"C\" __global__ void calls_bad(float* __restrict__ out, float* __restrict__ in) { out[0] = helper(in); }\n"
+      "extern \"C\" __global__ void after(float* __restrict__ out, float* __restrict__ in) { out[0] += in[1]; }\n"
+      "__device__ float unused(float* p) { return p[0] + nope; }\n"
+      "int tail_bad = also_nope;\n";
+  auto r = analyze_device_source(src, "dir/device.cu");
+  REQUIRE(r);
+  REQUIRE(r->functions.size() == 4);
+  const DeviceFunction* good = r->find("good");
+  const DeviceFunction* bad = r->find("bad");
+  const DeviceFunction* calls_bad = r->find("calls_bad");
+  const DeviceFunction* after = r->find("after");
+  CHECK(good->access_error == "");
+  CHECK(good->params[0].access == Access::Write);
+  CHECK(good->params[1].access == Access::Read);
+  CHECK(bad->access_error == "dir/device.cu:5:14: error: invalid operands to binary expression ('S' and 'float')");
+  CHECK(bad->params[0].access == Access::Unknown);
+  CHECK(bad->params[1].access == Access::Unknown);
+  CHECK(calls_bad->access_error ==
+        "calls 'helper', which does not type-check: dir/device.cu:7:51: error: use of undeclared identifier "
+        "'undeclared_thing'");
+  CHECK(calls_bad->params[1].access == Access::Unknown);
+  CHECK(after->access_error == "");
+  CHECK(after->params[0].access == Access::ReadWrite);
+  CHECK(after->params[1].access == Access::Read);
+  // Errors no kernel depends on are kept, to be reported.
+  REQUIRE(r->other_errors.size() == 2);
+  CHECK(r->other_errors[0] == "dir/device.cu:10:51: error: use of undeclared identifier 'nope'");
+  CHECK(r->other_errors[1] == "dir/device.cu:11:16: error: use of undeclared identifier 'also_nope'");
+  // --strict-device: the first error fails the whole file.
+  auto strict = analyze_device_source(src, "dir/device.cu", true);
+  REQUIRE_FALSE(strict);
+  CHECK(strict.error().message == "dir/device.cu:5:14: error: invalid operands to binary expression ('S' and 'float')");
+}
+
+TEST_CASE("device: error recovery is bounded: too many errors, or a fatal one, fail the file", "[device][recovery]") {
+  std::string many = "extern \"C\" __global__ void k(float* p) {\n";
+  for (int i = 0; i < 200; ++i) many += "  p[0] = undeclared_" + std::to_string(i) + ";\n";
+  many += "}\n";
+  auto r = analyze_device_source(many, "device.cu");
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == ExitCode::DataError);
+  CHECK(r.error().message.rfind("device.cu:2:10: error: use of undeclared identifier 'undeclared_0'", 0) == 0);
+  auto fatal = analyze_device_source("#include <no_such_header.h>\nextern \"C\" __global__ void k(float* p) { p[0] = 1; }\n",
+                                     "device.cu");
+  REQUIRE_FALSE(fatal);
+  CHECK(fatal.error().message.rfind("device.cu:1:10: error: 'no_such_header.h' file not found", 0) == 0);
+}
+
+// ---------------------------------------------------------------------------
+// The types and intrinsics TVM's CUDA code generator emits (src/target/source/codegen_cuda.cc,
+// literal/cuda_half_t.h, cuda_int8_t.h at v0.14.0 and v0.19.0), one hand-written kernel each,
+// with the access the analyzer must compute.
+
+TEST_CASE("device types: volatile half stores and loads (TVM's reduction epilogue)", "[device][types]") {
+  std::string src = std::string(kTvmPreamble) + R"(
+extern "C" __global__ void k(half* __restrict__ out, half* __restrict__ in, half* __restrict__ vin, half* __restrict__ vout) {
+  __shared__ half red_result[1];
+  half red_buf0[1];
+  red_buf0[0] = in[threadIdx.x];
+  ((volatile half*)red_result)[0] = red_buf0[0];
+  __syncthreads();
+  out[0] = (half)(((volatile half*)red_result)[0]);
+  red_buf0[0] = ((volatile half*)vin)[1];
+  ((volatile half*)vout)[0] = red_buf0[0];
+}
+)";
+  CHECK(access(src, "out") == Access::Write);
+  CHECK(access(src, "in") == Access::Read);
+  CHECK(access(src, "vin") == Access::Read);
+  CHECK(access(src, "vout") == Access::Write);
+}
+
+TEST_CASE("device types: half conversions, operators and math (hexp, hlog, htanh, hsqrt, __hmax, __hmin)",
+          "[device][types]") {
+  std::string src = std::string(kTvmPreamble) + R"(
+extern "C" __global__ void k(half* __restrict__ out, half* __restrict__ a, half* __restrict__ b, float* __restrict__ f,
+                             half* __restrict__ acc) {
+  int i = threadIdx.x;
+  half x = __float2half_rn(f[i]);
+  float y = __half2float(a[i]);
+  half m = __hmax(a[i], b[i]);
+  half n = __hmin(a[i], x);
+  bool gt = a[i] > b[i];
+  bool le = a[i] <= b[i];
+  out[i] = gt && le ? hexp(m) + hlog(n) * hsqrt(x) - htanh(a[i]) / hrint(__habs(b[i])) : max(m, n);
+  out[i + 1] = (half)y;
+  acc[i] = acc[i] + a[i];
+  acc[i + 1] += b[i];
+}
+)";
+  CHECK(access(src, "out") == Access::Write);
+  CHECK(access(src, "a") == Access::Read);
+  CHECK(access(src, "b") == Access::Read);
+  CHECK(access(src, "f") == Access::Read);
+  CHECK(access(src, "acc") == Access::ReadWrite);
+}
+
+TEST_CASE("device types: half2 loads, stores and intrinsics; __pack_half2", "[device][types]") {
+  std::string src = std::string(kTvmPreamble) + R"(
+extern "C" __global__ void k(half* __restrict__ out, half* __restrict__ a, half* __restrict__ b, unsigned* __restrict__ packed) {
+  int i = threadIdx.x;
+  ((half2*)(out + i * 2))[0] = __hadd2(((half2*)(a + i * 2))[0], ((half2*)(b + i * 2))[0]);
+  half2 v = *(half2*)(a + 2);
+  packed[i] = __pack_half2(v.x, v.y);
+}
+)";
+  CHECK(access(src, "out") == Access::Write);
+  CHECK(access(src, "a") == Access::Read);
+  CHECK(access(src, "b") == Access::Read);
+  CHECK(access(src, "packed") == Access::Write);
+}
+
+TEST_CASE("device types: nv_bfloat16 and __nv_bfloat162, volatile included", "[device][types]") {
+  std::string src = std::string(kTvmPreamble) + R"(
+extern "C" __global__ void k(nv_bfloat16* __restrict__ out, nv_bfloat16* __restrict__ a, __nv_bfloat162* __restrict__ p2,
+                             nv_bfloat16* __restrict__ vout) {
+  int i = threadIdx.x;
+  out[i] = __float2bfloat16_rn(__bfloat162float(a[i]) * 2.0f);
+  out[i + 1] = max(a[i], a[i + 1]);
+  __nv_bfloat162 v = p2[i];
+  out[i + 2] = __low2bfloat16(v);
+  ((volatile nv_bfloat16*)vout)[0] = a[0];
+}
+)";
+  CHECK(access(src, "out") == Access::Write);
+  CHECK(access(src, "a") == Access::Read);
+  CHECK(access(src, "p2") == Access::Read);
+  CHECK(access(src, "vout") == Access::Write);
+}
+
+namespace {
+// TVM's int8 preamble (cuda_int8_t.h, v0.14.0 = v0.19.0), verbatim.
+const char* kTvmInt8Preamble = R"(
+#if defined(__CUDACC_RTC__)
+#define __SM_61_INTRINSICS_DECL__ __device__
+#else /* !__CUDACC_RTC__ */
+#define __SM_61_INTRINSICS_DECL__ static __device__ __inline__
+#endif /* __CUDACC_RTC__ */
+
+#ifndef __CUDA_ARCH__
+#define __DEF_IF_HOST { }
+#else  /* !__CUDA_ARCH__ */
+#define __DEF_IF_HOST ;
+#endif /* __CUDA_ARCH__ */
+
+__SM_61_INTRINSICS_DECL__ int __dp4a(unsigned int srcA, int srcB, int c) __DEF_IF_HOST
+__SM_61_INTRINSICS_DECL__ int __dp4a(int srcA, unsigned int srcB, int c) __DEF_IF_HOST
+
+#undef __DEF_IF_HOST
+
+#if !defined(__CUDACC_RTC__) && defined(__CUDA_ARCH__)
+__SM_61_INTRINSICS_DECL__ int __dp4a(unsigned int srcA, int srcB, int c) {
+    int ret;
+    asm volatile ("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(ret) : "r"(srcA), "r"(srcB), "r"(c));
+    return ret;
+}
+
+__SM_61_INTRINSICS_DECL__ int __dp4a(int srcA, unsigned int srcB, int c) {
+    int ret;
+    asm volatile ("dp4a.s32.u32 %0, %1, %2, %3;" : "=r"(ret) : "r"(srcA), "r"(srcB), "r"(c));
+    return ret;
+}
+#endif /* !__CUDACC_RTC__ && defined(__CUDA_ARCH__) */
+
+#undef __SM_61_INTRINSICS_DECL__
+)";
+}  // namespace
+
+TEST_CASE("device types: char4, uchar4 and __dp4a (TVM's int8 preamble)", "[device][types]") {
+  std::string src = std::string(kTvmPreamble) + kTvmInt8Preamble + R"(
+extern "C" __global__ void k(int* __restrict__ acc, signed char* __restrict__ a, unsigned char* __restrict__ b,
+                             char* __restrict__ c4out, int* __restrict__ mixed) {
+  int i = threadIdx.x;
+  acc[i] = __dp4a(*(int*)(a + i * 4), *(int*)(a + i * 4 + 4), acc[i]);
+  mixed[i] = __dp4a(*(unsigned int*)(b + i * 4), *(int*)(a + i * 4), 0);
+  uchar4 u = *(uchar4*)(b + i * 4);
+  *(char4*)(c4out + i * 4) = make_char4((signed char)u.x, (signed char)u.y, (signed char)u.z, (signed char)u.w);
+}
+)";
+  CHECK(access(src, "acc") == Access::ReadWrite);
+  CHECK(access(src, "a") == Access::Read);
+  CHECK(access(src, "b") == Access::Read);
+  CHECK(access(src, "c4out") == Access::Write);
+  CHECK(access(src, "mixed") == Access::Write);
+}
+
+TEST_CASE("device types: reinterpreting vector loads and stores (float2/4, uint1/2/4, int4, ulonglong4)", "[device][types]") {
+  std::string src = std::string(kTvmPreamble) + R"(
+extern "C" __global__ void k(half* __restrict__ T_cast, float* __restrict__ p0, float* __restrict__ o4,
+                             float* __restrict__ i4, int* __restrict__ oi, int* __restrict__ ii, half* __restrict__ h) {
+  int i = threadIdx.x;
+  uint1 __1;
+  float2 v_ = *(float2*)(p0 + (i * 2));
+  ((half2*)(&(__1.x)))->x = (half)(v_.x);
+  ((half2*)(&(__1.x)))->y = (half)(v_.y);
+  *(uint1*)(T_cast + (i * 2)) = __1;
+  ((float4*)(o4 + i * 4))[0] = ((float4*)(i4 + i * 4))[0];
+  ((int4*)(oi + i * 4))[0] = make_int4(ii[0], ii[1], ii[2], ii[3]);
+  ((uint2*)(h + i * 4))[0] = ((uint2*)(h + i * 4 + 1024))[0];
+  ((uint4*)(oi + 64))[0] = ((uint4*)(ii + 64))[0];
+  // TVM 0.19 stores float32x8 as ulonglong4 and reads its lanes as *(float2*)(&(ul4.x)).
+  ulonglong4 f8 = *(ulonglong4*)(i4 + 256);
+  o4[512] = ((float2*)(&(f8.x)))->x + ((float2*)(&(f8.w)))->y;
+}
+)";
+  CHECK(access(src, "T_cast") == Access::Write);
+  CHECK(access(src, "p0") == Access::Read);
+  CHECK(access(src, "o4") == Access::Write);
+  CHECK(access(src, "i4") == Access::Read);
+  CHECK(access(src, "oi") == Access::Write);
+  CHECK(access(src, "ii") == Access::Read);
+  CHECK(access(src, "h") == Access::ReadWrite);
+}
+
+TEST_CASE("device types: __ldg on scalars, vectors and half", "[device][types]") {
+  std::string src = std::string(kTvmPreamble) + R"(
+extern "C" __global__ void k(float* __restrict__ out, float* __restrict__ a, float* __restrict__ b, half* __restrict__ h) {
+  int i = threadIdx.x;
+  float4 v = __ldg((const float4*)(b + i * 4));
+  out[i] = __ldg(a + i) + v.x + __half2float(__ldg(h + i));
+}
+)";
+  CHECK(access(src, "out") == Access::Write);
+  CHECK(access(src, "a") == Access::Read);
+  CHECK(access(src, "b") == Access::Read);
+  CHECK(access(src, "h") == Access::Read);
+}
+
+TEST_CASE("device types: warp shuffles on every type, __activemask", "[device][types]") {
+  std::string src = std::string(kTvmPreamble) + R"(
+extern "C" __global__ void k(float* __restrict__ f, int* __restrict__ i, half* __restrict__ h, nv_bfloat16* __restrict__ bf,
+                             double* __restrict__ d, long long* __restrict__ ll, unsigned* __restrict__ u,
+                             half2* __restrict__ h2, float* __restrict__ out) {
+  unsigned mask = __activemask();
+  float a = __shfl_sync(mask, f[0], 0, 32) + __shfl_down_sync(mask, f[1], 16, 32) + __shfl_up_sync(mask, f[2], 1, 32)
+            + __shfl_xor_sync(mask, f[3], 1, 32);
+  int b = __shfl_down_sync(mask, i[0], 8, 32);
+  half c = __shfl_down_sync(mask, h[0], 4, 32);
+  nv_bfloat16 e = __shfl_sync(mask, bf[0], 0, 32);
+  double g = __shfl_xor_sync(mask, d[0], 2, 32);
+  long long l = __shfl_sync(mask, ll[0], 0, 32);
+  unsigned v = __shfl_up_sync(mask, u[0], 1, 32);
+  half2 w = __shfl_down_sync(mask, h2[0], 1, 32);
+  out[0] = a + b + __half2float(c) + __bfloat162float(e) + (float)g + (float)l + (float)v + __low2float(w);
+}
+)";
+  for (const char* p : {"f", "i", "h", "bf", "d", "ll", "u", "h2"}) {
+    INFO(p);
+    CHECK(access(src, p) == Access::Read);
+  }
+  CHECK(access(src, "out") == Access::Write);
+}
+
+namespace {
+// TVM 0.19's fp16 and bf16 preambles (codegen_cuda.cc Finish(), literal/cuda_half_t.h:
+// _cuda_half_util, _cuda_bfloat16_util, _cuda_warp_intrinsic_util), verbatim but for the
+// software-half #else branch: they define hpow/htanh/htan/hatan/herf for half AND for
+// nv_bfloat16, which the stand-in headers must not declare.
+const char* kTvm019Preamble = R"tvm(#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 530)
+#include <cuda_fp16.h>
+__device__ half max(half a, half b)
+{
+  return __hgt(__half(a), __half(b)) ? a : b;
+}
+__device__ half min(half a, half b)
+{
+  return __hlt(__half(a), __half(b)) ? a : b;
+}
+#else
+#error "software half is not expected: the prelude preprocesses for sm_90"
+#endif
+
+
+// Pack two half values.
+static inline __device__ __host__ unsigned
+__pack_half2(const half x, const half y) {
+  unsigned v0 = *((unsigned short *)&x);
+  unsigned v1 = *((unsigned short *)&y);
+  return (v1 << 16) | v0;
+}
+
+#define CUDA_UNSUPPORTED_HALF_MATH_BINARY(HALF_MATH_NAME, FP32_MATH_NAME) \
+static inline __device__ __host__ half HALF_MATH_NAME(half x, half y) {   \
+  float tmp_x = __half2float(x);                                          \
+  float tmp_y = __half2float(y);                                          \
+  float result = FP32_MATH_NAME(tmp_x, tmp_y);                            \
+  return __float2half(result);                                            \
+}
+
+#define CUDA_UNSUPPORTED_HALF_MATH_UNARY(HALF_MATH_NAME, FP32_MATH_NAME) \
+static inline __device__ __host__ half HALF_MATH_NAME(half x) {          \
+  float tmp_x = __half2float(x);                                         \
+  float result = FP32_MATH_NAME(tmp_x);                                  \
+  return __float2half(result);                                           \
+}
+
+// Some fp16 math functions are not supported in cuda_fp16.h,
+// so we define them here to make sure the generated CUDA code
+// is valid.
+#if defined(__CUDA_ARCH__)
+#if (__CUDA_ARCH__ >= 530)
+CUDA_UNSUPPORTED_HALF_MATH_BINARY(hpow, powf)
+CUDA_UNSUPPORTED_HALF_MATH_UNARY(htanh, tanhf)
+CUDA_UNSUPPORTED_HALF_MATH_UNARY(htan, tanf)
+CUDA_UNSUPPORTED_HALF_MATH_UNARY(hatan, atanf)
+CUDA_UNSUPPORTED_HALF_MATH_UNARY(herf, erf)
+#else
+CUDA_UNSUPPORTED_HALF_MATH_UNARY(hexp, exp)
+#endif
+#endif
+
+#undef CUDA_UNSUPPORTED_HALF_MATH_BINARY
+#undef CUDA_UNSUPPORTED_HALF_MATH_UNARY
+
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
+#include <cuda_bf16.h>
+__device__ nv_bfloat16 max(nv_bfloat16 a, nv_bfloat16 b)
+{
+  return __hgt(a, b) ? a : b;
+}
+__device__ nv_bfloat16 min(nv_bfloat16 a, nv_bfloat16 b)
+{
+  return __hlt(a, b) ? a : b;
+}
+#endif
+
+
+// Pack two bfloat16 values.
+static inline __device__ __host__ unsigned
+__pack_nv_bfloat162(const nv_bfloat16 x, const nv_bfloat16 y) {
+  unsigned v0 = *((unsigned short *)&x);
+  unsigned v1 = *((unsigned short *)&y);
+  return (v1 << 16) | v0;
+}
+
+// Some bfp16 math functions are not supported in cuda_bfp16.h,
+// so we define them here to make sure the generated CUDA code
+// is valid.
+#define CUDA_UNSUPPORTED_HALF_MATH_BINARY(HALF_MATH_NAME, FP32_MATH_NAME) \
+static inline __device__ __host__ nv_bfloat16 HALF_MATH_NAME(nv_bfloat16 x, nv_bfloat16 y) {   \
+  float tmp_x = __bfloat162float(x);                                      \
+  float tmp_y = __bfloat162float(y);                                      \
+  float result = FP32_MATH_NAME(tmp_x, tmp_y);                            \
+  return __float2bfloat16(result);                                        \
+}
+
+#define CUDA_UNSUPPORTED_HALF_MATH_UNARY(HALF_MATH_NAME, FP32_MATH_NAME) \
+static inline __device__ __host__ nv_bfloat16 HALF_MATH_NAME(nv_bfloat16 x) {          \
+  float tmp_x = __bfloat162float(x);                                     \
+  float result = FP32_MATH_NAME(tmp_x);                                  \
+  return __float2bfloat16(result);                                       \
+}
+
+CUDA_UNSUPPORTED_HALF_MATH_BINARY(hpow, powf)
+CUDA_UNSUPPORTED_HALF_MATH_UNARY(htanh, tanhf)
+CUDA_UNSUPPORTED_HALF_MATH_UNARY(htan, tanf)
+CUDA_UNSUPPORTED_HALF_MATH_UNARY(hatan, atanf)
+CUDA_UNSUPPORTED_HALF_MATH_UNARY(herf, erf)
+
+#undef CUDA_UNSUPPORTED_HALF_MATH_BINARY
+#undef CUDA_UNSUPPORTED_HALF_MATH_UNARY
+
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ < 700)
+#define __shfl_sync(mask, var, lane, width) \
+        __shfl((var), (lane), (width))
+
+#define __shfl_down_sync(mask, var, offset, width) \
+        __shfl_down((var), (offset), (width))
+
+#define __shfl_up_sync(mask, var, offset, width) \
+        __shfl_up((var), (offset), (width))
+#endif
+
+)tvm";
+}  // namespace
+
+TEST_CASE("device types: TVM 0.19's fp16/bf16 preamble, and the math it defines itself (htanh, hpow, herf)",
+          "[device][types]") {
+  std::string src = std::string(kTvm019Preamble) + R"(
+extern "C" __global__ void k(half* __restrict__ h, nv_bfloat16* __restrict__ b, half* __restrict__ ho,
+                             nv_bfloat16* __restrict__ bo, unsigned* __restrict__ packed) {
+  int i = threadIdx.x;
+  ho[i] = htanh(h[i]) + hpow(h[i], h[i + 1]) + herf(hexp(h[i]));
+  bo[i] = htanh(b[i]) + hpow(b[i], b[i + 1]) + hatan(max(b[i], b[i + 2]));
+  packed[i] = __pack_nv_bfloat162(b[i], b[i + 1]) ^ __pack_half2(h[i], h[i + 1]);
+  ((volatile half*)ho)[i + 1] = h[0];
+}
+)";
+  CHECK(access(src, "h") == Access::Read);
+  CHECK(access(src, "b") == Access::Read);
+  CHECK(access(src, "ho") == Access::Write);
+  CHECK(access(src, "bo") == Access::Write);
+  CHECK(access(src, "packed") == Access::Write);
 }

@@ -12,6 +12,31 @@
 #include "kdflow/show.h"
 #include "kdflow/watchdog.h"
 
+namespace {
+
+/// The options every command that reads a build takes, as extract does: where each input is,
+/// which optional ones to skip, and --strict-device. An option the command already has
+/// (replay's --params) is left to it.
+void add_build_inputs(CLI::App* cmd, kdflow::ExtractInputs& in) {
+  auto path = [&](const char* name, std::string& field, const char* help) {
+    if (!cmd->get_option_no_throw(name)) cmd->add_option(name, field, help);
+  };
+  path("--graph", in.graph, "graph.json (overrides DIR/graph.json)");
+  path("--host", in.host, "Host C source (overrides DIR/host.c)");
+  path("--meta", in.meta, "Function table *.tvm_meta.json (overrides the one in DIR)");
+  path("--params", in.params, "Params file, to tell params from inputs (default: DIR/params.bin)");
+  path("--device", in.device, "CUDA source, for per-kernel access sets (default: DIR/device.cu)");
+  path("--relay", in.relay, "relay.txt, for the exact Relay ops per function (default: DIR/relay.txt)");
+  cmd->add_flag("--no-params", in.no_params, "Do not read a params file; params are the nodes named p<N>");
+  cmd->add_flag("--no-device", in.no_device, "Do not read device.cu; accesses stay unknown");
+  cmd->add_flag("--no-relay", in.no_relay, "Do not read relay.txt; Relay ops are decoded from names");
+  cmd->add_flag("--strict-device", in.strict_device,
+                "Any clang error in device.cu fails (exit 65); by default only the kernels it touches lose their "
+                "access sets");
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"kdflow: the kernel-level dataflow of a TVM-compiled model (graph.json + host C + CUDA)"};
   app.set_version_flag("--version", "kdflow 0.1.0");
@@ -31,15 +56,7 @@ int main(int argc, char** argv) {
                       "Chakra: device whose roofline bound stands in for unmeasured durations (h100, h200, a100, l4, "
                       "rtx4090, none)")
       ->capture_default_str();
-  extract->add_option("--graph", ex.inputs.graph, "graph.json (overrides DIR/graph.json)");
-  extract->add_option("--host", ex.inputs.host, "Host C source (overrides DIR/host.c)");
-  extract->add_option("--meta", ex.inputs.meta, "Function table *.tvm_meta.json (overrides the one in DIR)");
-  extract->add_option("--params", ex.inputs.params, "Params file, to tell params from inputs (default: DIR/params.bin)");
-  extract->add_option("--device", ex.inputs.device, "CUDA source, for per-kernel access sets (default: DIR/device.cu)");
-  extract->add_option("--relay", ex.inputs.relay, "relay.txt, for the exact Relay ops per function (default: DIR/relay.txt)");
-  extract->add_flag("--no-params", ex.inputs.no_params, "Do not read a params file; params are the nodes named p<N>");
-  extract->add_flag("--no-device", ex.inputs.no_device, "Do not read device.cu; accesses stay unknown");
-  extract->add_flag("--no-relay", ex.inputs.no_relay, "Do not read relay.txt; Relay ops are decoded from names");
+  add_build_inputs(extract, ex.inputs);
   extract->add_flag("-q,--quiet", ex.quiet, "No progress on stderr");
   kdflow::WatchdogLimits limits;
   const char* time_limit_help = "Give up (exit 65) after this many seconds; 0: no limit";
@@ -57,7 +74,8 @@ int main(int argc, char** argv) {
 
   kdflow::ShowCommand sh;
   CLI::App* show = app.add_subcommand("show", "Table of the graph's nodes and kernels, with a summary; or a profile joined to it");
-  show->add_option("INPUT", sh.input, "Build folder (extracted), model.so, or a kdflow JSON file")->required();
+  show->add_option("INPUT", sh.inputs.dir, "Build folder (extracted), model.so, or a kdflow JSON file")->required();
+  add_build_inputs(show, sh.inputs);
   show->add_option("--profile", sh.profile, "Nsight Compute (ncu --csv) or Nsight Systems (nsys stats --format csv) export");
   show->add_option("--color", sh.color, "auto (on a terminal, unless NO_COLOR is set), always or never")
       ->check(CLI::IsMember({"auto", "always", "never"}))
@@ -68,8 +86,9 @@ int main(int argc, char** argv) {
 
   kdflow::ExplainCommand xp;
   CLI::App* explain = app.add_subcommand("explain", "Everything about one kernel or graph node");
-  explain->add_option("INPUT", xp.input, "Build folder (extracted), model.so, or a kdflow JSON file")->required();
+  explain->add_option("INPUT", xp.inputs.dir, "Build folder (extracted), model.so, or a kdflow JSON file")->required();
   explain->add_option("WHAT", xp.selector, "k<ID> or a kernel name; n<ID>, a node name or a function name")->required();
+  add_build_inputs(explain, xp.inputs);
   explain->add_option("--color", xp.color, "auto (on a terminal, unless NO_COLOR is set), always or never")
       ->check(CLI::IsMember({"auto", "always", "never"}))
       ->capture_default_str();
@@ -111,7 +130,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   replay->add_option("--warmup", rp.warmup, "Warm-up runs")->capture_default_str();
   replay->add_option("--repeat", rp.repeat, "Timed runs")->capture_default_str();
-  replay->add_option("--device", rp.device, "CUDA device ordinal")->capture_default_str();
+  replay->add_option("--gpu", rp.device, "CUDA device ordinal")->capture_default_str();
   replay->add_flag("--dry-run", rp.dry_run, "Print and check the plan; do not touch the driver");
   replay->add_flag("--guard", rp.guard, "Redzones after each allocation; report the first kernel writing past its buffer");
   replay->add_option("--dump-dir", rp.dump_dir, "Write every buffer a kernel writes, after it runs, as .npy");
@@ -127,6 +146,7 @@ int main(int argc, char** argv) {
   replay->add_option("--rtol", rp.rtol, "Relative tolerance for float outputs")->capture_default_str();
   replay->add_option("--atol", rp.atol, "Absolute tolerance for float outputs")->capture_default_str();
   replay->add_flag("-q,--quiet", rp.quiet, "No progress on stderr");
+  add_build_inputs(replay, rp.extract);
 
   try {
     app.parse(argc, argv);
