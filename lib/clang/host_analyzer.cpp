@@ -1203,7 +1203,7 @@ void Interpreter::run(const FunctionDecl* fn, const std::vector<TensorArg>& tens
     put(field_offset(f_offset), ctx_.UnsignedLongTy, Value::of_int(0));
     store(Ptr{Ptr::Base::Object, args_obj, value_size * static_cast<int64_t>(i)}, ctx_.VoidPtrTy,
           Value::of_ptr(Ptr{Ptr::Base::Object, tobj, 0}), loc);
-    store(Ptr{Ptr::Base::Object, codes_obj, 4 * static_cast<int64_t>(i)}, ctx_.IntTy, Value::of_int(7), loc);
+    store(Ptr{Ptr::Base::Object, codes_obj, 4 * static_cast<int64_t>(i)}, ctx_.IntTy, Value::of_int(t.type_code), loc);
   }
   int64_t ret_obj = new_object(value_size, "out_ret_value");
   int64_t ret_code_obj = new_object(4, "out_ret_tcode");

@@ -1,0 +1,136 @@
+// extract_relax.cpp — the Relax front end of `kdflow extract` (TVM 0.20 builds): the VM
+// executable's `main` is run symbolically (relax_vm.h) into the graph the graph executor
+// would have run, each fused call's host C is interpreted as for Relay (tensors arriving
+// with type code 13), and the rest of the pipeline is shared with the Relay front end.
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "extract_internal.h"
+#include "kdflow/dataflow_builder.h"
+#include "kdflow/host_analyzer.h"
+#include "kdflow/io.h"
+#include "kdflow/relax_vm.h"
+#include "kdflow/vm_exec.h"
+
+namespace kdflow {
+
+namespace fs = std::filesystem;
+
+Status resolve_relax_inputs(const ExtractInputs& in, ExtractInputs& out) {
+  fs::path dir(in.dir);
+  if (!in.vm_exec.empty() && !in.metas.empty()) return Status::ok();  // resolved already
+  out.vm_exec = (dir / "vm_exec.bin").string();
+  if (out.host.empty()) out.host = (dir / "host.c").string();
+  // TVM 0.20 makes one CUDA module per kernel: device_<i>.tvm_meta.json (+ device_<i>.cu).
+  std::vector<std::pair<uint64_t, std::string>> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    const std::string suffix = ".tvm_meta.json";
+    if (n.rfind("device_", 0) != 0 || n.size() <= 7 + suffix.size() ||
+        n.compare(n.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    const std::string num = n.substr(7, n.size() - 7 - suffix.size());
+    if (num.empty() || num.size() > 9 || !std::all_of(num.begin(), num.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    found.emplace_back(std::stoull(num), e.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  if (!in.meta.empty()) {
+    out.metas = {in.meta};
+  } else if (!found.empty()) {
+    for (const auto& [i, path] : found) {
+      out.metas.push_back(path);
+      std::string cu = (dir / fmt::format("device_{}.cu", i)).string();
+      if (!in.no_device && in.device.empty() && file_exists(cu)) out.devices.push_back(cu);
+    }
+    if (!out.devices.empty() && out.devices.size() != out.metas.size())
+      return file_error(in.dir, fmt::format("{} device_<i>.tvm_meta.json but {} device_<i>.cu files: the CUDA sources "
+                                            "of some modules are missing (pass --no-device to read none)",
+                                            out.metas.size(), out.devices.size()),
+                        ExitCode::NoInput);
+  } else if (file_exists((dir / "device.tvm_meta.json").string())) {
+    out.metas = {(dir / "device.tvm_meta.json").string()};
+  } else {
+    return file_error(in.dir, "a Relax build (vm_exec.bin) with no device_<i>.tvm_meta.json; pass --meta",
+                      ExitCode::NoInput);
+  }
+  if (out.devices.empty() && out.device.empty() && !in.no_device && file_exists((dir / "device.cu").string()))
+    out.device = (dir / "device.cu").string();
+  out.graph.clear();
+  return Status::ok();
+}
+
+#ifdef KDFLOW_HAVE_CLANG
+Expected<Dataflow> extract_relax(const ExtractInputs& in, const InterpreterLimits& limits, ProgressFn progress,
+                                 void* progress_ctx) {
+  const std::string vm_label = base_name(in.vm_exec);
+  if (progress) progress(progress_ctx, 0, 1, "Relax VM executable " + vm_label + " (TVM 0.20)");
+  Expected<MappedFile> file = map_file(in.vm_exec, 1ull << 36);
+  if (!file) return file.error();
+  Expected<VmExecutable> ex = parse_vm_executable(file->bytes(), in.vm_exec);
+  if (!ex) return ex.error();
+
+  // One function table from every CUDA module.
+  FunctionTable table;
+  std::string meta_names;
+  for (const std::string& path : in.metas.empty() ? std::vector<std::string>{in.meta} : in.metas) {
+    Expected<std::string> text = read_file(path, 64ull << 20);
+    if (!text) return text.error();
+    Expected<FunctionTable> t = parse_function_table(*text, path);
+    if (!t) return t.error();
+    for (auto& [name, info] : t->functions)
+      if (!table.functions.emplace(name, info).second)
+        return file_error(path, fmt::format("kernel '{}' is also in an earlier module's function table", name));
+    table.file += (table.file.empty() ? "" : ", ") + path;
+    meta_names += (meta_names.empty() ? "" : ",") + base_name(path);
+  }
+
+  Expected<std::string> host_text = read_file(in.host, 256ull << 20);
+  if (!host_text) return host_text.error();
+  if (Status s = check_host_abi(*host_text, in.host); !s) return s.error();
+  Expected<std::unique_ptr<HostProgram>> program = HostProgram::parse(*host_text, in.host, limits);
+  if (!program) return program.error();
+
+  Expected<RelaxProgram> vm = run_relax_vm(*ex, (*program)->functions(), "main");
+  if (!vm) return vm.error();
+  const Graph& graph = vm->graph;
+
+  BuildOptions options;
+  options.sources.host = base_name(in.host);
+  options.sources.graph = vm_label;
+  options.sources.meta = meta_names;
+  options.sources.vm_exec = vm_label;
+  options.sources.vm_function = vm->function.empty() ? "main" : vm->function;
+  options.params_known = true;  // the pool's tensors are the bound weights
+  for (size_t nid = 0; nid < graph.nodes.size(); ++nid)
+    if (vm->constant_index[nid] >= 0) options.param_names.insert(graph.nodes[nid].name);
+
+  size_t total = 0, done = 0;
+  for (const GraphNode& n : graph.nodes) total += node_calls_function(n) ? 1 : 0;
+  auto trace = [&](int nid) -> Expected<HostTrace> {
+    const GraphNode& n = graph.nodes[nid];
+    if (progress) progress(progress_ctx, done, total, n.func_name);
+    ++done;
+    std::vector<TensorArg> args = node_tensor_args(graph, nid);
+    for (TensorArg& a : args) a.type_code = 13;  // kTVMNDArrayHandle: the VM passes NDArrays
+    return (*program)->run(n.func_name, args);
+  };
+  Expected<Dataflow> df = build_dataflow(graph, table, trace, options);
+  if (progress) progress(progress_ctx, total, total, "");
+  if (!df) return df;
+  df->sources.vm_function = "main";
+  for (Buffer& b : df->buffers) {
+    if (b.node < 0 || b.kind == BufferKind::Workspace) continue;
+    b.input_index = vm->input_index[b.node];
+    b.constant_index = vm->constant_index[b.node];
+  }
+  if (Status s = finish_extract(*df, graph, table, in); !s) return s.error();
+  return df;
+}
+#endif
+
+}  // namespace kdflow
