@@ -3,6 +3,7 @@
 // would have run, each fused call's host C is interpreted as for Relay (tensors arriving
 // with type code 13), and the rest of the pipeline is shared with the Relay front end.
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <map>
 
@@ -13,6 +14,7 @@
 #include "kdflow/host_analyzer.h"
 #include "kdflow/io.h"
 #include "kdflow/relax_vm.h"
+#include "kdflow/relay.h"
 #include "kdflow/vm_exec.h"
 
 namespace kdflow {
@@ -129,6 +131,24 @@ Expected<Dataflow> extract_relax(const ExtractInputs& in, const InterpreterLimit
     b.constant_index = vm->constant_index[b.node];
   }
   if (Status s = finish_extract(*df, graph, table, in); !s) return s.error();
+  // relax.txt holds the fused functions as TIR (no Relax ops per function), so the ops come
+  // from the name. Relax makes names unique with a number on every op ("fused_matmul1_add1_relu1").
+  for (Node& n : df->nodes) {
+    if (n.relay_source != "name") continue;
+    std::string plain;
+    size_t start = 0;
+    const std::string& f = n.function;
+    while (start <= f.size()) {
+      size_t end = f.find('_', start);
+      if (end == std::string::npos) end = f.size();
+      std::string tok = f.substr(start, end - start);
+      if (tok.size() > 1 && !std::isdigit(static_cast<unsigned char>(tok[0])))
+        while (tok.size() > 1 && std::isdigit(static_cast<unsigned char>(tok.back()))) tok.pop_back();
+      plain += (plain.empty() ? "" : "_") + tok;
+      start = end + 1;
+    }
+    n.relay_ops = decode_fused_name(plain);
+  }
   return df;
 }
 #endif
