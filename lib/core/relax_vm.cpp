@@ -221,6 +221,10 @@ class Runner {
     if (n == "vm.builtin.check_tensor_info") return check_tensor_info(a);
     if (n == "vm.builtin.match_shape") return match_shape(a);
     if (n == "vm.builtin.reshape") return reshape(ins, a);
+    if (n == "vm.builtin.copy") {  // returns its argument (builtin.cc: *rv = args[0])
+      if (a.size() != 1) return fail(fmt::format("{} arguments, expected 1", a.size())), false;
+      return set(ins.dst, a[0]);
+    }
     if (n == "vm.builtin.make_tuple") {
       Value t;
       t.kind = Value::Kind::Tuple;

@@ -118,6 +118,10 @@ Status finish_extract(Dataflow& out, const Graph& graph, const FunctionTable& ta
       label += (label.empty() ? "" : ", ") + path;
       names += (names.empty() ? "" : ",") + base_name(path);
     }
+    // Several modules (Relax): ordered by name, so the numbering of the modules does not matter.
+    if (devices.size() > 1)
+      std::stable_sort(functions.begin(), functions.end(),
+                       [](const DeviceFunction& a, const DeviceFunction& b) { return a.name < b.name; });
     if (Status s = apply_device_functions(*df, functions, table, label); !s) return s.error();
     df->sources.device = names;
   }

@@ -97,7 +97,48 @@ Expected<Dataflow> extract_relax(const ExtractInputs& in, const InterpreterLimit
   Expected<std::unique_ptr<HostProgram>> program = HostProgram::parse(*host_text, in.host, limits);
   if (!program) return program.error();
 
-  Expected<RelaxProgram> vm = run_relax_vm(*ex, (*program)->functions(), "main");
+  // Bytecode mode: run main's instructions. Compiled mode (main is a "tir" function): the host
+  // C's __vmtir__main performs the same steps; they are recovered from it, then run alike.
+  const int main_index = ex->find("main");
+  std::string vm_function = "main";
+  VmExecutable recovered;
+  const VmExecutable* run_ex = &*ex;
+  if (main_index >= 0 && ex->functions[main_index].kind == VmFunction::Kind::Tir) {
+    vm_function = "__vmtir__main";
+    Expected<std::vector<VmHostCall>> steps = (*program)->run_vm(vm_function);
+    if (!steps) return steps.error();
+    const VmFunction& m = ex->functions[main_index];
+    recovered.file = in.host + ":" + vm_function;
+    recovered.version = ex->version;
+    recovered.constants = ex->constants;
+    VmFunction f = m;
+    f.kind = VmFunction::Kind::Bytecode;
+    f.start_instr = 0;
+    f.end_instr = static_cast<int64_t>(steps->size()) + 1;
+    recovered.functions.push_back(f);
+    std::map<std::string, int64_t> index;
+    for (const VmHostCall& s : *steps) {
+      auto [it, fresh] = index.emplace(s.name, static_cast<int64_t>(recovered.functions.size()));
+      if (fresh) {
+        VmFunction p;
+        p.kind = VmFunction::Kind::Packed;
+        p.name = s.name;
+        recovered.functions.push_back(std::move(p));
+      }
+      VmInstruction ins;
+      ins.op = VmInstruction::Op::Call;
+      ins.func = it->second;
+      ins.dst = s.dst;
+      ins.args = s.args;
+      recovered.code.push_back(std::move(ins));
+    }
+    VmInstruction ret;  // TVM's VM takes the result from register num_args (vm.cc, kVMTIRFunc)
+    ret.op = VmInstruction::Op::Ret;
+    ret.reg = m.num_args;
+    recovered.code.push_back(ret);
+    run_ex = &recovered;
+  }
+  Expected<RelaxProgram> vm = run_relax_vm(*run_ex, (*program)->functions(), "main");
   if (!vm) return vm.error();
   const Graph& graph = vm->graph;
 
@@ -106,7 +147,7 @@ Expected<Dataflow> extract_relax(const ExtractInputs& in, const InterpreterLimit
   options.sources.graph = vm_label;
   options.sources.meta = meta_names;
   options.sources.vm_exec = vm_label;
-  options.sources.vm_function = vm->function.empty() ? "main" : vm->function;
+  options.sources.vm_function = vm_function;
   options.params_known = true;  // the pool's tensors are the bound weights
   for (size_t nid = 0; nid < graph.nodes.size(); ++nid)
     if (vm->constant_index[nid] >= 0) options.param_names.insert(graph.nodes[nid].name);
@@ -124,7 +165,6 @@ Expected<Dataflow> extract_relax(const ExtractInputs& in, const InterpreterLimit
   Expected<Dataflow> df = build_dataflow(graph, table, trace, options);
   if (progress) progress(progress_ctx, total, total, "");
   if (!df) return df;
-  df->sources.vm_function = "main";
   for (Buffer& b : df->buffers) {
     if (b.node < 0 || b.kind == BufferKind::Workspace) continue;
     b.input_index = vm->input_index[b.node];
