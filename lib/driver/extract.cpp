@@ -111,10 +111,7 @@ Status finish_extract(Dataflow& out, const Graph& graph, const FunctionTable& ta
       if (!cu) return cu.error();
       Expected<DeviceSource> device = analyze_device_source(*cu, path);
       if (!device) return device.error();
-      for (DeviceFunction& f : device->functions) {
-        if (f.loc.file == path) f.loc.file = base_name(path);
-        functions.push_back(std::move(f));
-      }
+      for (DeviceFunction& f : device->functions) functions.push_back(std::move(f));
       label += (label.empty() ? "" : ", ") + path;
       names += (names.empty() ? "" : ",") + base_name(path);
     }
@@ -124,6 +121,10 @@ Status finish_extract(Dataflow& out, const Graph& graph, const FunctionTable& ta
                        [](const DeviceFunction& a, const DeviceFunction& b) { return a.name < b.name; });
     if (Status s = apply_device_functions(*df, functions, table, label); !s) return s.error();
     df->sources.device = names;
+    // Positions in the IR name the device sources by base name; error messages keep the path.
+    for (auto& f : df->device_functions)
+      for (const std::string& path : devices)
+        if (f.loc.file == path) f.loc.file = base_name(path);
   }
   assume_library_access(*df);
 
