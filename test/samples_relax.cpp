@@ -407,3 +407,29 @@ TEST_CASE("Relax VM: the symbolic run models the builtins as TVM defines them", 
   REQUIRE(!e);
   CHECK(e.error().message.find("instruction 4 (f): no argument is a freshly allocated tensor") != std::string::npos);
 }
+
+TEST_CASE("Relax: model.so's relax.VMExecutable gives the folder's flow", "[samples][relax][library]") {
+  const std::string shared = shared_sample_dir("relax_mlp");
+  if (shared.empty() || !fs::exists(shared + "/model.so")) {
+    WARN("../shared/samples/relax_mlp/model.so not present (left out of samples/, 9.9 MB): skipped");
+    return;
+  }
+  // model.so beside a copy of the folder's host.c and device_<i>.cu, without vm_exec.bin
+  // and the function tables: those must come from the blob.
+  std::string dir = temp_dir() + "/relax_so";
+  fs::create_directories(dir);
+  for (const auto& e : fs::directory_iterator(shared)) {
+    const std::string n = e.path().filename().string();
+    if (n == "host.c" || n == "model.so" || (n.rfind("device_", 0) == 0 && n.size() > 3 && n.substr(n.size() - 3) == ".cu"))
+      fs::copy_file(e.path(), dir + "/" + n, fs::copy_options::overwrite_existing);
+  }
+  Dataflow from_so = extract_dir(dir + "/model.so");
+  Dataflow from_dir = extract_dir(sample_dir("relax_mlp"));
+  CHECK(from_so.sources.library == "model.so");
+  CHECK(from_so.sources.vm_exec == "model.so:__tvm_dev_mblob");
+  CHECK(from_so.sources.device == from_dir.sources.device);
+  Dataflow a = from_so, b = from_dir;
+  a.sources = b.sources = Sources{};
+  CHECK(emit_json(a) == emit_json(b));
+  CHECK(compare_relax_truth(from_so, shared).empty());
+}

@@ -181,7 +181,14 @@ Expected<Dataflow> extract(const ExtractInputs& given, const InterpreterLimits& 
   Expected<ExtractInputs> resolved = resolve_extract_inputs(given);
   if (!resolved) return resolved.error();
   const ExtractInputs& in = *resolved;
+#ifdef KDFLOW_HAVE_CLANG
   if (!in.vm_exec.empty()) return extract_relax(in, limits, progress, progress_ctx);
+  if (!in.library.empty() && in.graph.empty()) {
+    Expected<bool> relax = library_is_relax(in.library);
+    if (!relax) return relax.error();
+    if (*relax) return extract_relax(in, limits, progress, progress_ctx);
+  }
+#endif
 
   BuildOptions options;
   options.sources.host = base_name(in.host);

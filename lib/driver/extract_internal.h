@@ -24,7 +24,10 @@ Status check_host_abi(const std::string& host_text, const std::string& file);
 /// Relay-op view, dependencies, and positions naming host.c by its base name.
 Status finish_extract(Dataflow& df, const Graph& graph, const FunctionTable& table, const ExtractInputs& in);
 
-/// The Relax front end (in.vm_exec set).
+/// True if model.so's device blob holds a relax.VMExecutable (a TVM 0.20 Relax export).
+Expected<bool> library_is_relax(const std::string& library);
+
+/// The Relax front end (in.vm_exec set, or in.library a Relax export).
 Expected<Dataflow> extract_relax(const ExtractInputs& in, const InterpreterLimits& limits, ProgressFn progress,
                                  void* progress_ctx);
 #endif

@@ -6,11 +6,14 @@
 #include <cctype>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "extract_internal.h"
 #include "kdflow/dataflow_builder.h"
+#include "kdflow/device_module.h"
+#include "kdflow/elf_symbols.h"
 #include "kdflow/host_analyzer.h"
 #include "kdflow/io.h"
 #include "kdflow/relax_vm.h"
@@ -67,19 +70,93 @@ Status resolve_relax_inputs(const ExtractInputs& in, ExtractInputs& out) {
 }
 
 #ifdef KDFLOW_HAVE_CLANG
-Expected<Dataflow> extract_relax(const ExtractInputs& in, const InterpreterLimits& limits, ProgressFn progress,
+namespace {
+
+/// model.so's device blob, when it holds a relax.VMExecutable (else nullopt).
+Expected<std::optional<DeviceBlob>> relax_blob(const std::string& library) {
+  Expected<std::string> bytes = read_file(library);
+  if (!bytes) return bytes.error();
+  Expected<std::string> blob_bytes = read_elf_symbol(*bytes, library, "__tvm_dev_mblob");
+  if (!blob_bytes) return blob_bytes.error();
+  Expected<DeviceBlob> blob = parse_device_blob(*blob_bytes, library + "(__tvm_dev_mblob)");
+  if (!blob) return blob.error();
+  if (blob->vm_executables.empty()) return std::optional<DeviceBlob>();
+  if (blob->vm_executables.size() > 1)
+    return file_error(library + "(__tvm_dev_mblob)",
+                      fmt::format("{} relax.VMExecutable entries; kdflow reads a blob with one", blob->vm_executables.size()));
+  if (blob->cuda.empty()) return file_error(library + "(__tvm_dev_mblob)", "the device blob holds no cuda module");
+  return std::optional<DeviceBlob>(blob.take());
+}
+
+/// device_<i>.cu beside `dir`, by i.
+std::vector<std::string> numbered_device_sources(const fs::path& dir) {
+  std::vector<std::pair<uint64_t, std::string>> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("device_", 0) != 0 || n.size() <= 10 || n.compare(n.size() - 3, 3, ".cu") != 0) continue;
+    const std::string num = n.substr(7, n.size() - 10);
+    if (num.empty() || num.size() > 9 || !std::all_of(num.begin(), num.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    found.emplace_back(std::stoull(num), e.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
+
+}  // namespace
+
+Expected<bool> library_is_relax(const std::string& library) {
+  Expected<std::optional<DeviceBlob>> blob = relax_blob(library);
+  if (!blob) return blob.error();
+  return blob->has_value();
+}
+
+Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLimits& limits, ProgressFn progress,
                                  void* progress_ctx) {
-  const std::string vm_label = base_name(in.vm_exec);
+  // The executable and the function tables: from the folder's vm_exec.bin and
+  // device_<i>.tvm_meta.json, or from an exported model.so's __tvm_dev_mblob.
+  ExtractInputs in = given;
+  const std::string vm_label = in.library.empty() ? base_name(in.vm_exec) : base_name(in.library) + ":__tvm_dev_mblob";
   if (progress) progress(progress_ctx, 0, 1, "Relax VM executable " + vm_label + " (TVM 0.20)");
-  Expected<MappedFile> file = map_file(in.vm_exec, 1ull << 36);
-  if (!file) return file.error();
-  Expected<VmExecutable> ex = parse_vm_executable(file->bytes(), in.vm_exec);
+  std::optional<DeviceBlob> blob;
+  std::optional<MappedFile> file;
+  std::string_view vm_bytes;
+  if (!in.library.empty()) {
+    Expected<std::optional<DeviceBlob>> b = relax_blob(in.library);
+    if (!b) return b.error();
+    if (!b->has_value()) return file_error(in.library, "the device blob holds no relax.VMExecutable");
+    blob = std::move(**b);
+    vm_bytes = blob->vm_executables.front();
+    in.vm_exec = in.library + "(__tvm_dev_mblob)";
+    if (in.devices.empty() && !in.no_device) {
+      fs::path dir = fs::path(in.library).parent_path();
+      in.devices = numbered_device_sources(dir.empty() ? fs::path(".") : dir);
+      if (!in.devices.empty()) in.device.clear();
+    }
+  } else {
+    Expected<MappedFile> f = map_file(in.vm_exec, 1ull << 36);
+    if (!f) return f.error();
+    file.emplace(f.take());
+    vm_bytes = file->bytes();
+  }
+  Expected<VmExecutable> ex = parse_vm_executable(vm_bytes, in.vm_exec);
   if (!ex) return ex.error();
 
   // One function table from every CUDA module.
   FunctionTable table;
   std::string meta_names;
-  for (const std::string& path : in.metas.empty() ? std::vector<std::string>{in.meta} : in.metas) {
+  if (blob) {
+    for (const auto& m : blob->cuda)
+      for (const auto& [name, info] : m.table.functions)
+        if (!table.functions.emplace(name, info).second)
+          return file_error(in.vm_exec, fmt::format("kernel '{}' is in two cuda modules' function tables", name));
+    table.file = in.vm_exec;
+    meta_names = vm_label;
+  }
+  for (const std::string& path : blob ? std::vector<std::string>{} : in.metas.empty() ? std::vector<std::string>{in.meta} : in.metas) {
     Expected<std::string> text = read_file(path, 64ull << 20);
     if (!text) return text.error();
     Expected<FunctionTable> t = parse_function_table(*text, path);
@@ -148,6 +225,7 @@ Expected<Dataflow> extract_relax(const ExtractInputs& in, const InterpreterLimit
   options.sources.meta = meta_names;
   options.sources.vm_exec = vm_label;
   options.sources.vm_function = vm_function;
+  if (!in.library.empty()) options.sources.library = base_name(in.library);
   options.params_known = true;  // the pool's tensors are the bound weights
   for (size_t nid = 0; nid < graph.nodes.size(); ++nid)
     if (vm->constant_index[nid] >= 0) options.param_names.insert(graph.nodes[nid].name);
