@@ -433,3 +433,13 @@ TEST_CASE("Relax: model.so's relax.VMExecutable gives the folder's flow", "[samp
   CHECK(emit_json(a) == emit_json(b));
   CHECK(compare_relax_truth(from_so, shared).empty());
 }
+
+TEST_CASE("Relax: replay plans the flow with the weights from the constant pool", "[samples][relax][replay]") {
+  auto r = run_kdflow({"replay", sample_dir("relax_mlp"), "--dry-run"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("13 allocations (9866120 bytes), 9 uploads, 5 launches, 1 outputs") != std::string::npos);
+  CHECK(r.out.find("upload alloc 7: 1600000 bytes from vm_exec.bin:c[13] (buffer 3 const13, float32 [400, 1000])") !=
+        std::string::npos);
+  CHECK(r.out.find("alloc 0: storage 0, 8000 bytes") != std::string::npos);  // alloc_storage's 8000 bytes
+}
