@@ -182,6 +182,10 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
   const VmExecutable* run_ex = &*ex;
   if (main_index >= 0 && ex->functions[main_index].kind == VmFunction::Kind::Tir) {
     vm_function = "__vmtir__main";
+    if (!(*program)->has_function(vm_function))
+      return file_error(in.host, fmt::format("{}'s main is a compiled-mode (TIR) function, but this file defines no "
+                                             "__vmtir__main (is host.c from a bytecode-mode build?)",
+                                             base_name(in.vm_exec)));
     Expected<std::vector<VmHostCall>> steps = (*program)->run_vm(vm_function);
     if (!steps) return steps.error();
     const VmFunction& m = ex->functions[main_index];
