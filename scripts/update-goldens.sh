@@ -8,7 +8,7 @@ kdflow=${1:-$root/build/kdflow}
 mkdir -p "$root/test/golden"
 for dir in "$root"/samples/*/; do
   m=$(basename "$dir")
-  [ -f "$dir/graph.json" ] || continue
+  [ -f "$dir/graph.json" ] || [ -f "$dir/vm_exec.bin" ] || continue
   "$kdflow" extract "$dir" -q -o "$root/test/golden/$m.json"
   "$kdflow" extract "$dir" -q -o "$root/test/golden/$m.dot"
   echo "updated test/golden/$m.json test/golden/$m.dot"

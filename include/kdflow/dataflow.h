@@ -33,6 +33,8 @@ struct Buffer {
   int node = -1;                      ///< producing graph node, or the node that allocates the workspace
   int output_index = 0;               ///< output index within `node` (graph buffers)
   SourceLoc loc;                      ///< workspaces: the TVMBackendAllocWorkspace call
+  int input_index = -1;               ///< Relax builds: inputs: the VM function's parameter index (-1: none)
+  int constant_index = -1;            ///< Relax builds: params: the index in the executable's constant pool (-1: none)
   bool operator==(const Buffer& o) const;
 };
 
@@ -193,6 +195,8 @@ struct Sources {
   std::string device;  ///< device source (device.cu) read for access sets; empty when none
   std::string relay;   ///< relay.txt read for the Relay view; empty when none
   std::string library; ///< exported library (model.so) the graph, table and params came from; empty when none
+  std::string vm_exec;      ///< Relax builds: the VM executable read (vm_exec.bin, or "model.so:__tvm_dev_mblob"); empty for Relay
+  std::string vm_function;  ///< Relax builds: the VM function run ("main", or "__vmtir__main" in compiled mode)
 };
 
 struct Dataflow {

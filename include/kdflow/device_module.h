@@ -54,6 +54,9 @@ struct DeviceBlob {
   std::vector<std::string> entries;  ///< type keys in blob order ("_lib", "_import_tree", "cuda", ...)
   std::vector<CudaModule> cuda;
   std::vector<GraphFactory> factories;
+  /// `relax.VMExecutable` entries (TVM 0.20 Relax builds): each as vm_exec.bin holds it
+  /// (u64 length, then the serialized executable; see vm_exec.h).
+  std::vector<std::string> vm_executables;
   std::vector<uint64_t> import_tree_row_ptr, import_tree_child_indices;
 };
 

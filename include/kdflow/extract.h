@@ -21,6 +21,9 @@ struct ExtractInputs {
   std::string params;  ///< overrides dir/params.bin (optional: used to tell params from inputs)
   std::string device;  ///< overrides dir/device.cu (optional: per-kernel access sets and dependencies)
   std::string relay;   ///< overrides dir/relay.txt (optional: exact Relay ops per function)
+  std::string vm_exec; ///< Relax builds (TVM 0.20): dir/vm_exec.bin when the folder has no graph.json
+  std::vector<std::string> metas;    ///< Relax builds: every device_<i>.tvm_meta.json (one CUDA module per kernel)
+  std::vector<std::string> devices;  ///< Relax builds: every device_<i>.cu
   bool no_params = false;  ///< do not read a params file even if the folder has one
   bool no_device = false;  ///< do not read device.cu (accesses stay unknown)
   bool no_relay = false;   ///< do not read relay.txt (Relay ops decoded from function names)

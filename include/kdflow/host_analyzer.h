@@ -10,6 +10,7 @@
 
 #include "kdflow/diag.h"
 #include "kdflow/host_trace.h"
+#include "kdflow/vm_exec.h"
 
 namespace kdflow {
 
@@ -21,6 +22,16 @@ struct InterpreterLimits {
   unsigned max_call_depth = 64;          ///< nested calls to functions defined in host.c
   uint64_t max_memory_cells = 4'000'000; ///< scalar cells across all local objects
   uint64_t max_array_elements = 1'000'000;  ///< elements of one local array
+};
+
+/// One step of a compiled-mode Relax VM function (TVM 0.20 `__vmtir__main`), as the host C
+/// performs it: a builtin called through TVMBackendGetFuncFromEnv or a fused function
+/// called directly, its arguments as VM operands, and the register its return went to.
+struct VmHostCall {
+  std::string name;
+  std::vector<VmOperand> args;  ///< registers (the r list), constants (the c list), immediates, %vm, %void (NULL)
+  int64_t dst = kVmVoidRegister;
+  SourceLoc loc;
 };
 
 class HostProgram {
@@ -43,6 +54,11 @@ class HostProgram {
   /// `tensors[i]` (type code 7). A packed call, a workspace allocation or a failure
   /// (`return` of non-zero, anything it cannot evaluate) is reported with its position.
   Expected<HostTrace> run(const std::string& function, const std::vector<TensorArg>& tensors) const;
+
+  /// Interprets a compiled-mode Relax VM function `function(ctx, r, c, f)`: VM values are
+  /// opaque; TVMBackendAnyListSetPackedArg / ResetItem / MoveFromPackedReturn move them between
+  /// the register list, the constant list and the call stack. Returns the VM steps in order.
+  Expected<std::vector<VmHostCall>> run_vm(const std::string& function) const;
 
   struct Impl;  ///< opaque: the clang AST and its index (host_analyzer.cpp)
 

@@ -26,6 +26,7 @@ struct TensorArg {
   uint16_t dtype_lanes = 1;
   int device_type = 2;         ///< kDLCUDA
   int device_id = 0;
+  int type_code = 7;           ///< in arg_type_ids: 7 kTVMDLTensorHandle (graph executor), 13 kTVMNDArrayHandle (Relax VM)
 };
 
 /// Where a pointer argument of a packed call points.

@@ -48,7 +48,7 @@ using namespace clang;
 // Values and memory
 
 struct Ptr {
-  enum class Base : uint8_t { Null, Object, Entry, Workspace, Func, String, ModuleCtx, Function };
+  enum class Base : uint8_t { Null, Object, Entry, Workspace, Func, String, ModuleCtx, Function, Vm };
   Base base = Base::Null;
   int64_t id = 0;   // object id, entry id, workspace index, function-name id, string id
   int64_t off = 0;  // byte offset
@@ -119,6 +119,8 @@ class Interpreter {
       : prog_(prog), ctx_(prog.unit->getASTContext()), trace_(trace) {}
 
   void run(const FunctionDecl* fn, const std::vector<TensorArg>& tensors);
+  /// Compiled-mode Relax (TVM 0.20): runs __vmtir__main(ctx, r, c, f), recording its VM steps.
+  void run_vm(const FunctionDecl* fn, std::vector<VmHostCall>* calls);
 
  private:
   // --- memory
@@ -353,6 +355,14 @@ class Interpreter {
   mutable SourceLocation cur_loc_;
   bool cur_unsigned_source_ = false;
   unsigned depth_ = 0;
+  // Compiled-mode Relax: VM values are opaque tokens Ptr{Vm, kind, index}.
+  enum VmToken : int64_t { kVmReg = 0, kVmConst = 1, kVmCtx = 2, kVmReturn = 3, kVmRegList = 10, kVmConstList = 11,
+                           kVmFuncList = 12 };
+  std::vector<VmHostCall>* vm_calls_ = nullptr;
+  Value rt_anylist(const CallExpr* ce, const std::string& name);
+  Value rt_vm_call(const CallExpr* ce, const std::string& name, const Value& values, const Value& codes, int64_t n,
+                   int64_t ret_slot);
+  VmOperand vm_operand(const Value& v, int64_t tcode, int index, SourceLocation loc);
   uint64_t loop_trips_ = 0;
   SourceLocation return_loc_;
 };
@@ -804,6 +814,7 @@ Value Interpreter::eval_call(const CallExpr* ce) {
   const FunctionDecl* callee = ce->getDirectCallee();
   if (!callee) fail(loc, "call through a function pointer is not supported");
   std::string name = callee->getNameAsString();
+  if (vm_calls_ && llvm::StringRef(name).startswith("TVMBackendAnyList")) return rt_anylist(ce, name);
   if (name == "TVMBackendGetFuncFromEnv") return rt_get_func(ce);
   if (name == "TVMFuncCall") return rt_func_call(ce);
   if (name == "TVMBackendAllocWorkspace") return rt_alloc_workspace(ce);
@@ -833,6 +844,15 @@ Value Interpreter::eval_call(const CallExpr* ce) {
     return Value::of_float(std::numeric_limits<double>::infinity());
   if (n == "nanf" || n == "nan") return Value::of_float(std::numeric_limits<double>::quiet_NaN());
   const FunctionDecl* def = nullptr;
+  if (vm_calls_ && depth_ == 1 && callee->hasBody(def) && def && def->getNumParams() == 6) {
+    // __vmtir__main calls a fused function directly (tvm_call_cpacked_lowered): the VM step,
+    // not its body, is recorded; the body runs later with the VM's tensors (relax_vm.h).
+    // TVM 0.20 passes num_args one short here (the lowering takes the last argument for the
+    // resource handle), but the value stays in slot num_args, where the callee reads it.
+    Value values = eval(ce->getArg(0)), codes = eval(ce->getArg(1)), n = eval(ce->getArg(2));
+    if (n.kind != Value::Kind::Int || n.i < 0 || n.i > 4096) fail(loc, "a direct packed call with a bad argument count");
+    return rt_vm_call(ce, name, values, codes, n.i + 1, -1);
+  }
   if (callee->hasBody(def) && def) {
     std::vector<Value> args;
     for (const Expr* arg : ce->arguments()) args.push_back(eval(arg));
@@ -980,6 +1000,13 @@ Value Interpreter::rt_func_call(const CallExpr* ce) {
   if (values.kind != Value::Kind::Ptr || codes.kind != Value::Kind::Ptr || n.kind != Value::Kind::Int)
     fail(loc, "unsupported TVMFuncCall arguments");
   if (n.i < 0 || n.i > 4096) fail(ce->getArg(3)->getBeginLoc(), "TVMFuncCall with " + std::to_string(n.i) + " arguments");
+  if (vm_calls_) {
+    Value r = rt_vm_call(ce, func_names_[h.p.id], values, codes, n.i, n.i);
+    Value ret = eval(ce->getArg(4));
+    if (ret.kind == Value::Kind::Ptr && ret.p.base == Ptr::Base::Object)
+      store(ret.p, ctx_.VoidPtrTy, Value::of_ptr(Ptr{Ptr::Base::Vm, kVmReturn, static_cast<int64_t>(vm_calls_->size()) - 1}), loc);
+    return r;
+  }
   if (trace_.calls.size() >= prog_.limits.max_calls) fail(loc, "packed-call limit reached");
   PackedCall call;
   call.name = func_names_[h.p.id];
@@ -1143,6 +1170,143 @@ Flow Interpreter::exec(const Stmt* s) {
   fail(s->getBeginLoc(), std::string("unsupported statement (") + s->getStmtClassName() + ")");
 }
 
+// --- compiled-mode Relax VM (TVM 0.20 __vmtir__main) -----------------------
+
+VmOperand Interpreter::vm_operand(const Value& v, int64_t tcode, int index, SourceLocation loc) {
+  VmOperand o;
+  const std::string where = "VM argument " + std::to_string(index) + " (type code " + std::to_string(tcode) + ")";
+  if (v.kind == Value::Kind::Int && (tcode == 0 || tcode == 1)) {
+    o.kind = VmOperand::Kind::Immediate;
+    o.value = v.i;
+    return o;
+  }
+  if (v.kind == Value::Kind::Ptr && v.p.base == Ptr::Base::Null) {
+    o.kind = VmOperand::Kind::Register, o.value = kVmVoidRegister;
+    return o;
+  }
+  if (v.kind == Value::Kind::Ptr && v.p.base == Ptr::Base::Vm) {
+    switch (v.p.id) {
+      case kVmReg: o.kind = VmOperand::Kind::Register, o.value = v.p.off; return o;
+      case kVmConst: o.kind = VmOperand::Kind::Constant, o.value = v.p.off; return o;
+      case kVmCtx: o.kind = VmOperand::Kind::Register, o.value = kVmVmRegister; return o;
+      case kVmReturn:
+        fail(loc, where + " is the return value of an earlier call that no TVMBackendAnyListMoveFromPackedReturn moved");
+      default: break;
+    }
+  }
+  fail(loc, where + " is neither a VM register, a constant, the VM context, an integer nor NULL");
+}
+
+Value Interpreter::rt_vm_call(const CallExpr* ce, const std::string& name, const Value& values, const Value& codes,
+                              int64_t n, int64_t ret_slot) {
+  SourceLocation loc = ce->getBeginLoc();
+  if (values.kind != Value::Kind::Ptr || codes.kind != Value::Kind::Ptr) fail(loc, "unsupported packed call arguments");
+  if (vm_calls_->size() >= prog_.limits.max_calls) fail(loc, "packed-call limit reached");
+  VmHostCall call;
+  call.name = name;
+  call.loc = prog_.to_loc(loc);
+  const int64_t value_size = 8;
+  for (int64_t i = 0; i < n; ++i) {
+    Value code = load(Ptr{codes.p.base, codes.p.id, codes.p.off + 4 * i}, ctx_.IntTy, loc);
+    QualType member = code.i == 2 ? ctx_.DoubleTy : (code.i == 0 || code.i == 1) ? ctx_.LongTy : ctx_.VoidPtrTy;
+    Value v = load(Ptr{values.p.base, values.p.id, values.p.off + value_size * i}, member, loc);
+    call.args.push_back(vm_operand(v, code.i, static_cast<int>(i), loc));
+  }
+  vm_calls_->push_back(std::move(call));
+  if (ret_slot >= 0) {
+    // TVM's LLVM host (codegen_cpu.cc MakeCallPackedLowered) passes &stack_value[end] and
+    // &stack_tcode[end] as the return slot, where TVMBackendAnyListMoveFromPackedReturn then
+    // reads it. TVM 0.20's C host passes a local instead and leaves that slot stale; kdflow
+    // models the LLVM host, as the runtime's own builtins expect.
+    const Ptr token{Ptr::Base::Vm, kVmReturn, static_cast<int64_t>(vm_calls_->size()) - 1};
+    store(Ptr{values.p.base, values.p.id, values.p.off + value_size * ret_slot}, ctx_.VoidPtrTy, Value::of_ptr(token), loc);
+    store(Ptr{codes.p.base, codes.p.id, codes.p.off + 4 * ret_slot}, ctx_.IntTy, Value::of_int(13), loc);
+  }
+  return Value::of_int(0);
+}
+
+Value Interpreter::rt_anylist(const CallExpr* ce, const std::string& name) {
+  SourceLocation loc = ce->getBeginLoc();
+  std::vector<Value> a;
+  for (const Expr* arg : ce->arguments()) a.push_back(eval(arg));
+  auto list = [&](size_t i) -> int64_t {
+    if (i >= a.size() || a[i].kind != Value::Kind::Ptr || a[i].p.base != Ptr::Base::Vm ||
+        (a[i].p.id != kVmRegList && a[i].p.id != kVmConstList))
+      fail(loc, name + ": argument " + std::to_string(i) + " is not the VM's register or constant list");
+    return a[i].p.id;
+  };
+  auto integer = [&](size_t i) -> int64_t {
+    if (i >= a.size() || a[i].kind != Value::Kind::Int) fail(loc, name + ": argument " + std::to_string(i) + " is not an integer");
+    if (a[i].i < 0 || a[i].i > (int64_t(1) << 40)) fail(loc, name + ": index " + std::to_string(a[i].i) + " is out of range");
+    return a[i].i;
+  };
+  auto slot = [&](size_t vi, size_t ci, int64_t off, Ptr* vp, Ptr* cp) {
+    if (a[vi].kind != Value::Kind::Ptr || a[ci].kind != Value::Kind::Ptr) fail(loc, name + ": the stack is not a pointer");
+    *vp = Ptr{a[vi].p.base, a[vi].p.id, a[vi].p.off + 8 * off};
+    *cp = Ptr{a[ci].p.base, a[ci].p.id, a[ci].p.off + 4 * off};
+  };
+  if (name == "TVMBackendAnyListSetPackedArg") {
+    if (a.size() != 5) fail(loc, name + " takes 5 arguments");
+    const int64_t l = list(0), idx = integer(1), off = integer(4);
+    Ptr vp, cp;
+    slot(2, 3, off, &vp, &cp);
+    store(vp, ctx_.VoidPtrTy, Value::of_ptr(Ptr{Ptr::Base::Vm, l == kVmRegList ? kVmReg : kVmConst, idx}), loc);
+    store(cp, ctx_.IntTy, Value::of_int(13), loc);
+    return Value::of_int(0);
+  }
+  if (name == "TVMBackendAnyListResetItem") {
+    if (a.size() != 2) fail(loc, name + " takes 2 arguments");
+    if (list(0) != kVmRegList) fail(loc, name + " resets an item of the constant list");
+    VmHostCall call;  // the register is cleared, as vm.builtin.null_value into it would
+    call.name = "vm.builtin.null_value";
+    call.dst = integer(1);
+    call.loc = prog_.to_loc(loc);
+    vm_calls_->push_back(std::move(call));
+    return Value::of_int(0);
+  }
+  if (name == "TVMBackendAnyListMoveFromPackedReturn") {
+    if (a.size() != 5) fail(loc, name + " takes 5 arguments");
+    if (list(0) != kVmRegList) fail(loc, name + " moves into the constant list");
+    const int64_t idx = integer(1), off = integer(4);
+    Ptr vp, cp;
+    slot(2, 3, off, &vp, &cp);
+    Value v = load(vp, ctx_.VoidPtrTy, loc);
+    if (v.kind != Value::Kind::Ptr || v.p.base != Ptr::Base::Vm || v.p.id != kVmReturn || vm_calls_->empty() ||
+        v.p.off != static_cast<int64_t>(vm_calls_->size()) - 1)
+      fail(loc, name + ": slot " + std::to_string(off) + " does not hold the return value of the packed call just made");
+    vm_calls_->back().dst = idx;
+    return Value::of_int(0);
+  }
+  fail(loc, "call to '" + name + "', a TVM runtime function kdflow does not model");
+}
+
+void Interpreter::run_vm(const FunctionDecl* fn, std::vector<VmHostCall>* calls) {
+  SourceLocation loc = fn->getLocation();
+  if (fn->getNumParams() != 6 || !fn->getParamDecl(0)->getType()->isPointerType())
+    fail(loc, "function '" + fn->getNameAsString() + "' does not have TVM's packed-function signature");
+  vm_calls_ = calls;
+  frames_.emplace_back();
+  const int64_t value_size = 8;
+  int64_t args_obj = new_object(value_size * 4, "args", ObjRole::Args);
+  int64_t codes_obj = new_object(4 * 4, "arg_type_ids", ObjRole::TypeCodes);
+  const int64_t tokens[4] = {kVmCtx, kVmRegList, kVmConstList, kVmFuncList};
+  for (int i = 0; i < 4; ++i) {
+    store(Ptr{Ptr::Base::Object, args_obj, value_size * i}, ctx_.VoidPtrTy, Value::of_ptr(Ptr{Ptr::Base::Vm, tokens[i], 0}), loc);
+    store(Ptr{Ptr::Base::Object, codes_obj, 4 * i}, ctx_.IntTy, Value::of_int(3), loc);
+  }
+  int64_t ret_obj = new_object(value_size, "out_ret_value");
+  int64_t ret_code_obj = new_object(4, "out_ret_tcode");
+  frames_.pop_back();
+  std::vector<Value> args = {Value::of_ptr(Ptr{Ptr::Base::Object, args_obj, 0}),
+                             Value::of_ptr(Ptr{Ptr::Base::Object, codes_obj, 0}), Value::of_int(4),
+                             Value::of_ptr(Ptr{Ptr::Base::Object, ret_obj, 0}),
+                             Value::of_ptr(Ptr{Ptr::Base::Object, ret_code_obj, 0}), Value::of_ptr(Ptr{})};
+  Value r = call_function(fn, args, loc);
+  if (r.kind != Value::Kind::Int || r.i != 0)
+    fail(return_loc_.isValid() ? return_loc_ : loc,
+         "function '" + fn->getNameAsString() + "' returns non-zero here: the TVM runtime would fail this call");
+}
+
 // --- entry ------------------------------------------------------------------
 
 void Interpreter::run(const FunctionDecl* fn, const std::vector<TensorArg>& tensors) {
@@ -1203,7 +1367,7 @@ void Interpreter::run(const FunctionDecl* fn, const std::vector<TensorArg>& tens
     put(field_offset(f_offset), ctx_.UnsignedLongTy, Value::of_int(0));
     store(Ptr{Ptr::Base::Object, args_obj, value_size * static_cast<int64_t>(i)}, ctx_.VoidPtrTy,
           Value::of_ptr(Ptr{Ptr::Base::Object, tobj, 0}), loc);
-    store(Ptr{Ptr::Base::Object, codes_obj, 4 * static_cast<int64_t>(i)}, ctx_.IntTy, Value::of_int(7), loc);
+    store(Ptr{Ptr::Base::Object, codes_obj, 4 * static_cast<int64_t>(i)}, ctx_.IntTy, Value::of_int(t.type_code), loc);
   }
   int64_t ret_obj = new_object(value_size, "out_ret_value");
   int64_t ret_code_obj = new_object(4, "out_ret_tcode");
@@ -1260,6 +1424,26 @@ Expected<std::unique_ptr<HostProgram>> HostProgram::parse(const std::string& sou
     }
   }
   return std::unique_ptr<HostProgram>(new HostProgram(std::move(impl)));
+}
+
+Expected<std::vector<VmHostCall>> HostProgram::run_vm(const std::string& function) const {
+  auto it = impl_->functions.find(function);
+  if (it == impl_->functions.end())
+    return Error{file_error(impl_->label, "no function '" + function + "' is defined in this file").message};
+  HostTrace trace;
+  std::vector<VmHostCall> calls;
+  try {
+    Interpreter interp(*impl_, trace);
+    interp.run_vm(it->second, &calls);
+  } catch (const Failure& f) {
+    SourceLoc l = impl_->to_loc(f.loc);
+    std::string msg = f.msg + " [in " + function + "]";
+    if (!l.valid()) return Error{file_error(impl_->label, msg).message};
+    return Error{source_error(l.file, l.line, l.col, msg).message};
+  } catch (const std::bad_alloc&) {
+    return Error{file_error(impl_->label, "out of memory while interpreting '" + function + "'").message};
+  }
+  return calls;
 }
 
 bool HostProgram::has_function(const std::string& name) const { return impl_->functions.count(name) != 0; }

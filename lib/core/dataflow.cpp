@@ -53,7 +53,8 @@ const char* to_string(RelayAttr::Kind k) {
 bool Buffer::operator==(const Buffer& o) const {
   return id == o.id && kind == o.kind && storage_id == o.storage_id && name == o.name &&
          dtype == o.dtype && shape == o.shape && bytes == o.bytes && entry_id == o.entry_id &&
-         node == o.node && output_index == o.output_index && loc == o.loc;
+         node == o.node && output_index == o.output_index && loc == o.loc && input_index == o.input_index &&
+         constant_index == o.constant_index;
 }
 
 // Only the fields the kind uses take part (an Int argument's stale `buffer` field is not

@@ -339,6 +339,17 @@ class BlobReader : private detail::ByteReader {
       } else if (key == "GraphExecutorFactory") {
         ++modules;
         if (!read_factory()) return error_;
+      } else if (key == "relax.VMExecutable") {
+        // VMExecutable::SaveToBinary: the serialized executable as one string (u64 length,
+        // bytes), parsed later by parse_vm_executable.
+        ++modules;
+        uint64_t len_at = pos_, len = 0;
+        if (!read_u64(&len, "the length of the relax.VMExecutable entry")) return error_;
+        if (len > left())
+          return err(len_at, fmt::format("the relax.VMExecutable entry is {} bytes long, but only {} bytes are left",
+                                         len, left()));
+        out_.vm_executables.emplace_back(bytes_.data() + len_at, 8 + len);
+        pos_ += len;
       } else {
         return err(at, "unknown module type key " + quote_input(key) +
                            " (blob entries carry no length, so an unknown one cannot be skipped)");

@@ -97,6 +97,8 @@ ojson build(const Dataflow& df) {
   src["device"] = df.sources.device.empty() ? ojson(nullptr) : ojson(df.sources.device);
   src["relay"] = df.sources.relay.empty() ? ojson(nullptr) : ojson(df.sources.relay);
   src["library"] = df.sources.library.empty() ? ojson(nullptr) : ojson(df.sources.library);
+  if (!df.sources.vm_exec.empty()) src["vm_exec"] = df.sources.vm_exec;
+  if (!df.sources.vm_function.empty()) src["vm_function"] = df.sources.vm_function;
   root["sources"] = std::move(src);
 
   size_t function_nodes = 0, workspaces = 0;
@@ -125,6 +127,8 @@ ojson build(const Dataflow& df) {
     j["entry_id"] = b.entry_id < 0 ? ojson(nullptr) : ojson(b.entry_id);
     j["node"] = b.node < 0 ? ojson(nullptr) : ojson(b.node);
     j["output_index"] = b.output_index;
+    if (b.input_index >= 0) j["input_index"] = b.input_index;
+    if (b.constant_index >= 0) j["constant_index"] = b.constant_index;
     if (b.loc.valid()) j["loc"] = loc_json(b.loc);
     buffers.push_back(std::move(j));
   }
@@ -557,7 +561,8 @@ Dataflow Reader::document(const json& root) const {
   const json& params_src = member(src, "/sources", "params");
   if (!params_src.is_null()) df.sources.params = string(params_src, "/sources/params");
   for (auto [key, field] : {std::pair<const char*, std::string*>{"device", &df.sources.device},
-                            {"relay", &df.sources.relay}, {"library", &df.sources.library}}) {
+                            {"relay", &df.sources.relay}, {"library", &df.sources.library},
+                            {"vm_exec", &df.sources.vm_exec}, {"vm_function", &df.sources.vm_function}}) {
     const json* v = optional(src, key);
     if (v && !v->is_null()) *field = string(*v, at("/sources", key));
   }
@@ -622,6 +627,8 @@ Dataflow Reader::document(const json& root) const {
     const json& node = member(j, p, "node");
     if (!node.is_null()) b.node = ref(node, at(p, "node"), nn, "node");
     b.output_index = int32(member(j, p, "output_index"), at(p, "output_index"), 0);
+    if (const json* v = optional(j, "input_index")) b.input_index = int32(*v, at(p, "input_index"), 0);
+    if (const json* v = optional(j, "constant_index")) b.constant_index = int32(*v, at(p, "constant_index"), 0);
     b.loc = optional_loc(j, p);
     df.buffers.push_back(std::move(b));
   }

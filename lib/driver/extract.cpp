@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "extract_internal.h"
 #include "kdflow/commands.h"
 #include "kdflow/costs.h"
 #include "kdflow/emit_chakra.h"
@@ -48,6 +49,10 @@ Expected<ExtractInputs> resolve_extract_inputs(const ExtractInputs& in) {
       out.device = (dir / "device.cu").string();
     if (out.relay.empty() && !in.no_relay && file_exists((dir / "relay.txt").string()))
       out.relay = (dir / "relay.txt").string();
+  } else if (!in.dir.empty() && in.graph.empty() && !file_exists((fs::path(in.dir) / "graph.json").string()) &&
+             file_exists((fs::path(in.dir) / "vm_exec.bin").string())) {
+    // A Relax build (TVM 0.20): the VM executable replaces graph.json.
+    if (Status s = resolve_relax_inputs(in, out); !s) return s.error();
   } else if (!in.dir.empty()) {
     fs::path dir(in.dir);
     if (out.graph.empty()) out.graph = (dir / "graph.json").string();
@@ -85,11 +90,119 @@ Expected<ExtractInputs> resolve_extract_inputs(const ExtractInputs& in) {
   return out;
 }
 
+#ifdef KDFLOW_HAVE_CLANG
+Status check_host_abi(const std::string& host_text, const std::string& file) {
+  if (host_text.find("TVMFFIAny") != std::string::npos)
+    return file_error(file, "this host C uses the tvm-ffi ABI (TVMFFIAny) of TVM 0.21 and later, which kdflow does not "
+                            "read (it reads TVM 0.8-0.19 Relay builds and TVM 0.20 Relax builds)",
+                      ExitCode::DataError);
+  return Status::ok();
+}
+
+Status finish_extract(Dataflow& out, const Graph& graph, const FunctionTable& table, const ExtractInputs& in) {
+  Dataflow* df = &out;
+  std::vector<std::string> devices = in.devices;
+  if (devices.empty() && !in.device.empty()) devices.push_back(in.device);
+  // Device side: what each kernel does through each buffer argument.
+  // (Relax builds: one CUDA module per kernel, so several sources, their kernels in file order.)
+  if (!devices.empty()) {
+    std::vector<DeviceFunction> functions;
+    std::string label, names;
+    for (const std::string& path : devices) {
+      Expected<std::string> cu = read_file(path, 256ull << 20);
+      if (!cu) return cu.error();
+      Expected<DeviceSource> device = analyze_device_source(*cu, path, in.strict_device);
+      if (!device) return device.error();
+      // Reasons name device.cu as sources.device does (no directory), like every position in the IR.
+      auto scrub_device = [&](std::string& text) {
+        for (size_t at = 0; (at = text.find(path + ":", at)) != std::string::npos;) {
+          text.replace(at, path.size(), base_name(path));
+          at += base_name(path).size();
+        }
+      };
+      for (DeviceFunction& f : device->functions) scrub_device(f.access_error);
+      for (std::string& e : device->other_errors) {
+        scrub_device(e);
+        df->device_errors.push_back(e);
+      }
+      for (DeviceFunction& f : device->functions) functions.push_back(std::move(f));
+      label += (label.empty() ? "" : ", ") + path;
+      names += (names.empty() ? "" : ",") + base_name(path);
+    }
+    // Several modules (Relax): ordered by name, so the numbering of the modules does not matter.
+    if (devices.size() > 1)
+      std::stable_sort(functions.begin(), functions.end(),
+                       [](const DeviceFunction& a, const DeviceFunction& b) { return a.name < b.name; });
+    if (Status s = apply_device_functions(*df, functions, table, label); !s) return s.error();
+    df->sources.device = names;
+    // Positions in the IR name the device sources by base name; error messages keep the path.
+    for (auto& f : df->device_functions)
+      for (const std::string& path : devices)
+        if (f.loc.file == path) f.loc.file = base_name(path);
+  }
+  assume_library_access(*df);
+
+  // The Relay view: exact from relay.txt where it has the function, else from the name.
+  std::map<std::string, std::vector<RelayOp>> relay;
+  if (!in.relay.empty()) {
+    Expected<std::string> text = read_file(in.relay, 256ull << 20);
+    if (!text) return text.error();
+    auto parsed = parse_relay_text(*text, in.relay);
+    if (!parsed) return parsed.error();
+    relay = parsed.take();
+    df->sources.relay = base_name(in.relay);
+  }
+  for (Node& n : df->nodes) {
+    // __nop / __copy nodes run no function. (relay.txt has a section for the reshape a
+    // __nop stands for, but graph.json names the node "reshape_nop": no exact link.)
+    if (n.op != "tvm_op" || !node_calls_function(graph.nodes[n.id])) continue;
+    auto it = relay.find(n.function);
+    if (it != relay.end()) {
+      // relay.txt must come from this build: a one-output function's result (the type of
+      // its last call) is the node's output. Anything not a plain tensor type is not compared.
+      if (n.outputs.size() == 1 && !it->second.empty()) {
+        const Buffer& out = df->buffers[n.outputs[0]];
+        if (auto t = parse_relay_tensor_type(it->second.back().type); t && (t->shape != out.shape || t->dtype != out.dtype))
+          return Status(file_error(in.relay,
+                            fmt::format("function '{}' returns {}, but graph.json's node {} gives {}{} (is relay.txt "
+                                        "from another build?)",
+                                        n.function, it->second.back().type, n.id, out.dtype,
+                                        fmt::format("[{}]", fmt::join(out.shape, ", ")))));
+      }
+      n.relay_ops = it->second;
+      n.relay_source = "relay.txt";
+    } else {
+      n.relay_ops = decode_fused_name(n.function);
+      n.relay_source = "name";
+    }
+  }
+  compute_dependencies(*df);
+  // Positions in the IR name host.c as sources.host does (no directory), so output
+  // does not depend on where the inputs live; error messages keep the path given.
+  auto scrub = [&](SourceLoc& l) {
+    if (l.file == in.host) l.file = df->sources.host;
+  };
+  for (auto& b : df->buffers) scrub(b.loc);
+  for (auto& k : df->kernels) scrub(k.loc);
+  for (auto& c : df->library_calls) scrub(c.loc);
+  for (auto& n : df->nodes) scrub(n.loc);
+  return Status::ok();
+}
+#endif
+
 Expected<Dataflow> extract(const ExtractInputs& given, const InterpreterLimits& limits, ProgressFn progress,
                            void* progress_ctx) {
   Expected<ExtractInputs> resolved = resolve_extract_inputs(given);
   if (!resolved) return resolved.error();
   const ExtractInputs& in = *resolved;
+#ifdef KDFLOW_HAVE_CLANG
+  if (!in.vm_exec.empty()) return extract_relax(in, limits, progress, progress_ctx);
+  if (!in.library.empty() && in.graph.empty()) {
+    Expected<bool> relax = library_is_relax(in.library);
+    if (!relax) return relax.error();
+    if (*relax) return extract_relax(in, limits, progress, progress_ctx);
+  }
+#endif
 
   BuildOptions options;
   options.sources.host = base_name(in.host);
@@ -149,6 +262,7 @@ Expected<Dataflow> extract(const ExtractInputs& given, const InterpreterLimits& 
 #else
   Expected<std::string> host_text = read_file(in.host, 256ull << 20);
   if (!host_text) return host_text.error();
+  if (Status s = check_host_abi(*host_text, in.host); !s) return s.error();
   Expected<std::unique_ptr<HostProgram>> program = HostProgram::parse(*host_text, in.host, limits);
   if (!program) return program.error();
 
@@ -175,73 +289,7 @@ Expected<Dataflow> extract(const ExtractInputs& given, const InterpreterLimits& 
   if (progress) progress(progress_ctx, total, total, "");
   if (!df) return df;
 
-  // Device side: what each kernel does through each buffer argument.
-  if (!in.device.empty()) {
-    Expected<std::string> cu = read_file(in.device, 256ull << 20);
-    if (!cu) return cu.error();
-    Expected<DeviceSource> device = analyze_device_source(*cu, in.device, in.strict_device);
-    if (!device) return device.error();
-    // Reasons name device.cu as sources.device does (no directory), like every position in the IR.
-    auto scrub_device = [&](std::string& text) {
-      for (size_t at = 0; (at = text.find(in.device + ":", at)) != std::string::npos;) {
-        text.replace(at, in.device.size(), base_name(in.device));
-        at += base_name(in.device).size();
-      }
-    };
-    for (DeviceFunction& f : device->functions) scrub_device(f.access_error);
-    for (std::string& e : device->other_errors) scrub_device(e);
-    df->device_errors = device->other_errors;
-    if (Status s = apply_device_functions(*df, device->functions, *table, in.device); !s) return s.error();
-    df->sources.device = base_name(in.device);
-  }
-  assume_library_access(*df);
-
-  // The Relay view: exact from relay.txt where it has the function, else from the name.
-  std::map<std::string, std::vector<RelayOp>> relay;
-  if (!in.relay.empty()) {
-    Expected<std::string> text = read_file(in.relay, 256ull << 20);
-    if (!text) return text.error();
-    auto parsed = parse_relay_text(*text, in.relay);
-    if (!parsed) return parsed.error();
-    relay = parsed.take();
-    df->sources.relay = base_name(in.relay);
-  }
-  for (Node& n : df->nodes) {
-    // __nop / __copy nodes run no function. (relay.txt has a section for the reshape a
-    // __nop stands for, but graph.json names the node "reshape_nop": no exact link.)
-    if (n.op != "tvm_op" || !node_calls_function(graph->nodes[n.id])) continue;
-    auto it = relay.find(n.function);
-    if (it != relay.end()) {
-      // relay.txt must come from this build: a one-output function's result (the type of
-      // its last call) is the node's output. Anything not a plain tensor type is not compared.
-      if (n.outputs.size() == 1 && !it->second.empty()) {
-        const Buffer& out = df->buffers[n.outputs[0]];
-        if (auto t = parse_relay_tensor_type(it->second.back().type); t && (t->shape != out.shape || t->dtype != out.dtype))
-          return file_error(in.relay,
-                            fmt::format("function '{}' returns {}, but graph.json's node {} gives {}{} (is relay.txt "
-                                        "from another build?)",
-                                        n.function, it->second.back().type, n.id, out.dtype,
-                                        fmt::format("[{}]", fmt::join(out.shape, ", "))));
-      }
-      n.relay_ops = it->second;
-      n.relay_source = "relay.txt";
-    } else {
-      n.relay_ops = decode_fused_name(n.function);
-      n.relay_source = "name";
-    }
-  }
-  compute_dependencies(*df);
-  // Positions in the IR name host.c as sources.host does (no directory), so output
-  // does not depend on where the inputs live; error messages keep the path given.
-  auto scrub = [&](SourceLoc& l) {
-    if (l.file == in.host) l.file = options.sources.host;
-  };
-  for (auto& b : df->buffers) scrub(b.loc);
-  for (auto& k : df->kernels) scrub(k.loc);
-  for (auto& c : df->library_calls) scrub(c.loc);
-  for (auto& n : df->nodes) scrub(n.loc);
-  for (auto& f : df->device_functions)
-    if (f.loc.file == in.device) f.loc.file = df->sources.device;
+  if (Status s = finish_extract(*df, *graph, *table, in); !s) return s.error();
   return df;
 #endif
 }
@@ -329,7 +377,7 @@ int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
       return report(Error{file_error(cmd.output, "the output would overwrite an input file").message, ExitCode::Usage},
                     err);
     for (const std::string* p :
-         {&in->graph, &in->host, &in->meta, &in->params, &in->device, &in->relay, &in->library}) {
+         {&in->graph, &in->host, &in->meta, &in->params, &in->device, &in->relay, &in->library, &in->vm_exec}) {
       if (!p->empty() && same_file(*p, cmd.output))
         return report(Error{file_error(cmd.output, "the output would overwrite an input file").message, ExitCode::Usage},
                       err);

@@ -18,6 +18,7 @@
 #include "kdflow/graph_json.h"
 #include "kdflow/io.h"
 #include "kdflow/params.h"
+#include "kdflow/vm_exec.h"
 #if KDFLOW_HAVE_CLANG
 #include "kdflow/elf_symbols.h"
 #endif
@@ -175,7 +176,7 @@ Status inspect_library(const std::string& bytes, const std::string& path, std::o
         edges.push_back(fmt::format("{} -> {}", i, blob->import_tree_child_indices[k]));
     out << "imports: " << (edges.empty() ? std::string("none") : join(edges, ", ")) << "\n";
   }
-  size_t cuda = 0, factory = 0;
+  size_t cuda = 0, factory = 0, vm = 0;
   for (size_t i = 0; i < modules.size(); ++i) {
     const std::string& key = modules[i];
     if (key == "_lib") {
@@ -184,6 +185,21 @@ Status inspect_library(const std::string& bytes, const std::string& path, std::o
       const auto& m = blob->cuda[cuda++];
       out << fmt::format("module {}: cuda\n", i);
       if (Status s = print_cuda_module(m, label, out); !s) return s;
+    } else if (key == "relax.VMExecutable") {
+      // TVM 0.20 Relax: the VM executable (vm_exec.h); `kdflow extract` runs its main.
+      auto ex = parse_vm_executable(blob->vm_executables[vm++], label);
+      if (!ex) return ex.error();
+      size_t tensors = 0;
+      uint64_t bytes = 0;
+      for (const auto& c : ex->constants)
+        if (c.kind == VmConstant::Kind::Tensor) ++tensors, bytes += c.nbytes;
+      std::vector<std::string> kinds;
+      for (const auto& f : ex->functions)
+        if (f.kind != VmFunction::Kind::Packed) kinds.push_back(f.name + " (" + to_string(f.kind) + ")");
+      out << fmt::format("module {}: relax.VMExecutable version {}: {} functions ({}), {} constants ({} tensors, {} "
+                         "bytes), {} instructions\n",
+                         i, ex->version, ex->functions.size(), join(kinds, ", "), ex->constants.size(), tensors, bytes,
+                         ex->code.size());
     } else if (key == "GraphExecutorFactory") {
       const auto& g = blob->factories[factory++];
       out << fmt::format("module {}: GraphExecutorFactory \"{}\"\n", i, g.module_name);

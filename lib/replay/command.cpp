@@ -113,6 +113,9 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   opt.inputs.params = cmd.params;
   if (opt.inputs.params.empty() && !cmd.dir.empty() && file_exists(join(cmd.dir, "params.bin")))
     opt.inputs.params = join(cmd.dir, "params.bin");
+  // Relax builds: the weights are the executable's constant pool.
+  if (opt.inputs.params.empty() && !cmd.dir.empty() && file_exists(join(cmd.dir, "vm_exec.bin")))
+    opt.inputs.params = join(cmd.dir, "vm_exec.bin");
   opt.inputs.input_dir = cmd.dir;
   opt.modules = cmd.modules;
   if (opt.modules.empty() && !cmd.dir.empty())

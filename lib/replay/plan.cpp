@@ -18,6 +18,7 @@
 
 #include "kdflow/io.h"
 #include "kdflow/params.h"
+#include "kdflow/vm_exec.h"
 #include "kdflow/replay.h"
 
 namespace kdflow {
@@ -156,6 +157,7 @@ class Planner {
     Expected<MappedFile> file = map_file(in_.params, kMaxParamsFileBytes);
     if (!file) return file.error();
     std::string_view bytes = file->bytes();
+    if (is_vm_executable(bytes)) return pool_params(bytes);
     Expected<ParamsFile> pf = parse_params(bytes, in_.params);
     if (!pf) return pf.error();
     std::map<std::string, const ParamArray*> by_name;
@@ -174,6 +176,38 @@ class Planner {
       u.allocation = plan_.buffer_allocation[b];
       u.source = base_name(in_.params) + ":" + buf.name;
       u.data = std::string(bytes.substr(a.data_offset, a.nbytes));
+      plan_.uploads.push_back(std::move(u));
+    }
+    return Status::ok();
+  }
+
+  /// Relax builds (TVM 0.20): the weights are tensors of the VM executable's constant pool,
+  /// each param buffer naming its pool index (constant_index).
+  static bool is_vm_executable(std::string_view bytes) {
+    uint64_t magic = 0;
+    for (int k = 0; k < 8 && bytes.size() >= 16; ++k)
+      magic |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[8 + k])) << (8 * k);
+    return magic == kVmExecMagic;
+  }
+
+  Status pool_params(std::string_view bytes) {
+    Expected<VmExecutable> ex = parse_vm_executable(bytes, in_.params);
+    if (!ex) return ex.error();
+    for (int b : df_.params) {
+      const Buffer& buf = df_.buffers[b];
+      if (buf.constant_index < 0 || static_cast<size_t>(buf.constant_index) >= ex->constants.size() ||
+          ex->constants[buf.constant_index].kind != VmConstant::Kind::Tensor)
+        return file_error(in_.params, fmt::format("param '{}' (buffer {}) names constant {}, which is not a tensor of "
+                                                  "this executable's pool ({} constants)",
+                                                  buf.name, b, buf.constant_index, ex->constants.size()));
+      const VmConstant& c = ex->constants[buf.constant_index];
+      const std::string what = fmt::format("constant {} ('{}')", buf.constant_index, buf.name);
+      if (Status s = check_fits(in_.params, what, b, c.dtype, c.shape, c.nbytes); !s) return s;
+      PlanUpload u;
+      u.buffer = b;
+      u.allocation = plan_.buffer_allocation[b];
+      u.source = fmt::format("{}:c[{}]", base_name(in_.params), buf.constant_index);
+      u.data = std::string(bytes.substr(c.data_offset, c.nbytes));
       plan_.uploads.push_back(std::move(u));
     }
     return Status::ok();

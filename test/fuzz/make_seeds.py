@@ -26,6 +26,40 @@ def read(*p):
         return f.read()
 
 
+def vm_exec_seed(raw):
+    """A Relax VM executable (vm_exec.bin) with every tensor constant cut to one element."""
+    def u64(o): return struct.unpack_from("<Q", raw, o)[0]
+    def i32(o): return struct.unpack_from("<i", raw, o)[0]
+    q = 16
+    q += 8 + u64(q)  # version
+    nf = u64(q); q += 8
+    for _ in range(nf):  # kind, name, 4 x i64, param names
+        q += 4; q += 8 + u64(q); q += 32
+        m = u64(q); q += 8
+        for _ in range(m):
+            q += 8 + u64(q)
+    head = raw[8:q]
+    nc = u64(q); q += 8
+    consts = bytearray(struct.pack("<Q", nc))
+    for _ in range(nc):
+        t = i32(q); q += 4
+        consts += struct.pack("<i", t)
+        if t == 0:  # NDArray: header, shape, nbytes, data
+            hdr = raw[q:q + 32]; ndim = i32(q + 24); q += 32 + 8 * ndim
+            q += 8 + struct.unpack_from("<q", raw, q)[0]
+            consts += hdr + struct.pack("<%dq" % ndim, *([1] * ndim)) + struct.pack("<q", 4) + bytes(4)
+        elif t == 1:
+            consts += raw[q:q + 4]; q += 4
+        elif t == 2:
+            n = u64(q); consts += raw[q:q + 8 + 8 * n]; q += 8 + 8 * n
+        elif t == 3:
+            n = u64(q); consts += raw[q:q + 8 + n]; q += 8 + n
+        else:
+            consts += raw[q:q + 8]; q += 8
+    payload = bytes(head) + bytes(consts) + raw[q:]
+    return struct.pack("<Q", len(payload)) + payload
+
+
 def clean():
     for t in os.listdir(C) if os.path.isdir(C) else []:
         for f in os.listdir(os.path.join(C, t)):
@@ -147,6 +181,8 @@ def main():
     host_seeds("mlp", 3)
     host_seeds("sort_scan", 4)
     host_seeds("attention", 3)
+    for m in ["relax_mlp", "relax_mlp_compiled"]:
+        put("vm_exec", m + "_cut.bin", vm_exec_seed(read(m, "vm_exec.bin")))
 
 
 if __name__ == "__main__":
