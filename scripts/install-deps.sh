@@ -10,6 +10,7 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev libfmt-dev catch2
   graphviz
   llvm-15-dev libclang-15-dev libclang-cpp15-dev libclang-common-15-dev
+  libisl-dev pkg-config  # footprints (lib/footprint)
   python3  # only for the optional cross-check
 )
 

@@ -8,12 +8,14 @@
 
 #include "kdflow/dataflow.h"
 #include "kdflow/diag.h"
+#include "kdflow/footprint.h"
 
 namespace kdflow {
 
 struct DeviceSource {
   std::string file;                        ///< label used in diagnostics and locations
   std::vector<DeviceFunction> functions;   ///< every __global__ kernel, in source order
+  std::vector<KernelModel> footprint_models;  ///< per function: its affine access model (empty unless asked for)
   const DeviceFunction* find(const std::string& name) const {
     for (const auto& f : functions)
       if (f.name == name) return &f;
@@ -32,6 +34,9 @@ struct DeviceSource {
 /// (stored to memory, an asm operand), counts as ReadWrite. A pointer parameter the body
 /// never uses is Unknown.
 /// A clang error → `file:line:col: error: ...`.
-Expected<DeviceSource> analyze_device_source(const std::string& source, const std::string& file);
+/// With `footprints`, also the affine access model of every kernel (footprint.h), on the
+/// same parse.
+Expected<DeviceSource> analyze_device_source(const std::string& source, const std::string& file,
+                                             bool footprints = false);
 
 }  // namespace kdflow

@@ -24,6 +24,7 @@ struct ExtractInputs {
   bool no_params = false;  ///< do not read a params file even if the folder has one
   bool no_device = false;  ///< do not read device.cu (accesses stay unknown)
   bool no_relay = false;   ///< do not read relay.txt (Relay ops decoded from function names)
+  bool no_footprints = false;  ///< do not compute static footprints (footprint.h) from device.cu
 };
 
 /// Fills in the paths of the inputs from `dir` where not given explicitly.

@@ -41,6 +41,7 @@
 #include <unordered_map>
 
 #include "device_headers.h"
+#include "footprint_affine.h"
 #include "in_memory_parse.h"
 
 namespace kdflow {
@@ -820,7 +821,7 @@ void collect_kernels(const DeclContext* dc, std::vector<const FunctionDecl*>& ou
 
 }  // namespace
 
-Expected<DeviceSource> analyze_device_source(const std::string& source, const std::string& file) {
+Expected<DeviceSource> analyze_device_source(const std::string& source, const std::string& file, bool footprints) {
   const std::string virtual_main = std::string(detail::kVirtualInputDir) + "/device.cu";
 
   // clang 15 refuses sm_90; sm_80 is the target, and the prelude preprocesses the source
@@ -880,6 +881,7 @@ Expected<DeviceSource> analyze_device_source(const std::string& source, const st
       f.params.push_back(std::move(dp));
     }
     out.functions.push_back(std::move(f));
+    if (footprints) out.footprint_models.push_back(detail::extract_affine_model(ctx, fd));
   }
   return out;
 }

@@ -30,6 +30,24 @@ constexpr int kMaxDepth = 64;
 
 ojson loc_json(const SourceLoc& loc) { return detail::loc_string(loc); }
 
+ojson footprint_json(const Footprint& f) {
+  ojson j = ojson::object();
+  if (!f.unknown.empty()) {
+    j["unknown"] = f.unknown;
+    return j;
+  }
+  auto range = [](const std::optional<std::array<int64_t, 2>>& r) {
+    return r ? ojson::array({(*r)[0], (*r)[1]}) : ojson(nullptr);
+  };
+  j["read"] = range(f.read);
+  j["write"] = range(f.write);
+  if (f.elements) j["elements"] = *f.elements;
+  if (f.read_bytes) j["read_bytes"] = *f.read_bytes;
+  if (f.write_bytes) j["write_bytes"] = *f.write_bytes;
+  j["exact"] = f.exact;
+  return j;
+}
+
 ojson arg_json(const Arg& a) {
   ojson j = ojson::object();
   switch (a.kind) {
@@ -38,6 +56,7 @@ ojson arg_json(const Arg& a) {
       j["offset"] = a.offset;
       j["access"] = to_string(a.access);
       if (!a.tensor_dtype.empty()) j["tensor"] = ojson{{"dtype", a.tensor_dtype}, {"shape", a.tensor_shape}};
+      if (a.footprint) j["footprint"] = footprint_json(*a.footprint);
       break;
     case Arg::Kind::Int: j["value"] = a.int_value; break;
     case Arg::Kind::Float:
@@ -399,6 +418,35 @@ class Reader {
     return l ? loc(*l, at(ptr, "loc")) : SourceLoc{};
   }
 
+  Footprint footprint(const json& j, const std::string& ptr) const {
+    object(j, ptr);
+    Footprint f;
+    if (const json* u = optional(j, "unknown")) {
+      f.unknown = string(*u, at(ptr, "unknown"));
+      if (f.unknown.empty()) fail(at(ptr, "unknown"), "expected a reason");
+      return f;
+    }
+    auto range = [&](const char* key) -> std::optional<std::array<int64_t, 2>> {
+      const std::string rp = at(ptr, key);
+      const json& r = member(j, ptr, key);
+      if (r.is_null()) return std::nullopt;
+      array(r, rp);
+      if (r.size() != 2) fail(rp, "expected [lo, hi]");
+      std::array<int64_t, 2> v{integer(r[0], at(rp, size_t{0})), integer(r[1], at(rp, size_t{1}))};
+      if (v[0] >= v[1]) fail(rp, "expected lo < hi");
+      return v;
+    };
+    f.read = range("read");
+    f.write = range("write");
+    if (const json* e = optional(j, "elements")) f.elements = integer(*e, at(ptr, "elements"), 0);
+    if (const json* e = optional(j, "read_bytes")) f.read_bytes = integer(*e, at(ptr, "read_bytes"), 0);
+    if (const json* e = optional(j, "write_bytes")) f.write_bytes = integer(*e, at(ptr, "write_bytes"), 0);
+    const json& ex = member(j, ptr, "exact");
+    if (!ex.is_boolean()) fail(at(ptr, "exact"), "expected true or false");
+    f.exact = ex.get<bool>();
+    return f;
+  }
+
   Arg arg(const json& j, const std::string& ptr, size_t buffers) const {
     object(j, ptr);
     Arg a;
@@ -417,6 +465,7 @@ class Reader {
         if (shape.size() > 32) fail(at(tp, "shape"), "more than 32 dimensions");
         for (size_t d = 0; d < shape.size(); ++d) a.tensor_shape.push_back(integer(shape[d], at(at(tp, "shape"), d)));
       }
+      if (const json* f = optional(j, "footprint")) a.footprint = footprint(*f, at(ptr, "footprint"));
     } else if (const json* n = optional(j, "null")) {
       if (!(n->is_boolean() && n->get<bool>())) fail(at(ptr, "null"), "expected true");
       a.kind = Arg::Kind::Null;

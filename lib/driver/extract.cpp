@@ -11,10 +11,12 @@
 
 #include <fmt/format.h>
 
+#include "kdflow/bounds.h"
 #include "kdflow/commands.h"
 #include "kdflow/dataflow_builder.h"
 #include "kdflow/dependencies.h"
 #include "kdflow/device_analyzer.h"
+#include "kdflow/footprint.h"
 #include "kdflow/relay.h"
 #include "kdflow/emit.h"
 #include "kdflow/function_table.h"
@@ -177,9 +179,10 @@ Expected<Dataflow> extract(const ExtractInputs& given, const InterpreterLimits& 
   if (!in.device.empty()) {
     Expected<std::string> cu = read_file(in.device, 256ull << 20);
     if (!cu) return cu.error();
-    Expected<DeviceSource> device = analyze_device_source(*cu, in.device);
+    Expected<DeviceSource> device = analyze_device_source(*cu, in.device, !in.no_footprints);
     if (!device) return device.error();
     if (Status s = apply_device_functions(*df, device->functions, *table, in.device); !s) return s.error();
+    if (!in.no_footprints) attach_footprints(*df, device->footprint_models);
     df->sources.device = base_name(in.device);
   }
   assume_library_access(*df);
@@ -287,6 +290,22 @@ int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
   progress.enabled = progress_wanted(cmd.quiet);
   Expected<Dataflow> df = extract(*in, InterpreterLimits{}, print_terminal_progress, &progress);
   if (!df) return report(df.error(), err);
+
+  // The bounds verdict: an argument proven out of bounds is an error unless --allow-oob.
+  BoundsSummary bounds = summarize_bounds(*df);
+  if (!cmd.quiet && !df->sources.device.empty() && !in->no_footprints)
+    err << "kdflow: footprints: " << bounds_summary_line(bounds) << "\n";
+  if (!bounds.violations.empty()) {
+    if (!cmd.allow_oob)
+      return report(Error{"kdflow extract: error: out of bounds: " + bounds.violations.front() +
+                              (bounds.violations.size() > 1
+                                   ? fmt::format(" (and {} more; --allow-oob to write the graph anyway)",
+                                                 bounds.violations.size() - 1)
+                                   : std::string(" (--allow-oob to write the graph anyway)")),
+                          ExitCode::DataError},
+                    err);
+    for (const std::string& v : bounds.violations) err << "kdflow extract: warning: out of bounds: " << v << "\n";
+  }
 
   std::string text;
   switch (*format) {

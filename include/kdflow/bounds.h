@@ -1,0 +1,49 @@
+// bounds.h — the bounds verdict over the IR (issue 12): every kernel argument's static
+// footprint (Arg::footprint), shifted by the argument's offset, must lie inside its buffer.
+// Pure functions of the Dataflow; extract, show, explain and replay all use these.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kdflow/dataflow.h"
+#include "kdflow/diag.h"
+
+namespace kdflow {
+
+enum class BoundsVerdict {
+  None,        ///< not a kernel's pointer argument, or no footprint computed (no device.cu)
+  Proven,      ///< every byte it may touch lies in its buffer
+  Unknown,     ///< footprint unknown, or a superset that leaves the buffer
+  OutOfBounds  ///< an exact footprint leaves the buffer
+};
+const char* to_string(BoundsVerdict v);  ///< "none" | "proven" | "unknown" | "out-of-bounds"
+
+/// The verdict for argument `arg` of kernel `k`; `why` (optional) gets the reason of an
+/// unknown or the one-line description of an out-of-bounds argument.
+BoundsVerdict bounds_verdict(const Dataflow& df, const Kernel& k, size_t arg, std::string* why = nullptr);
+
+struct BoundsSummary {
+  int proven = 0, unknown = 0, out_of_bounds = 0;
+  std::map<std::string, int> unknown_reasons;  ///< reason → arguments
+  std::vector<std::string> violations;         ///< one line per out-of-bounds argument, in launch order
+};
+BoundsSummary summarize_bounds(const Dataflow& df);
+
+/// "N proven in bounds, M unknown, K out of bounds" (+ the unknown reasons grouped).
+std::string bounds_summary_line(const BoundsSummary& s);
+
+/// Error (ExitCode::DataError) naming the first argument of kernel `k` proven out of bounds.
+Status check_launch_bounds(const Dataflow& df, const Kernel& k);
+/// The same for every launch.
+Status check_launch_bounds(const Dataflow& df);
+
+/// Where footprints are exact: the distinct bytes read / written through an argument; else
+/// nullopt (the caller falls back to the buffer size). Which measure is used is documented
+/// in docs/schema.md.
+std::optional<int64_t> touched_bytes(const Arg& a, bool write);
+
+}  // namespace kdflow

@@ -1,0 +1,113 @@
+// bounds.cpp — the bounds verdict over the IR (bounds.h).
+#include "kdflow/bounds.h"
+
+#include <fmt/format.h>
+
+namespace kdflow {
+
+const char* to_string(BoundsVerdict v) {
+  switch (v) {
+    case BoundsVerdict::None: return "none";
+    case BoundsVerdict::Proven: return "proven";
+    case BoundsVerdict::Unknown: return "unknown";
+    case BoundsVerdict::OutOfBounds: return "out-of-bounds";
+  }
+  return "?";
+}
+
+BoundsVerdict bounds_verdict(const Dataflow& df, const Kernel& k, size_t arg, std::string* why) {
+  if (arg >= k.args.size()) return BoundsVerdict::None;
+  const Arg& a = k.args[arg];
+  if (a.kind != Arg::Kind::Buffer || !a.footprint) return BoundsVerdict::None;
+  const Footprint& f = *a.footprint;
+  if (!f.unknown.empty()) {
+    if (why) *why = f.unknown;
+    return BoundsVerdict::Unknown;
+  }
+  if (a.buffer < 0 || static_cast<size_t>(a.buffer) >= df.buffers.size()) {
+    if (why) *why = "no such buffer";
+    return BoundsVerdict::Unknown;
+  }
+  const Buffer& b = df.buffers[a.buffer];
+  const int64_t size = b.bytes > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(b.bytes);
+  std::string bad;
+  for (const auto* r : {&f.read, &f.write}) {
+    if (!*r) continue;
+    int64_t lo = 0, hi = 0;
+    if (__builtin_add_overflow(a.offset, (**r)[0], &lo) || __builtin_add_overflow(a.offset, (**r)[1], &hi) || lo < 0 ||
+        hi > size) {
+      bad = fmt::format("kernel {} ({}) argument {} {}s bytes [{}, {}) of buffer {} ('{}', {} bytes)", k.id, k.name, arg,
+                        r == &f.read ? "read" : "write", static_cast<long long>(a.offset) + (**r)[0],
+                        static_cast<long long>(a.offset) + (**r)[1], b.id, b.name, b.bytes);
+      break;
+    }
+  }
+  if (bad.empty()) return BoundsVerdict::Proven;
+  if (!f.exact) {
+    if (why) *why = "superset footprint leaves the buffer";
+    return BoundsVerdict::Unknown;
+  }
+  if (why) *why = bad;
+  return BoundsVerdict::OutOfBounds;
+}
+
+BoundsSummary summarize_bounds(const Dataflow& df) {
+  BoundsSummary s;
+  for (const Kernel& k : df.kernels)
+    for (size_t j = 0; j < k.args.size(); ++j) {
+      std::string why;
+      switch (bounds_verdict(df, k, j, &why)) {
+        case BoundsVerdict::None: break;
+        case BoundsVerdict::Proven: ++s.proven; break;
+        case BoundsVerdict::Unknown:
+          ++s.unknown;
+          ++s.unknown_reasons[why];
+          break;
+        case BoundsVerdict::OutOfBounds:
+          ++s.out_of_bounds;
+          s.violations.push_back(why);
+          break;
+      }
+    }
+  return s;
+}
+
+std::string bounds_summary_line(const BoundsSummary& s) {
+  std::string line = fmt::format("{} proven in bounds, {} unknown, {} out of bounds", s.proven, s.unknown,
+                                 s.out_of_bounds);
+  if (!s.unknown_reasons.empty()) {
+    line += " (unknown:";
+    bool first = true;
+    for (const auto& [why, n] : s.unknown_reasons) {
+      line += fmt::format("{} {} × {}", first ? "" : ",", n, why);
+      first = false;
+    }
+    line += ")";
+  }
+  return line;
+}
+
+Status check_launch_bounds(const Dataflow& df, const Kernel& k) {
+  for (size_t j = 0; j < k.args.size(); ++j) {
+    std::string why;
+    if (bounds_verdict(df, k, j, &why) == BoundsVerdict::OutOfBounds)
+      return Error{"kdflow: error: out of bounds: " + why, ExitCode::DataError};
+  }
+  return Status::ok();
+}
+
+Status check_launch_bounds(const Dataflow& df) {
+  for (const Kernel& k : df.kernels)
+    if (Status s = check_launch_bounds(df, k); !s) return s;
+  return Status::ok();
+}
+
+std::optional<int64_t> touched_bytes(const Arg& a, bool write) {
+  if (a.kind != Arg::Kind::Buffer || !a.footprint || !a.footprint->unknown.empty() || !a.footprint->exact)
+    return std::nullopt;
+  const Footprint& f = *a.footprint;
+  if (!(write ? f.write : f.read)) return 0;
+  return write ? f.write_bytes : f.read_bytes;
+}
+
+}  // namespace kdflow
