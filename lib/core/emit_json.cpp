@@ -56,7 +56,6 @@ ojson arg_json(const Arg& a) {
       j["offset"] = a.offset;
       j["access"] = to_string(a.access);
       if (!a.tensor_dtype.empty()) j["tensor"] = ojson{{"dtype", a.tensor_dtype}, {"shape", a.tensor_shape}};
-      if (a.footprint) j["footprint"] = footprint_json(*a.footprint);
       break;
     case Arg::Kind::Int: j["value"] = a.int_value; break;
     case Arg::Kind::Float:
@@ -71,6 +70,7 @@ ojson arg_json(const Arg& a) {
       break;
   }
   j["dtype"] = a.dtype;
+  if (a.kind == Arg::Kind::Buffer && a.footprint) j["footprint"] = footprint_json(*a.footprint);
   return j;
 }
 
@@ -249,9 +249,21 @@ std::string scalar_text(const ojson& j) {
   return j.dump(-1, ' ', false, ojson::error_handler_t::replace);
 }
 
+/// A kernel argument's footprint ({"read": [lo, hi], ..., "exact": true} or {"unknown": ...}):
+/// printed on one line, and so is the argument holding it.
+bool is_footprint(const ojson& j) {
+  return j.is_object() && (j.contains("exact") || (j.size() == 1 && j.contains("unknown")));
+}
+
 bool is_flat(const ojson& j) {
+  if (is_footprint(j))
+    return std::all_of(j.begin(), j.end(), [](const ojson& e) {
+      return !e.is_structured() || (e.is_array() && std::none_of(e.begin(), e.end(), [](const ojson& x) {
+                                      return x.is_structured();
+                                    }));
+    });
   if (j.is_object() && j.size() > 5) return false;
-  return std::all_of(j.begin(), j.end(), [](const ojson& e) { return !e.is_structured(); });
+  return std::all_of(j.begin(), j.end(), [](const ojson& e) { return !e.is_structured() || is_footprint(e); });
 }
 
 void write_value(std::string& out, const ojson& j, int depth) {

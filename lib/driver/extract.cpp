@@ -293,7 +293,8 @@ int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
 
   // The bounds verdict: an argument proven out of bounds is an error unless --allow-oob.
   BoundsSummary bounds = summarize_bounds(*df);
-  if (!cmd.quiet && !df->sources.device.empty() && !in->no_footprints)
+  // A progress line: on a terminal only, and not with -q (scripts get the counts from show).
+  if (progress.enabled && !df->sources.device.empty() && !in->no_footprints)
     err << "kdflow: footprints: " << bounds_summary_line(bounds) << "\n";
   if (!bounds.violations.empty()) {
     if (!cmd.allow_oob)
