@@ -45,5 +45,16 @@ Status check_launch_bounds(const Dataflow& df);
 /// nullopt (the caller falls back to the buffer size). Which measure is used is documented
 /// in docs/schema.md.
 std::optional<int64_t> touched_bytes(const Arg& a, bool write);
+/// The bytes a launch with `args` reads (writes) of `buffer`: touched_bytes of the one
+/// argument on it; nullopt when several arguments share it or its footprint is not exact.
+std::optional<int64_t> launch_touched_bytes(const std::vector<Arg>& args, int buffer, bool write);
+
+/// One line about argument `arg` of kernel `k` for `explain`: its footprint relative to
+/// the buffer ("reads bytes [0, 1600) of 1600, 400 elements; proven in bounds"), or why
+/// it is unknown. Empty when the argument has no footprint.
+std::string footprint_text(const Dataflow& df, const Kernel& k, size_t arg);
+
+/// One line for `show`'s summary (bounds_summary_line), or "not computed (no device.cu)".
+std::string footprints_summary_text(const Dataflow& df);
 
 }  // namespace kdflow

@@ -23,9 +23,15 @@ Expected<Dataflow> load_dataflow(const std::string& path, ProgressFn progress = 
 /// launch, whole (its `bytes`, whatever the offset); a `readwrite` argument counts in
 /// both. Where the access is `unknown` (no device.cu), the node's graph-level roles
 /// decide: its inputs are read, its outputs written, anything else both.
+/// Where a kernel argument's footprint is exact (bounds.h), its distinct bytes touched
+/// count instead of the buffer size.
 struct Traffic {
   uint64_t read = 0;
   uint64_t written = 0;
+  int touched = 0, sized = 0;  ///< buffers counted by bytes touched / by buffer size
+  const char* measure() const {
+    return !touched ? "buffer sizes" : !sized ? "bytes touched" : "bytes touched where footprints are exact, else buffer sizes";
+  }
 };
 Traffic kernel_traffic(const Dataflow& df, const Kernel& k);
 Traffic library_call_traffic(const Dataflow& df, const LibraryCall& c);

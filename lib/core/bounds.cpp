@@ -110,4 +110,51 @@ std::optional<int64_t> touched_bytes(const Arg& a, bool write) {
   return write ? f.write_bytes : f.read_bytes;
 }
 
+std::optional<int64_t> launch_touched_bytes(const std::vector<Arg>& args, int buffer, bool write) {
+  const Arg* only = nullptr;
+  for (const Arg& a : args) {
+    if (a.kind != Arg::Kind::Buffer || a.buffer != buffer) continue;
+    if (only) return std::nullopt;
+    only = &a;
+  }
+  return only ? touched_bytes(*only, write) : std::nullopt;
+}
+
+std::string footprint_text(const Dataflow& df, const Kernel& k, size_t arg) {
+  if (arg >= k.args.size() || !k.args[arg].footprint) return "";
+  const Arg& a = k.args[arg];
+  const Footprint& f = *a.footprint;
+  std::string why;
+  BoundsVerdict v = bounds_verdict(df, k, arg, &why);
+  if (!f.unknown.empty()) return "unknown (" + f.unknown + ")";
+  std::vector<std::string> parts;
+  auto part = [&](const char* verb, const std::optional<std::array<int64_t, 2>>& r, const std::optional<int64_t>& n) {
+    if (!r) return;
+    std::string p = fmt::format("{} bytes [{}, {}) of the buffer", verb, static_cast<long long>(a.offset) + (*r)[0],
+                                static_cast<long long>(a.offset) + (*r)[1]);
+    if (n) p += fmt::format(" ({} distinct)", *n);
+    parts.push_back(p);
+  };
+  part("reads", f.read, f.read_bytes);
+  part("writes", f.write, f.write_bytes);
+  std::string out = parts.empty() ? std::string("touches nothing") : parts[0];
+  if (parts.size() > 1) out += ", " + parts[1];
+  if (f.elements) out += fmt::format(", {} element{}", *f.elements, *f.elements == 1 ? "" : "s");
+  if (!f.exact) out += ", a superset (a guard reads data)";
+  switch (v) {
+    case BoundsVerdict::Proven: out += "; proven in bounds"; break;
+    case BoundsVerdict::Unknown: out += "; bounds unknown (" + why + ")"; break;
+    case BoundsVerdict::OutOfBounds: out += "; OUT OF BOUNDS"; break;
+    case BoundsVerdict::None: break;
+  }
+  return out;
+}
+
+std::string footprints_summary_text(const Dataflow& df) {
+  for (const Kernel& k : df.kernels)
+    for (const Arg& a : k.args)
+      if (a.footprint) return bounds_summary_line(summarize_bounds(df));
+  return "not computed (no device.cu)";
+}
+
 }  // namespace kdflow
