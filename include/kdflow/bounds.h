@@ -36,7 +36,9 @@ BoundsSummary summarize_bounds(const Dataflow& df);
 /// "N proven in bounds, M unknown, K out of bounds" (+ the unknown reasons grouped).
 std::string bounds_summary_line(const BoundsSummary& s);
 
-/// Error (ExitCode::DataError) naming the first argument of kernel `k` proven out of bounds.
+/// Error (ExitCode::DataError) naming the first argument of kernel `k` proven out of bounds
+/// ("out of bounds: kernel ... argument ... reads bytes [a, b) of buffer ..."; callers add
+/// where: the file, a JSON pointer).
 Status check_launch_bounds(const Dataflow& df, const Kernel& k);
 /// The same for every launch.
 Status check_launch_bounds(const Dataflow& df);

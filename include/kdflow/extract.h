@@ -36,4 +36,11 @@ using ProgressFn = void (*)(void* ctx, size_t done, size_t total, const std::str
 Expected<Dataflow> extract(const ExtractInputs& inputs, const InterpreterLimits& limits = {},
                            ProgressFn progress = nullptr, void* progress_ctx = nullptr);
 
+/// Re-derives the static footprints (footprint.h) of every kernel launch of `df` from the
+/// CUDA source at `device_path`, matching kernels by name, and checks them against the
+/// footprints `df` carries (from a --flow JSON): one that differs is an error naming the
+/// kernel, the argument and both footprints (`label`: the flow's file name). Afterwards
+/// every kernel argument holds the re-derived footprint. A build without clang changes nothing.
+Status rederive_footprints(Dataflow& df, const std::string& device_path, const std::string& label);
+
 }  // namespace kdflow

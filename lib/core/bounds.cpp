@@ -91,7 +91,7 @@ Status check_launch_bounds(const Dataflow& df, const Kernel& k) {
   for (size_t j = 0; j < k.args.size(); ++j) {
     std::string why;
     if (bounds_verdict(df, k, j, &why) == BoundsVerdict::OutOfBounds)
-      return Error{"kdflow: error: out of bounds: " + why, ExitCode::DataError};
+      return Error{"out of bounds: " + why + " (a static footprint from device.cu)", ExitCode::DataError};
   }
   return Status::ok();
 }

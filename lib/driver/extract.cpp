@@ -237,6 +237,51 @@ Expected<Dataflow> extract(const ExtractInputs& given, const InterpreterLimits& 
 #endif
 }
 
+Status rederive_footprints(Dataflow& df, const std::string& device_path, const std::string& label) {
+#ifndef KDFLOW_HAVE_CLANG
+  (void)df, (void)device_path, (void)label;
+  return Status::ok();
+#else
+  Expected<std::string> cu = read_file(device_path, 256ull << 20);
+  if (!cu) return cu.error();
+  Expected<DeviceSource> device = analyze_device_source(*cu, device_path, true);
+  if (!device) return device.error();
+  std::map<std::string, size_t> by_name;
+  for (size_t i = 0; i < device->functions.size(); ++i) by_name.emplace(device->functions[i].name, i);
+  std::vector<KernelModel> models(df.device_functions.size());
+  for (size_t i = 0; i < df.device_functions.size(); ++i) {
+    auto it = by_name.find(df.device_functions[i].name);
+    if (it != by_name.end()) models[i] = device->footprint_models[it->second];
+  }
+  Dataflow fresh = df;
+  for (Kernel& k : fresh.kernels)
+    for (Arg& a : k.args) a.footprint.reset();
+  attach_footprints(fresh, models);
+  auto text = [](const std::optional<Footprint>& f) {
+    if (!f) return std::string("none");
+    if (!f->unknown.empty()) return "unknown (" + f->unknown + ")";
+    auto r = [](const std::optional<std::array<int64_t, 2>>& x) {
+      return x ? fmt::format("[{}, {})", (*x)[0], (*x)[1]) : std::string("-");
+    };
+    return fmt::format("read {} write {}", r(f->read), r(f->write));
+  };
+  for (size_t i = 0; i < df.kernels.size(); ++i) {
+    Kernel& k = df.kernels[i];
+    for (size_t j = 0; j < k.args.size(); ++j) {
+      const std::optional<Footprint>& carried = k.args[j].footprint;
+      const std::optional<Footprint>& derived = fresh.kernels[i].args[j].footprint;
+      if (carried && derived && !(*carried == *derived))
+        return json_error(label, fmt::format("/kernels/{}/args/{}/footprint", i, j),
+                          fmt::format("kernel {} ({}) argument {}: the footprint carried ({}) is not the one {} gives "
+                                      "for this launch ({})",
+                                      k.id, k.name, j, text(carried), base_name(device_path), text(derived)));
+      if (derived) k.args[j].footprint = derived;
+    }
+  }
+  return Status::ok();
+#endif
+}
+
 // --- the command --------------------------------------------------------------
 
 int report(const Error& e, std::ostream& err) {
