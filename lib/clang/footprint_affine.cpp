@@ -195,6 +195,8 @@ class Extractor {
     }
     m_.vars.push_back(AffVar{k, index});
     defs_.push_back(truth());
+    // blockIdx, threadIdx, blockDim, gridDim are never negative; others until shown
+    nonneg_.push_back(k != AffVar::Kind::Param && k != AffVar::Kind::Local);
     return static_cast<int>(m_.vars.size() - 1);
   }
   void reject_param(int p, const char* why) {
@@ -419,6 +421,7 @@ class Extractor {
     }
     if (step <= 0 || lo.k != Val::K::Int || hi.k != Val::K::Int) return poisoned(fs, reject::kUnboundedLoop);
     int v = new_var(AffVar::Kind::Local, 0);
+    if (!overflow_) nonneg_[v] = nonneg(lo.e);
     env_[iv] = Val::integer(variable(v));
     // lo <= i, i < hi (i <= hi), and i = lo + step·k for some k >= 0.
     LinExpr a = variable(v);
@@ -635,6 +638,7 @@ class Extractor {
   /// trunc(a / c) (C division, c > 0) as a new variable.
   Val trunc_div(const LinExpr& a, int64_t c) {
     if (c == 1) return Val::integer(a);
+    if (nonneg(a)) return floor_div(a, c);  // the same for a ≥ 0, and one conjunct instead of two
     int q = defined_var([&](int q) {
       // a ≥ 0: c·q ≤ a ≤ c·q + c − 1;  a < 0: c·q − c + 1 ≤ a ≤ c·q
       LinExpr lo = a, hi = a, na = constant(-1);
@@ -661,6 +665,9 @@ class Extractor {
   /// floor(a / c), c > 0 (arithmetic shift right, `&` masks).
   Val floor_div(const LinExpr& a, int64_t c) {
     if (c == 1) return Val::integer(a);
+    // The same quotient written again (TVM repeats `x / 3` in guard and index): one variable.
+    std::string key = memo_key('f', a, c);
+    if (auto it = memo_.find(key); it != memo_.end()) return Val::integer(variable(it->second));
     int q = defined_var([&](int q) {
       LinExpr lo = a;
       add_scaled(lo, variable(q), -c);  // a − c·q ≥ 0
@@ -669,13 +676,45 @@ class Extractor {
       add_scaled(hi, a, -1);            // c·q + c − 1 − a ≥ 0
       return both(ge0(lo), ge0(hi));
     });
+    if (!overflow_) {
+      nonneg_[q] = nonneg(a);
+      memo_[key] = q;
+    }
     return Val::integer(variable(q));
   }
-  /// a − c·q
+  /// a − c·q; a new variable (known non-negative) when a ≥ 0 and q = floor(a / c).
   Val remainder(const LinExpr& a, const Val& q, int64_t c) {
     LinExpr r = a;
     if (!add_scaled(r, q.e, -c)) return Val::data(reject::kNonAffine);
+    if (nonneg(a)) {
+      std::string key = memo_key('r', a, c);
+      if (auto it = memo_.find(key); it != memo_.end()) return Val::integer(variable(it->second));
+      int v = defined_var([&](int v) {
+        LinExpr d = variable(v);
+        add_scaled(d, r, -1);
+        return eq0(d);
+      });
+      if (!overflow_) {
+        nonneg_[v] = true;
+        memo_[key] = v;
+      }
+      return Val::integer(variable(v));
+    }
     return Val::integer(r);
+  }
+  static std::string memo_key(char kind, const LinExpr& a, int64_t c) {
+    std::string k(1, kind);
+    k += std::to_string(c) + ":" + std::to_string(a.c);
+    for (const auto& t : a.terms) k += "," + std::to_string(t.first) + "*" + std::to_string(t.second);
+    return k;
+  }
+  /// Whether e ≥ 0 for every value of its variables: non-negative coefficients on
+  /// variables known non-negative, and a non-negative constant.
+  bool nonneg(const LinExpr& e) const {
+    if (e.c < 0) return false;
+    for (const auto& t : e.terms)
+      if (t.second < 0 || static_cast<size_t>(t.first) >= nonneg_.size() || !nonneg_[t.first]) return false;
+    return true;
   }
   /// v = cond ? t : f as a new variable (cond exact).
   Val select(const Cond& c, const LinExpr& t, const LinExpr& f) {
@@ -685,6 +724,7 @@ class Extractor {
       add_scaled(df, f, -1);
       return either(both(c.pos, eq0(dt)), both(c.neg, eq0(df)));
     });
+    if (!overflow_) nonneg_[v] = nonneg(t) && nonneg(f);
     return Val::integer(variable(v));
   }
 
@@ -1028,7 +1068,7 @@ class Extractor {
         bool is_unsigned = bo->getType()->isUnsignedIntegerType();
         Val q = is_unsigned ? floor_div(a.e, *cb) : trunc_div(a.e, *cb);
         if (is_unsigned) {  // only while the value is non-negative is it the C result
-          if (a.e.terms.size() > 0 && !nonneg_known(a.e)) return fail(reject::kNonAffine);
+          if (a.e.terms.size() > 0 && !nonneg(a.e)) return fail(reject::kNonAffine);
         }
         return op == BO_Div ? q : remainder(a.e, q, *cb);
       }
@@ -1040,14 +1080,14 @@ class Extractor {
       }
       case BO_Shr: {
         if (!cb || *cb < 0 || *cb > 30) return fail(reject::kNonAffine);
-        if (bo->getType()->isUnsignedIntegerType() && !nonneg_known(a.e)) return fail(reject::kNonAffine);
+        if (bo->getType()->isUnsignedIntegerType() && !nonneg(a.e)) return fail(reject::kNonAffine);
         return floor_div(a.e, int64_t(1) << *cb);  // arithmetic shift: floor
       }
       case BO_And: {
         auto mask = cb ? cb : ca;
         const LinExpr& x = cb ? a.e : b.e;
         if (!mask || *mask < 0 || ((*mask + 1) & *mask) != 0 || *mask > (int64_t(1) << 30)) return fail(reject::kNonAffine);
-        if (bo->getType()->isUnsignedIntegerType() && !nonneg_known(x)) return fail(reject::kNonAffine);
+        if (bo->getType()->isUnsignedIntegerType() && !nonneg(x)) return fail(reject::kNonAffine);
         Val q = floor_div(x, *mask + 1);  // x & (2^k − 1) = x − 2^k·floor(x / 2^k)
         return remainder(x, q, *mask + 1);
       }
@@ -1055,16 +1095,6 @@ class Extractor {
     }
   }
 
-  /// Whether e is a sum of non-negative terms (builtins, non-negative constants): then
-  /// unsigned arithmetic on it is the mathematical one.
-  bool nonneg_known(const LinExpr& e) const {
-    if (e.c < 0) return false;
-    for (const auto& t : e.terms) {
-      const AffVar& v = m_.vars[t.first];
-      if (t.second < 0 || v.kind == AffVar::Kind::Local || v.kind == AffVar::Kind::Param) return false;
-    }
-    return true;
-  }
 
   /// An argument bound to parameter `pd` (null: through `...` or unknown).
   Val argument(const Expr* a, const ParmVarDecl* pd) {
@@ -1157,6 +1187,8 @@ class Extractor {
   const FunctionDecl* fd_;
   KernelModel m_;
   std::vector<AffCond> defs_;
+  std::vector<bool> nonneg_;  ///< per variable: known never negative
+  std::map<std::string, int> memo_;  ///< floor quotients and remainders already made: one variable each
   std::map<const ParmVarDecl*, int> params_;
   std::map<int, int> param_var_;  ///< parameter → its variable + 1
   std::map<const VarDecl*, Val> env_;

@@ -6,12 +6,14 @@
 // isl_ctx_set_max_operations: a blow-up is the reason "isl: too costly", never a hang.
 // No isl type leaves this file.
 
+#include <isl/aff.h>
 #include <isl/ctx.h>
 #include <isl/ilp.h>
 #include <isl/options.h>
 #include <isl/set.h>
 #include <isl/val.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <set>
@@ -66,6 +68,10 @@ struct ValFree {
 };
 using SetPtr = std::unique_ptr<isl_set, SetFree>;
 using ValPtr = std::unique_ptr<isl_val, ValFree>;
+struct AffFree {
+  void operator()(isl_aff* a) const { isl_aff_free(a); }
+};
+using AffPtr = std::unique_ptr<isl_aff, AffFree>;
 SetPtr copy(const SetPtr& s) { return SetPtr(isl_set_copy(s.get())); }
 
 void text(std::ostringstream& o, const LinExpr& e) {
@@ -109,77 +115,61 @@ class Computer {
   explicit Computer(IslCtx& ctx) : ctx_(ctx) {}
 
   Footprint run(const KernelModel& m, size_t param, const LaunchShape& launch) {
-    Footprint f;
-    if (param >= m.params.size() || !m.params[param].pointer) {
-      f.unknown = reject::kUnsupported;
-      return f;
-    }
+    if (param >= m.params.size() || !m.params[param].pointer) return unknown(reject::kUnsupported);
     const ParamModel& pm = m.params[param];
-    if (!pm.unknown.empty()) {
-      f.unknown = pm.unknown;
-      return f;
-    }
+    if (!pm.unknown.empty()) return unknown(pm.unknown);
     for (int d = 0; d < 3; ++d)
-      if (launch.grid[d] < 1 || launch.grid[d] > kMaxLaunchDim || launch.block[d] < 1 || launch.block[d] > kMaxLaunchDim) {
-        f.unknown = reject::kUnsupported;
-        return f;
-      }
+      if (launch.grid[d] < 1 || launch.grid[d] > kMaxLaunchDim || launch.block[d] < 1 || launch.block[d] > kMaxLaunchDim)
+        return unknown(reject::kUnsupported);
     ctx_.reset();
-    SetPtr reads, writes;
+    // 1. The exact range of each access: min and max of its offset over its domain (an
+    //    integer linear program on the domain itself, no projection), plus its size.
+    Range reads, writes;
     bool exact = true;
+    std::vector<const AffAccess*> live;
     for (const AffAccess& a : pm.accesses) {
       std::string why;
-      SetPtr bytes = touched(m, a, launch, &why);
-      if (!bytes) {
-        f.unknown = why.empty() ? ctx_.failure() : why;
-        return f;
-      }
-      isl_bool empty = isl_set_is_empty(bytes.get());
-      if (empty == isl_bool_error) {
-        f.unknown = ctx_.failure();
-        return f;
-      }
-      if (empty == isl_bool_true) continue;
+      Access acc;
+      if (!build(m, a, launch, &acc, &why)) return unknown(why.empty() ? ctx_.failure() : why);
+      ValPtr lo(isl_set_min_val(acc.domain.get(), acc.offset.get()));
+      if (!lo) return unknown(ctx_.failure());
+      if (isl_val_is_nan(lo.get())) continue;  // an empty domain: never runs in this launch
+      ValPtr hi(isl_set_max_val(acc.domain.get(), acc.offset.get()));
+      if (!hi) return unknown(ctx_.failure());
+      if (!isl_val_is_int(lo.get()) || !isl_val_is_int(hi.get())) return unknown(reject::kUnbounded);
+      long l = isl_val_get_num_si(lo.get()), h = isl_val_get_num_si(hi.get());
+      if (l < -kMaxByte || h > kMaxByte) return unknown(reject::kUnbounded);
       exact = exact && a.exact;
-      if (a.read) reads = unite(std::move(reads), copy(bytes));
-      if (a.write) writes = unite(std::move(writes), copy(bytes));
-      if ((a.read && !reads) || (a.write && !writes)) {
-        f.unknown = ctx_.failure();
-        return f;
+      for (Range* r : {a.read ? &reads : nullptr, a.write ? &writes : nullptr}) {
+        if (!r) continue;
+        r->lo = r->empty ? l : std::min<int64_t>(r->lo, l);
+        r->hi = r->empty ? h + a.size : std::max<int64_t>(r->hi, h + a.size);
+        r->empty = false;
       }
+      live.push_back(&a);
     }
+    Footprint f;
     f.exact = exact;
-    std::string why;
-    if (reads) {
-      Range r = range(reads, &why);
-      if (!why.empty()) return unknown(why);
-      f.read = std::array<int64_t, 2>{r.lo, r.hi};
-      f.read_bytes = count(reads, r);
-    }
-    if (writes) {
-      Range r = range(writes, &why);
-      if (!why.empty()) return unknown(why);
-      f.write = std::array<int64_t, 2>{r.lo, r.hi};
-      f.write_bytes = count(writes, r);
-    }
-    if (exact && (reads || writes)) {
-      SetPtr all = reads && writes ? SetPtr(isl_set_union(isl_set_copy(reads.get()), isl_set_copy(writes.get())))
-                   : reads        ? copy(reads)
-                                  : copy(writes);
-      Range r = all ? range(all, &why) : Range{};
-      if (all && why.empty()) {
-        auto n = count(all, r);
-        if (n && pm.elem_size > 0 && *n % pm.elem_size == 0) f.elements = *n / pm.elem_size;
-      }
-    }
-    if (!exact) {  // a superset: its counts are not the bytes touched
-      f.read_bytes.reset();
-      f.write_bytes.reset();
-    }
+    if (!reads.empty) f.read = std::array<int64_t, 2>{reads.lo, reads.hi};
+    if (!writes.empty) f.write = std::array<int64_t, 2>{writes.lo, writes.hi};
+    // 2. Distinct bytes, where cheap: project each access onto the bytes it touches and
+    //    count, under a smaller operation budget; too costly → no count (never a guess).
+    if (exact && !live.empty()) count_all(m, live, launch, reads, writes, pm.elem_size, &f);
     return f;
   }
 
  private:
+  static constexpr int64_t kMaxByte = int64_t(1) << 60;
+  static constexpr unsigned long kCountOperations = 200'000;
+  static constexpr int64_t kMaxCountSpan = int64_t(1) << 18;
+  static constexpr int kMaxCountLocals = 2;
+
+  struct Access {
+    SetPtr domain;  ///< { [vars] : domain and launch bounds }
+    AffPtr offset;  ///< { [vars] -> [offset] }
+    std::string vars, constraints, offset_text;
+  };
+
   static Footprint unknown(const std::string& why) {
     Footprint f;
     f.unknown = why;
@@ -191,20 +181,21 @@ class Computer {
     return SetPtr(isl_set_union(a.release(), b.release()));
   }
 
-  /// { [b] : some point of the domain accesses byte b }
-  SetPtr touched(const KernelModel& m, const AffAccess& a, const LaunchShape& launch, std::string* why) {
+  bool build(const KernelModel& m, const AffAccess& a, const LaunchShape& launch, Access* out, std::string* why) {
     std::set<int> vars;
     collect(a.offset, vars);
     collect(a.domain, vars);
-    std::ostringstream o;
-    o << "{ [";
-    for (int v : vars) o << "v" << v << ", ";
-    o << "b] : ";
+    std::ostringstream names, o;
+    bool first = true;
+    for (int v : vars) {
+      names << (first ? "" : ", ") << "v" << v;
+      first = false;
+    }
     text(o, a.domain);
     for (int v : vars) {
       if (v < 0 || static_cast<size_t>(v) >= m.vars.size()) {
         *why = reject::kUnsupported;
-        return nullptr;
+        return false;
       }
       const AffVar& av = m.vars[v];
       int d = av.index;
@@ -216,48 +207,94 @@ class Computer {
         case AffVar::Kind::Param:
           if (d < 0 || static_cast<size_t>(d) >= launch.scalars.size() || !launch.scalars[d]) {
             *why = reject::kScalarArgument;
-            return nullptr;
+            return false;
           }
           o << " and v" << v << " = " << *launch.scalars[d];
           break;
         case AffVar::Kind::Local: break;
       }
     }
-    o << " and ";
-    text(o, a.offset);
-    o << " <= b <= ";
-    text(o, a.offset);
-    o << " + " << (a.size - 1) << " }";
-    SetPtr s(isl_set_read_from_str(ctx_.get(), o.str().c_str()));
-    if (!s) return nullptr;
-    return SetPtr(isl_set_project_out(s.release(), isl_dim_set, 0, static_cast<unsigned>(vars.size())));
+    std::ostringstream off;
+    text(off, a.offset);
+    out->vars = names.str();
+    out->constraints = o.str();
+    out->offset_text = off.str();
+    std::string set = "{ [" + out->vars + "] : " + out->constraints + " }";
+    std::string aff = "{ [" + out->vars + "] -> [(" + out->offset_text + ")] }";
+    out->domain.reset(isl_set_read_from_str(ctx_.get(), set.c_str()));
+    out->offset.reset(isl_aff_read_from_str(ctx_.get(), aff.c_str()));
+    return out->domain && out->offset;
   }
 
-  Range range(const SetPtr& s, std::string* why) {
-    Range r;
-    ValPtr lo(isl_set_dim_min_val(isl_set_copy(s.get()), 0));
-    ValPtr hi(isl_set_dim_max_val(isl_set_copy(s.get()), 0));
-    if (!lo || !hi) {
-      *why = ctx_.failure();
-      return r;
+  /// { [b] : some point of the access's domain touches byte b }
+  SetPtr touched(const AffAccess& a, const Access& acc) {
+    std::string sep = acc.vars.empty() ? "" : ", ";
+    std::string text = "{ [" + acc.vars + sep + "b] : " + acc.constraints + " and " + acc.offset_text + " <= b <= " +
+                       acc.offset_text + " + " + std::to_string(a.size - 1) + " }";
+    SetPtr s(isl_set_read_from_str(ctx_.get(), text.c_str()));
+    if (!s) return nullptr;
+    size_t n = std::count(acc.vars.begin(), acc.vars.end(), 'v');
+    return SetPtr(isl_set_project_out(s.release(), isl_dim_set, 0, static_cast<unsigned>(n)));
+  }
+
+  void count_all(const KernelModel& m, const std::vector<const AffAccess*>& live, const LaunchShape& launch,
+                 const Range& reads, const Range& writes, int64_t elem_size, Footprint* f) {
+    isl_ctx_set_max_operations(ctx_.get(), kCountOperations);
+    ctx_.reset();
+    SetPtr r, w;
+    bool ok = true;
+    // Projections through several quotients (`/`, `%`, `>>`, `&`) cost isl far more than
+    // the operation budget shows: those footprints keep their span and no count.
+    for (const AffAccess* a : live) {
+      std::set<int> vars;
+      collect(a->offset, vars);
+      collect(a->domain, vars);
+      int locals = 0;
+      for (int v : vars) locals += m.vars[v].kind == AffVar::Kind::Local;
+      if (locals > kMaxCountLocals) ok = false;
     }
-    if (!isl_val_is_int(lo.get()) || !isl_val_is_int(hi.get())) {
-      *why = reject::kUnbounded;
-      return r;
+    for (const AffAccess* a : live) {
+      if (!ok) break;
+      Access acc;
+      std::string why;
+      if (!build(m, *a, launch, &acc, &why)) {
+        ok = false;
+        break;
+      }
+      SetPtr bytes = touched(*a, acc);
+      if (!bytes) {
+        ok = false;
+        break;
+      }
+      if (a->read) r = unite(std::move(r), SetPtr(isl_set_copy(bytes.get())));
+      if (a->write) w = unite(std::move(w), std::move(bytes));
+      if ((a->read && !r) || (a->write && !w)) {
+        ok = false;
+        break;
+      }
     }
-    long l = isl_val_get_num_si(lo.get()), h = isl_val_get_num_si(hi.get());
-    if (l < -(int64_t(1) << 62) || h > (int64_t(1) << 62)) {
-      *why = reject::kUnbounded;
-      return r;
+    if (ok) {
+      if (r) f->read_bytes = count(r, reads);
+      if (w) f->write_bytes = count(w, writes);
+      if (r && w) {
+        Range all{false, std::min(reads.lo, writes.lo), std::max(reads.hi, writes.hi)};
+        SetPtr u(isl_set_union(r.release(), w.release()));
+        if (u) {
+          auto n = count(u, all);
+          if (n && elem_size > 0 && *n % elem_size == 0) f->elements = *n / elem_size;
+        }
+      } else {
+        auto n = r ? f->read_bytes : f->write_bytes;
+        if (n && elem_size > 0 && *n % elem_size == 0) f->elements = *n / elem_size;
+      }
     }
-    r.empty = false;
-    r.lo = l;
-    r.hi = h + 1;
-    return r;
+    isl_ctx_set_max_operations(ctx_.get(), kMaxOperations);
+    ctx_.reset();
   }
 
   /// The number of distinct bytes, when cheap: the whole range, or isl's count.
   std::optional<int64_t> count(const SetPtr& s, const Range& r) {
+    if (!s) return std::nullopt;
     std::string text = fmt::format("{{ [b] : {} <= b < {} }}", r.lo, r.hi);
     SetPtr whole(isl_set_read_from_str(ctx_.get(), text.c_str()));
     if (!whole) return std::nullopt;
@@ -265,10 +302,7 @@ class Computer {
     if (eq == isl_bool_true) return r.hi - r.lo;
     if (eq == isl_bool_error) return std::nullopt;
     ValPtr n(isl_set_count_val(s.get()));
-    if (!n || !isl_val_is_int(n.get())) {
-      isl_ctx_reset_error(ctx_.get());
-      return std::nullopt;
-    }
+    if (!n || !isl_val_is_int(n.get())) return std::nullopt;
     return isl_val_get_num_si(n.get());
   }
 

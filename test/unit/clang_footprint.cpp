@@ -115,7 +115,9 @@ TEST_CASE("footprint: squeezenet's padded conv reads p0 only under its guard", "
   Footprint p0 = fp(src, 1, grid, block);
   CHECK(p0.unknown == "");
   CHECK(p0.read == range(0, 3 * 224 * 224 * 4));  // without the guard it would start at -675 elements
-  CHECK(p0.read_bytes == 3 * 224 * 224 * 4);
+  // Three loops: too many quantified variables for a cheap count (footprint_isl.cpp):
+  // no distinct-byte count, never a guessed one.
+  CHECK_FALSE(p0.read_bytes.has_value());
   CHECK(p0.exact);
   CHECK(fp(src, 2, grid, block).read == range(0, 64 * 147 * 4));
   CHECK(fp(src, 3, grid, block).read == range(0, 64 * 4));
