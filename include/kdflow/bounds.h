@@ -43,13 +43,14 @@ Status check_launch_bounds(const Dataflow& df, const Kernel& k);
 /// The same for every launch.
 Status check_launch_bounds(const Dataflow& df);
 
-/// Where footprints are exact: the distinct bytes read / written through an argument; else
-/// nullopt (the caller falls back to the buffer size). Which measure is used is documented
-/// in docs/schema.md.
-std::optional<int64_t> touched_bytes(const Arg& a, bool write);
-/// The bytes a launch with `args` reads (writes) of `buffer`: touched_bytes of the one
-/// argument on it; nullopt when several arguments share it or its footprint is not exact.
-std::optional<int64_t> launch_touched_bytes(const std::vector<Arg>& args, int buffer, bool write);
+/// Where the footprint is exact: the bytes read / written through an argument — the
+/// distinct bytes where they were counted (`*counted` true), else the footprint's span
+/// (hi − lo); 0 when it never reads / writes. nullopt when not exact (the caller falls
+/// back to the buffer size). docs/schema.md says which measure is used where.
+std::optional<int64_t> touched_bytes(const Arg& a, bool write, bool* counted = nullptr);
+/// touched_bytes of the one argument of `args` on `buffer`; nullopt when several share it.
+std::optional<int64_t> launch_touched_bytes(const std::vector<Arg>& args, int buffer, bool write,
+                                            bool* counted = nullptr);
 
 /// One line about argument `arg` of kernel `k` for `explain`: its footprint relative to
 /// the buffer ("reads bytes [0, 1600) of 1600, 400 elements; proven in bounds"), or why

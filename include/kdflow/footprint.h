@@ -88,7 +88,12 @@ struct LaunchShape {
   std::array<int64_t, 3> block{1, 1, 1};
   std::vector<std::optional<int64_t>> scalars;
 };
-Footprint compute_footprint(const KernelModel& model, size_t param, const LaunchShape& launch);
+/// `count_variables`: distinct bytes are counted (read_bytes, write_bytes, elements) only
+/// for accesses with at most this many loop / quotient variables (-1: never) — projections
+/// through them are where isl's time goes. attach_footprints uses kCountVariables.
+inline constexpr int kCountVariables = 0;
+Footprint compute_footprint(const KernelModel& model, size_t param, const LaunchShape& launch,
+                            int count_variables = kCountVariables);
 
 /// Sets Arg::footprint of every pointer argument of every kernel launch whose device
 /// function has a model (`models` indexed like df.device_functions; an empty name: none).

@@ -102,22 +102,30 @@ Status check_launch_bounds(const Dataflow& df) {
   return Status::ok();
 }
 
-std::optional<int64_t> touched_bytes(const Arg& a, bool write) {
+std::optional<int64_t> touched_bytes(const Arg& a, bool write, bool* counted) {
+  if (counted) *counted = false;
   if (a.kind != Arg::Kind::Buffer || !a.footprint || !a.footprint->unknown.empty() || !a.footprint->exact)
     return std::nullopt;
   const Footprint& f = *a.footprint;
-  if (!(write ? f.write : f.read)) return 0;
-  return write ? f.write_bytes : f.read_bytes;
+  const auto& range = write ? f.write : f.read;
+  const auto& n = write ? f.write_bytes : f.read_bytes;
+  if (!range) return 0;
+  if (n) {
+    if (counted) *counted = true;
+    return *n;
+  }
+  return (*range)[1] - (*range)[0];
 }
 
-std::optional<int64_t> launch_touched_bytes(const std::vector<Arg>& args, int buffer, bool write) {
+std::optional<int64_t> launch_touched_bytes(const std::vector<Arg>& args, int buffer, bool write, bool* counted) {
+  if (counted) *counted = false;
   const Arg* only = nullptr;
   for (const Arg& a : args) {
     if (a.kind != Arg::Kind::Buffer || a.buffer != buffer) continue;
     if (only) return std::nullopt;
     only = &a;
   }
-  return only ? touched_bytes(*only, write) : std::nullopt;
+  return only ? touched_bytes(*only, write, counted) : std::nullopt;
 }
 
 std::string footprint_text(const Dataflow& df, const Kernel& k, size_t arg) {

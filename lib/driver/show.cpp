@@ -180,8 +180,9 @@ Traffic args_traffic(const Dataflow& df, int node, const std::vector<Arg>& args)
   }
   Traffic t;
   auto count = [&](int b, bool write) {
-    std::optional<int64_t> n = launch_touched_bytes(args, b, write);
-    ++(n ? t.touched : t.sized);
+    bool counted = false;
+    std::optional<int64_t> n = launch_touched_bytes(args, b, write, &counted);
+    ++(!n ? t.sized : counted ? t.counted : t.span);
     return n ? static_cast<uint64_t>(*n) : df.buffers[b].bytes;
   };
   for (int b : r) t.read = sat_add(t.read, count(b, false));
@@ -226,6 +227,14 @@ std::string short_kernel_name(const std::string& name, const std::string& functi
 
 // --- computation ------------------------------------------------------------------
 
+std::string Traffic::measure() const {
+  std::vector<std::string> m;
+  if (counted) m.push_back("bytes touched");
+  if (span) m.push_back("footprint spans");
+  if (sized || m.empty()) m.push_back("buffer sizes");
+  return fmt::format("{}", fmt::join(m, " + "));
+}
+
 Traffic kernel_traffic(const Dataflow& df, const Kernel& k) { return args_traffic(df, k.node, k.args); }
 Traffic library_call_traffic(const Dataflow& df, const LibraryCall& c) { return args_traffic(df, c.node, c.args); }
 
@@ -234,7 +243,8 @@ Traffic node_traffic(const Dataflow& df, const Node& n) {
   auto add = [&](Traffic x) {
     t.read = sat_add(t.read, x.read);
     t.written = sat_add(t.written, x.written);
-    t.touched += x.touched;
+    t.counted += x.counted;
+    t.span += x.span;
     t.sized += x.sized;
   };
   for (int k : n.kernels)

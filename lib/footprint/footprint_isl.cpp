@@ -112,7 +112,7 @@ struct Range {
 
 class Computer {
  public:
-  explicit Computer(IslCtx& ctx) : ctx_(ctx) {}
+  Computer(IslCtx& ctx, int count_variables) : ctx_(ctx), max_count_locals_(count_variables) {}
 
   Footprint run(const KernelModel& m, size_t param, const LaunchShape& launch) {
     if (param >= m.params.size() || !m.params[param].pointer) return unknown(reject::kUnsupported);
@@ -162,7 +162,6 @@ class Computer {
   static constexpr int64_t kMaxByte = int64_t(1) << 60;
   static constexpr unsigned long kCountOperations = 200'000;
   static constexpr int64_t kMaxCountSpan = int64_t(1) << 18;
-  static constexpr int kMaxCountLocals = 2;
 
   struct Access {
     SetPtr domain;  ///< { [vars] : domain and launch bounds }
@@ -243,15 +242,15 @@ class Computer {
     ctx_.reset();
     SetPtr r, w;
     bool ok = true;
-    // Projections through several quotients (`/`, `%`, `>>`, `&`) cost isl far more than
-    // the operation budget shows: those footprints keep their span and no count.
+    // Projections through loop and quotient variables (`/`, `%`, `>>`, `&`) cost isl far
+    // more than the operation budget shows: past the limit, only the span, no count.
     for (const AffAccess* a : live) {
       std::set<int> vars;
       collect(a->offset, vars);
       collect(a->domain, vars);
       int locals = 0;
       for (int v : vars) locals += m.vars[v].kind == AffVar::Kind::Local;
-      if (locals > kMaxCountLocals) ok = false;
+      if (locals > max_count_locals_) ok = false;
     }
     for (const AffAccess* a : live) {
       if (!ok) break;
@@ -307,23 +306,24 @@ class Computer {
   }
 
   IslCtx& ctx_;
+  int max_count_locals_;
 };
 
 }  // namespace
 
-Footprint compute_footprint(const KernelModel& model, size_t param, const LaunchShape& launch) {
+Footprint compute_footprint(const KernelModel& model, size_t param, const LaunchShape& launch, int count_variables) {
   IslCtx ctx;
   if (!ctx.get()) {
     Footprint f;
     f.unknown = "isl: no context";
     return f;
   }
-  return Computer(ctx).run(model, param, launch);
+  return Computer(ctx, count_variables).run(model, param, launch);
 }
 
 void attach_footprints(Dataflow& df, const std::vector<KernelModel>& models) {
   IslCtx ctx;
-  Computer computer(ctx);
+  Computer computer(ctx, kCountVariables);
   std::map<std::string, std::vector<std::optional<Footprint>>> cache;  // launch key → per argument
   for (Kernel& k : df.kernels) {
     if (k.device_function < 0 || static_cast<size_t>(k.device_function) >= models.size()) continue;

@@ -20,7 +20,7 @@ R range(int64_t lo, int64_t hi) { return std::array<int64_t, 2>{lo, hi}; }
 
 /// The footprint of parameter `param` of the first kernel in `src` for one launch.
 Footprint fp(const std::string& src, size_t param, std::array<int64_t, 3> grid, std::array<int64_t, 3> block,
-             std::vector<std::optional<int64_t>> scalars = {}) {
+             std::vector<std::optional<int64_t>> scalars = {}, int count_variables = 4) {
   auto r = analyze_device_source(src, "t.cu", true);
   if (!r) FAIL(r.error().message);
   REQUIRE(r->footprint_models.size() == r->functions.size());
@@ -30,7 +30,7 @@ Footprint fp(const std::string& src, size_t param, std::array<int64_t, 3> grid, 
   l.block = block;
   l.scalars = std::move(scalars);
   l.scalars.resize(r->footprint_models[0].params.size());
-  return compute_footprint(r->footprint_models[0], param, l);
+  return compute_footprint(r->footprint_models[0], param, l, count_variables);
 }
 
 /// `extern "C" __global__ void k(float* __restrict__ out, float* __restrict__ in, int n) { body }`
@@ -115,9 +115,12 @@ TEST_CASE("footprint: squeezenet's padded conv reads p0 only under its guard", "
   Footprint p0 = fp(src, 1, grid, block);
   CHECK(p0.unknown == "");
   CHECK(p0.read == range(0, 3 * 224 * 224 * 4));  // without the guard it would start at -675 elements
-  // Three loops: too many quantified variables for a cheap count (footprint_isl.cpp):
-  // no distinct-byte count, never a guessed one.
-  CHECK_FALSE(p0.read_bytes.has_value());
+  CHECK(p0.read_bytes == 3 * 224 * 224 * 4);  // counted (three loop variables allowed here)
+  // extract's default counts no access with a loop or quotient variable: span only, never a guess
+  Footprint p0_default = fp(src, 1, grid, block, {}, kCountVariables);
+  CHECK(p0_default.read == p0.read);
+  CHECK_FALSE(p0_default.read_bytes.has_value());
+  CHECK_FALSE(p0_default.elements.has_value());
   CHECK(p0.exact);
   CHECK(fp(src, 2, grid, block).read == range(0, 64 * 147 * 4));
   CHECK(fp(src, 3, grid, block).read == range(0, 64 * 4));
