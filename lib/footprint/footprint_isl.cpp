@@ -129,15 +129,22 @@ class Computer {
     std::vector<const AffAccess*> live;
     for (const AffAccess& a : pm.accesses) {
       std::string why;
-      Access acc;
-      if (!build(m, a, launch, &acc, &why)) return unknown(why.empty() ? ctx_.failure() : why);
-      ValPtr lo(isl_set_min_val(acc.domain.get(), acc.offset.get()));
-      if (!lo) return unknown(ctx_.failure());
-      if (isl_val_is_nan(lo.get())) continue;  // an empty domain: never runs in this launch
-      ValPtr hi(isl_set_max_val(acc.domain.get(), acc.offset.get()));
-      if (!hi) return unknown(ctx_.failure());
-      if (!isl_val_is_int(lo.get()) || !isl_val_is_int(hi.get())) return unknown(reject::kUnbounded);
-      long l = isl_val_get_num_si(lo.get()), h = isl_val_get_num_si(hi.get());
+      int64_t l = 0, h = 0;
+      Box box = box_range(m, a, launch, &l, &h, &why);
+      if (box == Box::Empty) continue;  // never runs in this launch
+      if (!why.empty()) return unknown(why);
+      if (box == Box::No) {
+        Access acc;
+        if (!build(m, a, launch, &acc, &why)) return unknown(why.empty() ? ctx_.failure() : why);
+        ValPtr lo(isl_set_min_val(acc.domain.get(), acc.offset.get()));
+        if (!lo) return unknown(ctx_.failure());
+        if (isl_val_is_nan(lo.get())) continue;  // an empty domain: never runs in this launch
+        ValPtr hi(isl_set_max_val(acc.domain.get(), acc.offset.get()));
+        if (!hi) return unknown(ctx_.failure());
+        if (!isl_val_is_int(lo.get()) || !isl_val_is_int(hi.get())) return unknown(reject::kUnbounded);
+        l = isl_val_get_num_si(lo.get());
+        h = isl_val_get_num_si(hi.get());
+      }
       if (l < -kMaxByte || h > kMaxByte) return unknown(reject::kUnbounded);
       exact = exact && a.exact;
       for (Range* r : {a.read ? &reads : nullptr, a.write ? &writes : nullptr}) {
@@ -168,6 +175,96 @@ class Computer {
     AffPtr offset;  ///< { [vars] -> [offset] }
     std::string vars, constraints, offset_text;
   };
+
+  enum class Box { No, Yes, Empty };
+
+  /// The fast path: when the domain is a box (every constraint bounds one variable, every
+  /// variable bounded on both sides) the offset's min and max are at its corners — exact,
+  /// no isl. Box::No when it is not a box (isl decides); `why` on a non-launchable scalar.
+  static Box box_range(const KernelModel& m, const AffAccess& a, const LaunchShape& launch, int64_t* lo, int64_t* hi,
+                       std::string* why) {
+    std::map<int, std::pair<int64_t, int64_t>> b;  // var → [min, max]
+    auto bound = [&](int v, int64_t l, int64_t h) {
+      auto it = b.find(v);
+      if (it == b.end()) b.emplace(v, std::make_pair(l, h));
+      else it->second = {std::max(it->second.first, l), std::min(it->second.second, h)};
+    };
+    constexpr int64_t kInf = int64_t(1) << 62;
+    bool empty = false;
+    // Flatten the domain's conjunction; any `or`, or a constraint on two variables: no box.
+    std::vector<const AffCond*> todo{&a.domain};
+    while (!todo.empty()) {
+      const AffCond* c = todo.back();
+      todo.pop_back();
+      switch (c->op) {
+        case AffCond::Op::True: break;
+        case AffCond::Op::False: empty = true; break;
+        case AffCond::Op::And:
+          for (const AffCond& k : c->kids) todo.push_back(&k);
+          break;
+        case AffCond::Op::Or: return Box::No;
+        case AffCond::Op::Ge0:
+        case AffCond::Op::Eq0: {
+          if (c->e.terms.size() != 1) return Box::No;
+          const auto [v, k] = c->e.terms[0];
+          const int64_t c0 = c->e.c;  // k·v + c0 ≥ 0 (= 0)
+          auto fdiv = [](int64_t x, int64_t y) { return x / y - ((x % y != 0) && ((x < 0) != (y < 0))); };
+          auto cdiv = [&](int64_t x, int64_t y) { return -fdiv(-x, y); };
+          if (c->op == AffCond::Op::Eq0) {
+            if (c0 % k != 0) empty = true;
+            else bound(v, -c0 / k, -c0 / k);
+          } else if (k > 0) {
+            bound(v, cdiv(-c0, k), kInf);  // v ≥ ⌈−c0/k⌉
+          } else {
+            bound(v, -kInf, fdiv(c0, -k));  // v ≤ ⌊c0/−k⌋
+          }
+          break;
+        }
+      }
+    }
+    std::set<int> vars;
+    collect(a.offset, vars);
+    collect(a.domain, vars);
+    for (int v : vars) {
+      if (v < 0 || static_cast<size_t>(v) >= m.vars.size()) return Box::No;
+      const AffVar& av = m.vars[v];
+      const int d = av.index;
+      switch (av.kind) {
+        case AffVar::Kind::BlockIdx: bound(v, 0, launch.grid[d] - 1); break;
+        case AffVar::Kind::ThreadIdx: bound(v, 0, launch.block[d] - 1); break;
+        case AffVar::Kind::BlockDim: bound(v, launch.block[d], launch.block[d]); break;
+        case AffVar::Kind::GridDim: bound(v, launch.grid[d], launch.grid[d]); break;
+        case AffVar::Kind::Param:
+          if (d < 0 || static_cast<size_t>(d) >= launch.scalars.size() || !launch.scalars[d]) {
+            *why = reject::kScalarArgument;
+            return Box::No;
+          }
+          bound(v, *launch.scalars[d], *launch.scalars[d]);
+          break;
+        case AffVar::Kind::Local: break;
+      }
+    }
+    for (int v : vars)
+      if (!b.count(v)) return Box::No;  // a variable with no bound of its own
+    for (const auto& [v, r] : b) {
+      if (r.first > r.second) empty = true;
+      if (r.first <= -kInf || r.second >= kInf) return empty ? Box::Empty : Box::No;  // unbounded: isl decides
+    }
+    if (empty) return Box::Empty;
+    __int128 mn = a.offset.c, mx = a.offset.c;
+    for (const auto& [v, k] : a.offset.terms) {
+      const auto& r = b.at(v);
+      mn += static_cast<__int128>(k) * (k > 0 ? r.first : r.second);
+      mx += static_cast<__int128>(k) * (k > 0 ? r.second : r.first);
+    }
+    if (mn < -kMaxByte || mx > kMaxByte) {
+      *why = reject::kUnbounded;
+      return Box::No;
+    }
+    *lo = static_cast<int64_t>(mn);
+    *hi = static_cast<int64_t>(mx);
+    return Box::Yes;
+  }
 
   static Footprint unknown(const std::string& why) {
     Footprint f;
