@@ -443,6 +443,15 @@ class Extractor {
 
   // --- conditions
   Cond cond(const Expr* e) {
+    if (++depth_ > kMaxDepth) {  // a deep && / || chain: never guess, never overflow the stack
+      --depth_;
+      poison_ = reject::kUnsupported;
+      return inexact();
+    }
+    struct Leave {
+      int& d;
+      ~Leave() { --d; }
+    } leave{depth_};
     for (;;) {  // bool / int conversions around a condition
       e = e->IgnoreParens();
       const auto* ice = dyn_cast<ImplicitCastExpr>(e);

@@ -170,3 +170,10 @@ TEST_CASE("footprint: a data-dependent guard gives a superset (exact: false)", "
   CHECK_FALSE(f.exact);
   CHECK_FALSE(f.write_bytes.has_value());  // a superset's count is not the bytes touched
 }
+
+TEST_CASE("footprint: a very deep condition is a reject reason, not a crash", "[footprint]") {
+  std::string c = "((int)threadIdx.x) < 1";
+  for (int i = 0; i < 3000; ++i) c += " && ((int)threadIdx.x) < 1";
+  Footprint f = fp(kernel("  if (" + c + ") out[threadIdx.x] = 1.f;"), 0, {1, 1, 1}, {32, 1, 1});
+  CHECK(f.unknown == reject::kUnsupported);
+}
