@@ -129,10 +129,12 @@ TEST_CASE("explain k5: ws0 is read, produced by k4", "[explain][cli]") {
                  "    #0 T_softmax_maxelem (float *__restrict)  handle  read\n"
                  "         buffer 14 tvmgen_default_fused_nn_log_softmax.ws0  workspace  ws0 of n13  float32 [1]  4 B  "
                  "offset 0\n"
+                 "         footprint  reads bytes [0, 4) of the buffer (4 distinct), 1 element; proven in bounds\n"
                  "         producers  k4 tvmgen_default_fused_nn_log_softmax_kernel (n13)\n"));
   CHECK(contains(o,
                  "    #1 compute (float *__restrict)  handle  write\n"
                  "         buffer 13 tvmgen_default_fused_nn_log_softmax  output  sid 12  float32 [1, 10]  40 B  offset 0\n"
+                 "         footprint  writes bytes [0, 40) of the buffer (40 distinct), 10 elements; proven in bounds\n"
                  "         consumers  a model output\n"));
   CHECK(contains(o, "producers  k3 tvmgen_default_fused_nn_dense_add_kernel (n12)\n"));
   // The same kernel by name.

@@ -16,6 +16,7 @@ struct ExtractCommand {
   std::string output = "-";  ///< file, or "-" for stdout
   std::string format;        ///< "json" | "dot" | "text" | "chakra"; empty: from the output's extension (stdout: json)
   bool quiet = false;        ///< no progress on stderr
+  bool allow_oob = false;    ///< an argument proven out of bounds is a warning, not an error (exit 65)
   DotOptions dot;            ///< how DOT output is drawn (--cluster, --collapse, --op-colors, --no-buffers)
   std::string timing;        ///< chakra: kdflow replay --timing-json file for measured durations
   std::string roofline = "h100";  ///< chakra: the device whose roofline bound stands in for unmeasured durations ("none")

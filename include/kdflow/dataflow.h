@@ -42,6 +42,23 @@ struct Buffer {
 enum class Access { Unknown, Read, Write, ReadWrite };
 const char* to_string(Access a);  ///< "unknown" | "read" | "write" | "readwrite"
 
+/// What a kernel launch touches through one pointer argument (static footprint, from
+/// device.cu; docs/schema.md "footprint"). Byte ranges are half-open [lo, hi), relative to
+/// the pointer the kernel receives (add Arg::offset for the buffer).
+struct Footprint {
+  std::string unknown;  ///< non-empty: not proven, and why (the other fields are then empty)
+  std::optional<std::array<int64_t, 2>> read;   ///< bytes it may read; nullopt: none
+  std::optional<std::array<int64_t, 2>> write;  ///< bytes it may write; nullopt: none
+  std::optional<int64_t> elements;     ///< distinct elements touched (read or written), when counted
+  std::optional<int64_t> read_bytes;   ///< distinct bytes read, when counted
+  std::optional<int64_t> write_bytes;  ///< distinct bytes written, when counted
+  bool exact = true;  ///< false: a guard could not be modelled; ranges are a superset (proves bounds, not OOB)
+  bool operator==(const Footprint& o) const {
+    return unknown == o.unknown && read == o.read && write == o.write && elements == o.elements &&
+           read_bytes == o.read_bytes && write_bytes == o.write_bytes && exact == o.exact;
+  }
+};
+
 /// One argument of a kernel launch or library call.
 struct Arg {
   enum class Kind { Buffer, Int, Float, Null };
@@ -57,6 +74,7 @@ struct Arg {
   std::string tensor_dtype;
   std::vector<int64_t> tensor_shape;
   std::string text;         ///< Null from a library call's string argument (dtype "str"): the string
+  std::optional<Footprint> footprint;  ///< kernels' pointer arguments, when device.cu was analyzed
   bool operator==(const Arg& o) const;
 };
 

@@ -8,6 +8,7 @@
 
 #include "kdflow/dataflow.h"
 #include "kdflow/diag.h"
+#include "kdflow/footprint.h"
 
 namespace kdflow {
 
@@ -15,6 +16,7 @@ struct DeviceSource {
   std::string file;                        ///< label used in diagnostics and locations
   std::vector<DeviceFunction> functions;   ///< every __global__ kernel, in source order
   std::vector<std::string> other_errors;   ///< clang errors (recovering parse) no kernel's access_error names
+  std::vector<KernelModel> footprint_models;  ///< per function: its affine access model (empty unless asked for)
   const DeviceFunction* find(const std::string& name) const {
     for (const auto& f : functions)
       if (f.name == name) return &f;
@@ -37,6 +39,9 @@ struct DeviceSource {
 /// a kernel whose body, or a function of the file it calls, holds an error gets
 /// `access_error` (the first such error line) and Unknown access for every pointer; every
 /// other kernel is analyzed as usual.
-Expected<DeviceSource> analyze_device_source(const std::string& source, const std::string& file, bool strict = false);
+/// With `footprints`, also the affine access model of every kernel (footprint.h), on the
+/// same parse.
+Expected<DeviceSource> analyze_device_source(const std::string& source, const std::string& file, bool strict = false,
+                                             bool footprints = false);
 
 }  // namespace kdflow

@@ -27,6 +27,7 @@ struct ExtractInputs {
   bool no_params = false;  ///< do not read a params file even if the folder has one
   bool no_device = false;  ///< do not read device.cu (accesses stay unknown)
   bool no_relay = false;   ///< do not read relay.txt (Relay ops decoded from function names)
+  bool no_footprints = false;  ///< do not compute static footprints (footprint.h) from device.cu
   /// Any clang error in device.cu fails the extraction (exit 65). Without it, kernels whose
   /// body does not type-check are left unanalyzed (access unknown, DeviceFunction::access_error)
   /// and the others are analyzed.
@@ -51,5 +52,12 @@ Expected<Dataflow> extract(const ExtractInputs& inputs, const InterpreterLimits&
 /// extracted with the other inputs of `in`; a `.json` file is read with parse_dataflow_json
 /// (then no other input option may be given: Usage error), so this works without clang.
 Expected<Dataflow> load_dataflow(const ExtractInputs& in, ProgressFn progress = nullptr, void* progress_ctx = nullptr);
+
+/// Re-derives the static footprints (footprint.h) of every kernel launch of `df` from the
+/// CUDA source at `device_path`, matching kernels by name, and checks them against the
+/// footprints `df` carries (from a --flow JSON): one that differs is an error naming the
+/// kernel, the argument and both footprints (`label`: the flow's file name). Afterwards
+/// every kernel argument holds the re-derived footprint. A build without clang changes nothing.
+Status rederive_footprints(Dataflow& df, const std::string& device_path, const std::string& label);
 
 }  // namespace kdflow

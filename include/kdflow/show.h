@@ -22,9 +22,13 @@ namespace kdflow {
 /// launch, whole (its `bytes`, whatever the offset); a `readwrite` argument counts in
 /// both. Where the access is `unknown` (no device.cu), the node's graph-level roles
 /// decide: its inputs are read, its outputs written, anything else both.
+/// Where a kernel argument's footprint is exact (bounds.h), the bytes it touches count
+/// instead of the buffer size: distinct bytes where counted, else the footprint's span.
 struct Traffic {
   uint64_t read = 0;
   uint64_t written = 0;
+  int counted = 0, span = 0, sized = 0;  ///< buffer figures from distinct bytes / footprint span / buffer size
+  std::string measure() const;           ///< "bytes touched", "footprint span, ...", "buffer sizes", ...
 };
 Traffic kernel_traffic(const Dataflow& df, const Kernel& k);
 Traffic library_call_traffic(const Dataflow& df, const LibraryCall& c);

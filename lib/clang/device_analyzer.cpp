@@ -42,6 +42,7 @@
 #include <unordered_map>
 
 #include "device_headers.h"
+#include "footprint_affine.h"
 #include "in_memory_parse.h"
 
 namespace kdflow {
@@ -936,7 +937,8 @@ class ErrorMap : public RecursiveASTVisitor<ErrorMap> {
 
 }  // namespace
 
-Expected<DeviceSource> analyze_device_source(const std::string& source, const std::string& file, bool strict) {
+Expected<DeviceSource> analyze_device_source(const std::string& source, const std::string& file, bool strict,
+                                             bool footprints) {
   const std::string virtual_main = std::string(detail::kVirtualInputDir) + "/device.cu";
 
   // clang 15 refuses sm_90; sm_80 is the target, and the prelude preprocesses the source
@@ -1018,6 +1020,7 @@ Expected<DeviceSource> analyze_device_source(const std::string& source, const st
       f.params.push_back(std::move(dp));
     }
     out.functions.push_back(std::move(f));
+    if (footprints) out.footprint_models.push_back(detail::extract_affine_model(ctx, fd));
   }
   // Errors no unanalyzed kernel accounts for (outside every kernel and every function a
   // kernel calls): they change no access set, but are reported, never dropped.

@@ -64,7 +64,7 @@ bool Arg::operator==(const Arg& o) const {
   switch (kind) {
     case Kind::Buffer:
       return buffer == o.buffer && offset == o.offset && access == o.access && tensor_dtype == o.tensor_dtype &&
-             tensor_shape == o.tensor_shape;
+             tensor_shape == o.tensor_shape && footprint == o.footprint;
     case Kind::Int: return int_value == o.int_value;
     case Kind::Float:
       if (std::isnan(float_value) || std::isnan(o.float_value))

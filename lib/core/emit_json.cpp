@@ -46,6 +46,24 @@ ojson relay_attr_json(const RelayAttr& a) {
   return ojson(nullptr);
 }
 
+ojson footprint_json(const Footprint& f) {
+  ojson j = ojson::object();
+  if (!f.unknown.empty()) {
+    j["unknown"] = f.unknown;
+    return j;
+  }
+  auto range = [](const std::optional<std::array<int64_t, 2>>& r) {
+    return r ? ojson::array({(*r)[0], (*r)[1]}) : ojson(nullptr);
+  };
+  j["read"] = range(f.read);
+  j["write"] = range(f.write);
+  if (f.elements) j["elements"] = *f.elements;
+  if (f.read_bytes) j["read_bytes"] = *f.read_bytes;
+  if (f.write_bytes) j["write_bytes"] = *f.write_bytes;
+  j["exact"] = f.exact;
+  return j;
+}
+
 ojson arg_json(const Arg& a) {
   ojson j = ojson::object();
   switch (a.kind) {
@@ -68,6 +86,7 @@ ojson arg_json(const Arg& a) {
       break;
   }
   j["dtype"] = a.dtype;
+  if (a.kind == Arg::Kind::Buffer && a.footprint) j["footprint"] = footprint_json(*a.footprint);
   return j;
 }
 
@@ -262,9 +281,21 @@ std::string scalar_text(const ojson& j) {
   return j.dump(-1, ' ', false, ojson::error_handler_t::replace);
 }
 
+/// A kernel argument's footprint ({"read": [lo, hi], ..., "exact": true} or {"unknown": ...}):
+/// printed on one line, and so is the argument holding it.
+bool is_footprint(const ojson& j) {
+  return j.is_object() && (j.contains("exact") || (j.size() == 1 && j.contains("unknown")));
+}
+
 bool is_flat(const ojson& j) {
+  if (is_footprint(j))
+    return std::all_of(j.begin(), j.end(), [](const ojson& e) {
+      return !e.is_structured() || (e.is_array() && std::none_of(e.begin(), e.end(), [](const ojson& x) {
+                                      return x.is_structured();
+                                    }));
+    });
   if (j.is_object() && j.size() > 5) return false;
-  return std::all_of(j.begin(), j.end(), [](const ojson& e) { return !e.is_structured(); });
+  return std::all_of(j.begin(), j.end(), [](const ojson& e) { return !e.is_structured() || is_footprint(e); });
 }
 
 void write_value(std::string& out, const ojson& j, int depth) {
@@ -431,6 +462,35 @@ class Reader {
     return l ? loc(*l, at(ptr, "loc")) : SourceLoc{};
   }
 
+  Footprint footprint(const json& j, const std::string& ptr) const {
+    object(j, ptr);
+    Footprint f;
+    if (const json* u = optional(j, "unknown")) {
+      f.unknown = string(*u, at(ptr, "unknown"));
+      if (f.unknown.empty()) fail(at(ptr, "unknown"), "expected a reason");
+      return f;
+    }
+    auto range = [&](const char* key) -> std::optional<std::array<int64_t, 2>> {
+      const std::string rp = at(ptr, key);
+      const json& r = member(j, ptr, key);
+      if (r.is_null()) return std::nullopt;
+      array(r, rp);
+      if (r.size() != 2) fail(rp, "expected [lo, hi]");
+      std::array<int64_t, 2> v{integer(r[0], at(rp, size_t{0})), integer(r[1], at(rp, size_t{1}))};
+      if (v[0] >= v[1]) fail(rp, "expected lo < hi");
+      return v;
+    };
+    f.read = range("read");
+    f.write = range("write");
+    if (const json* e = optional(j, "elements")) f.elements = integer(*e, at(ptr, "elements"), 0);
+    if (const json* e = optional(j, "read_bytes")) f.read_bytes = integer(*e, at(ptr, "read_bytes"), 0);
+    if (const json* e = optional(j, "write_bytes")) f.write_bytes = integer(*e, at(ptr, "write_bytes"), 0);
+    const json& ex = member(j, ptr, "exact");
+    if (!ex.is_boolean()) fail(at(ptr, "exact"), "expected true or false");
+    f.exact = ex.get<bool>();
+    return f;
+  }
+
   Arg arg(const json& j, const std::string& ptr, size_t buffers) const {
     object(j, ptr);
     Arg a;
@@ -449,6 +509,7 @@ class Reader {
         if (shape.size() > 32) fail(at(tp, "shape"), "more than 32 dimensions");
         for (size_t d = 0; d < shape.size(); ++d) a.tensor_shape.push_back(integer(shape[d], at(at(tp, "shape"), d)));
       }
+      if (const json* f = optional(j, "footprint")) a.footprint = footprint(*f, at(ptr, "footprint"));
     } else if (const json* n = optional(j, "null")) {
       if (!(n->is_boolean() && n->get<bool>())) fail(at(ptr, "null"), "expected true");
       a.kind = Arg::Kind::Null;

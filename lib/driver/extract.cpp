@@ -12,12 +12,14 @@
 #include <fmt/format.h>
 
 #include "extract_internal.h"
+#include "kdflow/bounds.h"
 #include "kdflow/commands.h"
 #include "kdflow/costs.h"
 #include "kdflow/emit_chakra.h"
 #include "kdflow/dataflow_builder.h"
 #include "kdflow/dependencies.h"
 #include "kdflow/device_analyzer.h"
+#include "kdflow/footprint.h"
 #include "kdflow/relay.h"
 #include "kdflow/emit.h"
 #include "kdflow/function_table.h"
@@ -107,12 +109,14 @@ Status finish_extract(Dataflow& out, const Graph& graph, const FunctionTable& ta
   // (Relax builds: one CUDA module per kernel, so several sources, their kernels in file order.)
   if (!devices.empty()) {
     std::vector<DeviceFunction> functions;
+    std::vector<KernelModel> footprint_models;
     std::string label, names;
     for (const std::string& path : devices) {
       Expected<std::string> cu = read_file(path, 256ull << 20);
       if (!cu) return cu.error();
-      Expected<DeviceSource> device = analyze_device_source(*cu, path, in.strict_device);
+      Expected<DeviceSource> device = analyze_device_source(*cu, path, in.strict_device, !in.no_footprints);
       if (!device) return device.error();
+      for (auto& model : device->footprint_models) footprint_models.push_back(std::move(model));
       // Reasons name device.cu as sources.device does (no directory), like every position in the IR.
       auto scrub_device = [&](std::string& text) {
         for (size_t at = 0; (at = text.find(path + ":", at)) != std::string::npos;) {
@@ -134,6 +138,7 @@ Status finish_extract(Dataflow& out, const Graph& graph, const FunctionTable& ta
       std::stable_sort(functions.begin(), functions.end(),
                        [](const DeviceFunction& a, const DeviceFunction& b) { return a.name < b.name; });
     if (Status s = apply_device_functions(*df, functions, table, label); !s) return s.error();
+    if (!in.no_footprints) attach_footprints(*df, footprint_models);
     df->sources.device = names;
     // Positions in the IR name the device sources by base name; error messages keep the path.
     for (auto& f : df->device_functions)
@@ -294,6 +299,51 @@ Expected<Dataflow> extract(const ExtractInputs& given, const InterpreterLimits& 
 #endif
 }
 
+Status rederive_footprints(Dataflow& df, const std::string& device_path, const std::string& label) {
+#ifndef KDFLOW_HAVE_CLANG
+  (void)df, (void)device_path, (void)label;
+  return Status::ok();
+#else
+  Expected<std::string> cu = read_file(device_path, 256ull << 20);
+  if (!cu) return cu.error();
+  Expected<DeviceSource> device = analyze_device_source(*cu, device_path, true);
+  if (!device) return device.error();
+  std::map<std::string, size_t> by_name;
+  for (size_t i = 0; i < device->functions.size(); ++i) by_name.emplace(device->functions[i].name, i);
+  std::vector<KernelModel> models(df.device_functions.size());
+  for (size_t i = 0; i < df.device_functions.size(); ++i) {
+    auto it = by_name.find(df.device_functions[i].name);
+    if (it != by_name.end()) models[i] = device->footprint_models[it->second];
+  }
+  Dataflow fresh = df;
+  for (Kernel& k : fresh.kernels)
+    for (Arg& a : k.args) a.footprint.reset();
+  attach_footprints(fresh, models);
+  auto text = [](const std::optional<Footprint>& f) {
+    if (!f) return std::string("none");
+    if (!f->unknown.empty()) return "unknown (" + f->unknown + ")";
+    auto r = [](const std::optional<std::array<int64_t, 2>>& x) {
+      return x ? fmt::format("[{}, {})", (*x)[0], (*x)[1]) : std::string("-");
+    };
+    return fmt::format("read {} write {}", r(f->read), r(f->write));
+  };
+  for (size_t i = 0; i < df.kernels.size(); ++i) {
+    Kernel& k = df.kernels[i];
+    for (size_t j = 0; j < k.args.size(); ++j) {
+      const std::optional<Footprint>& carried = k.args[j].footprint;
+      const std::optional<Footprint>& derived = fresh.kernels[i].args[j].footprint;
+      if (carried && derived && !(*carried == *derived))
+        return json_error(label, fmt::format("/kernels/{}/args/{}/footprint", i, j),
+                          fmt::format("kernel {} ({}) argument {}: the footprint carried ({}) is not the one {} gives "
+                                      "for this launch ({})",
+                                      k.id, k.name, j, text(carried), base_name(device_path), text(derived)));
+      if (derived) k.args[j].footprint = derived;
+    }
+  }
+  return Status::ok();
+#endif
+}
+
 // --- the command --------------------------------------------------------------
 
 Expected<Dataflow> load_dataflow(const ExtractInputs& in, ProgressFn progress, void* progress_ctx) {
@@ -390,6 +440,23 @@ int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
   Expected<Dataflow> df = extract(*in, InterpreterLimits{}, print_terminal_progress, &progress);
   if (!df) return report(df.error(), err);
   report_warnings(*df, err);
+
+  // The bounds verdict: an argument proven out of bounds is an error unless --allow-oob.
+  BoundsSummary bounds = summarize_bounds(*df);
+  // A progress line: on a terminal only, and not with -q (scripts get the counts from show).
+  if (progress.enabled && !df->sources.device.empty() && !in->no_footprints)
+    err << "kdflow: footprints: " << bounds_summary_line(bounds) << "\n";
+  if (!bounds.violations.empty()) {
+    if (!cmd.allow_oob)
+      return report(Error{"kdflow extract: error: out of bounds: " + bounds.violations.front() +
+                              (bounds.violations.size() > 1
+                                   ? fmt::format(" (and {} more; --allow-oob to write the graph anyway)",
+                                                 bounds.violations.size() - 1)
+                                   : std::string(" (--allow-oob to write the graph anyway)")),
+                          ExitCode::DataError},
+                    err);
+    for (const std::string& v : bounds.violations) err << "kdflow extract: warning: out of bounds: " << v << "\n";
+  }
 
   std::string text;
   switch (*format) {

@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "kdflow/bounds.h"
 #include "kdflow/commands.h"
 #include "kdflow/dependencies.h"
 #include "kdflow/emit.h"
@@ -179,8 +180,14 @@ Traffic args_traffic(const Dataflow& df, int node, const std::vector<Arg>& args)
     if (writes) w.insert(a.buffer);
   }
   Traffic t;
-  for (int b : r) t.read = sat_add(t.read, df.buffers[b].bytes);
-  for (int b : w) t.written = sat_add(t.written, df.buffers[b].bytes);
+  auto count = [&](int b, bool write) {
+    bool counted = false;
+    std::optional<int64_t> n = launch_touched_bytes(args, b, write, &counted);
+    ++(!n ? t.sized : counted ? t.counted : t.span);
+    return n ? static_cast<uint64_t>(*n) : df.buffers[b].bytes;
+  };
+  for (int b : r) t.read = sat_add(t.read, count(b, false));
+  for (int b : w) t.written = sat_add(t.written, count(b, true));
   return t;
 }
 
@@ -221,6 +228,14 @@ std::string short_kernel_name(const std::string& name, const std::string& functi
 
 // --- computation ------------------------------------------------------------------
 
+std::string Traffic::measure() const {
+  std::vector<std::string> m;
+  if (counted) m.push_back("bytes touched");
+  if (span) m.push_back("footprint spans");
+  if (sized || m.empty()) m.push_back("buffer sizes");
+  return fmt::format("{}", fmt::join(m, " + "));
+}
+
 Traffic kernel_traffic(const Dataflow& df, const Kernel& k) { return args_traffic(df, k.node, k.args); }
 Traffic library_call_traffic(const Dataflow& df, const LibraryCall& c) { return args_traffic(df, c.node, c.args); }
 
@@ -229,6 +244,9 @@ Traffic node_traffic(const Dataflow& df, const Node& n) {
   auto add = [&](Traffic x) {
     t.read = sat_add(t.read, x.read);
     t.written = sat_add(t.written, x.written);
+    t.counted += x.counted;
+    t.span += x.span;
+    t.sized += x.sized;
   };
   for (int k : n.kernels)
     if (valid_index(df.kernels, k)) add(kernel_traffic(df, df.kernels[k]));
@@ -486,6 +504,7 @@ std::string render_show(const Dataflow& df, const ShowStyle& style) {
   } else {
     kv.push_back({"peak live memory", "- (no kernels)"});
   }
+  kv.push_back({"footprints", footprints_summary_text(df)});
   size_t kw = 0;
   for (const auto& p : kv) kw = std::max(kw, p.first.size());
   out += "\n" + paint("summary", Color::Bold) + "\n";
@@ -623,7 +642,7 @@ class Explainer {
       line(i2, "device code", "not read (accesses unknown)");
     }
     const Traffic t = kernel_traffic(df_, k);
-    line(i2, "traffic", fmt::format("reads {}, writes {}", human_bytes(t.read), human_bytes(t.written)));
+    line(i2, "traffic", fmt::format("reads {}, writes {} ({})", human_bytes(t.read), human_bytes(t.written), t.measure()));
 
     arguments(k.args, k.node, k.id, false, dev, i2);
     orderings(k.id, false, i2);
@@ -680,6 +699,8 @@ class Explainer {
       std::string where = buffer_text(arg.buffer);
       where += fmt::format("  offset {}", arg.offset);
       out += i4 + where + "\n";
+      if (!call && valid_index(df_.kernels, id) && arg.footprint)
+        out += i4 + paint("footprint", Color::Dim) + "  " + clean(footprint_text(df_, df_.kernels[id], a)) + "\n";
       if (!arg.tensor_dtype.empty())
         out += i4 + paint("tensor", Color::Dim) +
                fmt::format("  {} [{}] (the DLTensor the callee sees)", clean(arg.tensor_dtype),

@@ -108,6 +108,13 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   std::string label;
   Expected<Dataflow> df = load_flow(cmd, &label, err);
   if (!df) return report(df.error(), err);
+  // A --flow's footprints are re-derived from device.cu (DIR's, or beside the flow) when there is one.
+  if (!cmd.flow.empty() && !df->sources.device.empty()) {
+    std::string cu = join(!cmd.dir.empty() ? cmd.dir : std::filesystem::path(cmd.flow).parent_path().string(),
+                          df->sources.device);
+    if (file_exists(cu))
+      if (Status s = rederive_footprints(*df, cu, cmd.flow); !s) return report(s.error(), err);
+  }
 
   opt.inputs.label = label;
   opt.inputs.params = cmd.params;

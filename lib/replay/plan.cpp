@@ -16,6 +16,7 @@
 #include <limits>
 #include <map>
 
+#include "kdflow/bounds.h"
 #include "kdflow/io.h"
 #include "kdflow/params.h"
 #include "kdflow/vm_exec.h"
@@ -378,6 +379,9 @@ class Planner {
       l.args.push_back(p);
     }
     l.param_bytes = pos;
+    // Static footprints (bounds.h): a launch proven to leave a buffer is refused here,
+    // before any driver call.
+    if (Status s = check_launch_bounds(df_, k); !s) return err(kp, s.error().message);
     plan_.launches.push_back(std::move(l));
     return Status::ok();
   }

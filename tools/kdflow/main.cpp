@@ -58,6 +58,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   add_build_inputs(extract, ex.inputs);
   extract->add_flag("-q,--quiet", ex.quiet, "No progress on stderr");
+  extract->add_flag("--allow-oob", ex.allow_oob,
+                    "A kernel argument proven out of bounds is a warning instead of an error (exit 65)");
+  extract->add_flag("--no-footprints", ex.inputs.no_footprints,
+                    "Do not compute static footprints (byte ranges each kernel touches) from device.cu");
   kdflow::WatchdogLimits limits;
   const char* time_limit_help = "Give up (exit 65) after this many seconds; 0: no limit";
   const char* memory_limit_help = "Give up (exit 65) past this many MiB of memory; 0: no limit";
