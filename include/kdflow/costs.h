@@ -70,8 +70,8 @@ struct KernelCost {
   int kernel = -1;
   std::optional<uint64_t> flops;   ///< the function's FLOPs when it launches this kernel alone; else nullopt
   std::string flops_note;          ///< why flops is nullopt
-  uint64_t bytes = 0;              ///< bytes its arguments touch
-  std::string bytes_source;        ///< "buffers": whole buffers behind its pointer arguments
+  uint64_t bytes = 0;              ///< bytes its arguments touch, read and written (a buffer both read and written counts twice)
+  std::string bytes_source;        ///< "footprints" (static footprints, bounds.h), "buffers" (whole buffers), or "footprints and buffers"
   std::optional<Bound> bound;
   std::optional<Measured> measured;
 };

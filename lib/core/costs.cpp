@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "kdflow/bounds.h"
 #include "kdflow/dtype.h"
 #include "kdflow/profile_csv.h"
 #include "json_read.h"
@@ -388,11 +389,27 @@ CostReport compute_costs(const Dataflow& df, const DeviceSpec* device, const Ker
   for (const Kernel& k : df.kernels) {
     KernelCost c;
     c.kernel = k.id;
-    std::vector<int> ids;
-    for (const Arg& a : k.args)
-      if (a.kind == Arg::Kind::Buffer) ids.push_back(a.buffer);
-    c.bytes = buffer_bytes(ids);
-    c.bytes_source = "buffers";
+    // Bytes per distinct buffer: what the static footprints prove the launch touches
+    // (bounds.h: distinct bytes where counted, else the exact span), else the whole buffer.
+    std::set<int> seen;
+    size_t by_footprint = 0, by_buffer = 0;
+    for (const Arg& a : k.args) {
+      if (a.kind != Arg::Kind::Buffer || a.buffer < 0 || static_cast<size_t>(a.buffer) >= df.buffers.size() ||
+          !seen.insert(a.buffer).second)
+        continue;
+      auto r = launch_touched_bytes(k.args, a.buffer, false);
+      auto w = launch_touched_bytes(k.args, a.buffer, true);
+      if (r && w && *r >= 0 && *w >= 0) {
+        c.bytes = add(c.bytes, add(static_cast<uint64_t>(*r), static_cast<uint64_t>(*w)));
+        ++by_footprint;
+      } else {
+        c.bytes = add(c.bytes, df.buffers[static_cast<size_t>(a.buffer)].bytes);
+        ++by_buffer;
+      }
+    }
+    c.bytes_source = by_buffer == 0 && by_footprint > 0 ? "footprints"
+                     : by_footprint == 0               ? "buffers"
+                                                       : "footprints and buffers";
     const FunctionCost* f =
         k.node >= 0 && static_cast<size_t>(k.node) < of_node.size() ? of_node[static_cast<size_t>(k.node)] : nullptr;
     const Node* node = k.node >= 0 && static_cast<size_t>(k.node) < df.nodes.size() ? &df.nodes[static_cast<size_t>(k.node)] : nullptr;

@@ -134,9 +134,13 @@ Status finish_extract(Dataflow& out, const Graph& graph, const FunctionTable& ta
       names += (names.empty() ? "" : ",") + base_name(path);
     }
     // Several modules (Relax): ordered by name, so the numbering of the modules does not matter.
-    if (devices.size() > 1)
+    // The footprint models are indexed like the functions (attach_footprints): same order.
+    if (devices.size() > 1) {
       std::stable_sort(functions.begin(), functions.end(),
                        [](const DeviceFunction& a, const DeviceFunction& b) { return a.name < b.name; });
+      std::stable_sort(footprint_models.begin(), footprint_models.end(),
+                       [](const KernelModel& a, const KernelModel& b) { return a.name < b.name; });
+    }
     if (Status s = apply_device_functions(*df, functions, table, label); !s) return s.error();
     if (!in.no_footprints) attach_footprints(*df, footprint_models);
     df->sources.device = names;
@@ -306,7 +310,7 @@ Status rederive_footprints(Dataflow& df, const std::string& device_path, const s
 #else
   Expected<std::string> cu = read_file(device_path, 256ull << 20);
   if (!cu) return cu.error();
-  Expected<DeviceSource> device = analyze_device_source(*cu, device_path, true);
+  Expected<DeviceSource> device = analyze_device_source(*cu, device_path, /*strict=*/false, /*footprints=*/true);
   if (!device) return device.error();
   std::map<std::string, size_t> by_name;
   for (size_t i = 0; i < device->functions.size(); ++i) by_name.emplace(device->functions[i].name, i);

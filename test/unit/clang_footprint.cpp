@@ -21,7 +21,7 @@ R range(int64_t lo, int64_t hi) { return std::array<int64_t, 2>{lo, hi}; }
 /// The footprint of parameter `param` of the first kernel in `src` for one launch.
 Footprint fp(const std::string& src, size_t param, std::array<int64_t, 3> grid, std::array<int64_t, 3> block,
              std::vector<std::optional<int64_t>> scalars = {}, int count_variables = 4) {
-  auto r = analyze_device_source(src, "t.cu", true);
+  auto r = analyze_device_source(src, "t.cu", /*strict=*/true, /*footprints=*/true);
   if (!r) FAIL(r.error().message);
   REQUIRE(r->footprint_models.size() == r->functions.size());
   REQUIRE(!r->footprint_models.empty());
