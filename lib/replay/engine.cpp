@@ -371,8 +371,10 @@ class Engine {
         if (in.empty()) *f = g;
         in.push_back(m);
       } else if (r != CUDA_ERROR_NOT_FOUND) {
-        return json_error(label(), kptr(i), fmt::format("kernel {}: cuModuleGetFunction in {} failed: {}", l.name,
-                                                        modules_[m].path, d_.describe(r)));
+        return json_error(label(), kptr(i),
+                          fmt::format("kernel {}: cuModuleGetFunction in {} failed: {}", l.name, modules_[m].path,
+                                      d_.describe(r)),
+                          ExitCode::Software);
       }
     }
     if (in.empty())
