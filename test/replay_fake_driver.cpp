@@ -1506,7 +1506,8 @@ std::vector<std::string> relax_modules(const std::string& model) {
 std::map<std::string, size_t> relax_kernel_module(const std::string& model, size_t modules) {
   std::map<std::string, size_t> out;
   for (size_t i = 0; i < modules; ++i) {
-    auto meta = nlohmann::json::parse(test::slurp(fmt::format("{}/device_{}.tvm_meta.json", test::sample_dir(model), i)));
+    std::string file = fmt::format("{}/device_{}.tvm_meta.json", test::sample_dir(model), i);
+    auto meta = nlohmann::json::parse(test::slurp(file));
     for (auto it = meta.at("func_info").begin(); it != meta.at("func_info").end(); ++it) {
       INFO(it.key() << " in two modules' metadata");
       CHECK(out.emplace(it.key(), i).second);
