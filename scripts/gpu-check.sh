@@ -4,7 +4,9 @@
 # Builds kdflow without clang (-DKDFLOW_WITH_CLANG=OFF: a GPU machine has CUDA, CMake and
 # ninja but no LLVM dev packages and no internet), then replays every sample from its
 # extracted flow (test/golden/<model>.json) in eager, graph and dag modes, comparing the
-# outputs with the sample's output_<i>.npy; runs --guard once, writes a Chrome trace, and
+# outputs with the sample's output_<i>.npy (Relax samples too: their weights are vm_exec.bin's
+# constant pool, every device_<i>.cubin is loaded; output_0.npy is float32 like the output,
+# although ../shared/samples/README.md calls it float64); runs --guard once, writes a Chrome trace, and
 # prints one table. With ncu on the PATH it also profiles one sample and joins the
 # profile with `kdflow show --profile`.
 #
@@ -97,9 +99,11 @@ if [ -z "$SAMPLES" ]; then
 fi
 [ -n "${SAMPLES// /}" ] || { echo "gpu-check.sh: error: no samples with a golden flow" >&2; exit 1; }
 
-# Prints the params option for model $1: samples/<m>/params.bin is found by replay itself.
+# Prints the params option for model $1: samples/<m>/params.bin (Relay) and
+# samples/<m>/vm_exec.bin (Relax: the weights are its constant pool) are found by replay itself.
+own_params() { [ -f "samples/$1/params.bin" ] || [ -f "samples/$1/vm_exec.bin" ]; }
 params_for() {
-  if [ -f "samples/$1/params.bin" ]; then return 0; fi
+  if own_params "$1"; then return 0; fi
   if [ -f "$SHARED/$1/params.bin" ]; then echo "--params $SHARED/$1/params.bin"; fi
 }
 
@@ -122,7 +126,7 @@ FIRST=""
 for m in $SAMPLES; do
   [ -z "$FIRST" ] && FIRST=$m
   P=$(params_for "$m")
-  if [ -z "$P" ] && [ ! -f "samples/$m/params.bin" ] && has_params "$m"; then
+  if [ -z "$P" ] && ! own_params "$m" && has_params "$m"; then
     row "$m | - | skipped: no params.bin in samples/$m or $SHARED/$m | - | - | - | -"
     continue
   fi

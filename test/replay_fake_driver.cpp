@@ -19,6 +19,7 @@
 #include "kdflow/launch_graph.h"
 #include "kdflow/params.h"
 #include "kdflow/replay.h"
+#include "kdflow/vm_exec.h"
 #include "test_util.h"
 
 using namespace kdflow;
@@ -1480,3 +1481,256 @@ TEST_CASE("a real cuBLAS build (mlp_cublas): replay refuses its library calls wi
   }
   CHECK(fake.calls("cuInit").empty());  // refused before the driver is touched
 }
+
+// ---------------------------------------------------------------------------------------
+// Relax builds (TVM 0.20): one CUDA module per device function, weights from the VM
+// executable's constant pool.
+
+namespace {
+
+uint64_t fnv1a(std::string_view bytes) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+/// device_<i>.cubin of a Relax sample, in index order.
+std::vector<std::string> relax_modules(const std::string& model) {
+  std::vector<std::string> out;
+  for (int i = 0; file_exists(fmt::format("{}/device_{}.cubin", test::sample_dir(model), i)); ++i)
+    out.push_back(fmt::format("{}/device_{}.cubin", test::sample_dir(model), i));
+  return out;
+}
+
+/// Kernel name → index of the module whose TVM metadata lists it (device_<i>.tvm_meta.json).
+std::map<std::string, size_t> relax_kernel_module(const std::string& model, size_t modules) {
+  std::map<std::string, size_t> out;
+  for (size_t i = 0; i < modules; ++i) {
+    std::string file = fmt::format("{}/device_{}.tvm_meta.json", test::sample_dir(model), i);
+    auto meta = nlohmann::json::parse(test::slurp(file));
+    for (auto it = meta.at("func_info").begin(); it != meta.at("func_info").end(); ++it) {
+      INFO(it.key() << " in two modules' metadata");
+      CHECK(out.emplace(it.key(), i).second);
+    }
+  }
+  return out;
+}
+
+/// Every kernel was looked up in every module; it was found in exactly the module TVM put
+/// it in, and nowhere else (the fake answers CUDA_ERROR_NOT_FOUND, as the driver does).
+void check_relax_lookups(const FakeDriver& fake, const Dataflow& df, const std::string& model, size_t modules) {
+  std::vector<Call> loads = fake.calls("cuModuleLoadDataEx");
+  REQUIRE(loads.size() == modules);
+  std::map<uint64_t, size_t> index_of;
+  for (size_t i = 0; i < loads.size(); ++i) {
+    CHECK(loads[i].result == 0);
+    CHECK(loads[i].at("kind") == "fatbin");  // TVM 0.20 saves fatbins as device_<i>.cubin
+    CHECK(loads[i].at("symbols") == "1");     // the fake read the one kernel from its ELF image
+    index_of[loads[i].num("module")] = i;
+  }
+  std::map<std::string, size_t> expected = relax_kernel_module(model, modules);
+  std::map<std::string, std::vector<size_t>> found, missed;
+  for (const Call& c : fake.calls("cuModuleGetFunction")) {
+    INFO(c.line);
+    REQUIRE(index_of.count(c.num("module")));
+    if (c.result == 0) {
+      found[c.at("name")].push_back(index_of[c.num("module")]);
+    } else {
+      CHECK(c.result == 500);  // CUDA_ERROR_NOT_FOUND
+      missed[c.at("name")].push_back(index_of[c.num("module")]);
+    }
+  }
+  std::set<std::string> names;
+  for (const Kernel& k : df.kernels) names.insert(k.name);
+  CHECK(found.size() == names.size());
+  for (const std::string& n : names) {
+    INFO("kernel " << n);
+    REQUIRE(expected.count(n));
+    CHECK(found[n] == std::vector<size_t>{expected[n]});
+    CHECK(missed[n].size() == modules - 1);
+  }
+  CHECK(fake.calls("cuModuleUnload").size() == modules);
+}
+
+/// Each constant uploaded is the pool's tensor, byte for byte (by the fake's hash of the copy).
+void check_pool_uploads(const FakeDriver& fake, const Dataflow& df, const std::string& vm_exec) {
+  std::string bytes = test::slurp(vm_exec);
+  auto ex = parse_vm_executable(bytes, vm_exec);
+  REQUIRE(ex);
+  std::vector<Call> up = fake.calls("cuMemcpyHtoD");
+  REQUIRE(up.size() >= df.params.size());
+  REQUIRE(!df.params.empty());
+  for (size_t i = 0; i < df.params.size(); ++i) {
+    const Buffer& b = df.buffers[df.params[i]];
+    INFO("param " << b.name << " constant " << b.constant_index);
+    REQUIRE(b.constant_index >= 0);
+    REQUIRE(static_cast<size_t>(b.constant_index) < ex->constants.size());
+    const VmConstant& c = ex->constants[b.constant_index];
+    CHECK(up[i].num("bytes") == c.nbytes);
+    CHECK(up[i].num("fnv") == fnv1a(std::string_view(bytes).substr(c.data_offset, c.nbytes)));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Relax builds replay: every device module loaded, each kernel from its own, pool constants uploaded",
+          "[replay][relax]") {
+  for (const std::string model : {"relax_mlp", "relax_mlp_compiled"})
+    for (ReplayMode mode : {ReplayMode::Eager, ReplayMode::Graph, ReplayMode::Dag}) {
+      INFO(model << " " << to_string(mode));
+      Dataflow df = golden(model);
+      ReplayOptions opt = options(model);
+      REQUIRE(opt.modules.empty());  // no device.cubin / device.ptx: a Relax build
+      opt.modules = relax_modules(model);
+      REQUIRE(opt.modules.size() == 5);
+      opt.inputs.params = test::sample_dir(model) + "/vm_exec.bin";
+      opt.mode = mode;
+      FakeDriver fake;
+      std::ostringstream log;
+      auto rep = replay(df, opt, log);
+      INFO(log.str());
+      REQUIRE(rep);
+      check_run(fake, df, *rep, false);
+      check_relax_lookups(fake, df, model, opt.modules.size());
+      check_pool_uploads(fake, df, opt.inputs.params);
+      CHECK(rep->module_format == ModuleFormat::Fatbin);
+      CHECK(rep->module.find("device_4.cubin") != std::string::npos);
+      for (const auto& [name, m] : relax_kernel_module(model, opt.modules.size()))
+        CHECK(log.str().find(fmt::format("replay: kernel {} from {}/device_{}.cubin\n", name, test::sample_dir(model),
+                                         m)) != std::string::npos);
+      // 1 checked + 1 warm-up + 2 timed eager runs; graph mode captures one more sequence.
+      std::vector<Call> launches = fake.calls("cuLaunchKernel");
+      CHECK(launches.size() == df.kernels.size() * (mode == ReplayMode::Graph ? 5 : 4));
+      if (mode == ReplayMode::Graph) CHECK(fake.calls("cuStreamBeginCapture").size() == 1);
+      if (mode == ReplayMode::Dag) CHECK(!fake.calls("cuGraphAddKernelNode").empty());
+      REQUIRE(rep->results.size() == 1);
+      CHECK(rep->results[0].shape == std::vector<int64_t>{1, 10});
+    }
+}
+
+TEST_CASE("Relax builds: a kernel in none of the modules, or in two, is one line before any launch",
+          "[replay][relax]") {
+  Dataflow df = golden("relax_mlp");
+  ReplayOptions opt = options("relax_mlp");
+  opt.inputs.params = test::sample_dir("relax_mlp") + "/vm_exec.bin";
+  opt.modules = relax_modules("relax_mlp");
+  REQUIRE(opt.modules.size() == 5);
+  {
+    // device_3 holds log_softmax_kernel.
+    ReplayOptions o = opt;
+    o.modules.erase(o.modules.begin() + 3);
+    FakeDriver fake;
+    std::ostringstream log;
+    auto rep = replay(df, o, log);
+    REQUIRE_FALSE(rep);
+    CHECK(rep.error().message.find(":/kernels/") != std::string::npos);
+    CHECK(rep.error().message.find("error: kernel log_softmax_kernel is in none of the 4 device modules (") !=
+          std::string::npos);
+    CHECK(rep.error().message.find('\n') == std::string::npos);
+    CHECK(fake.calls("cuLaunchKernel").empty());
+    CHECK(fake.calls("cuMemAlloc").empty());
+  }
+  {
+    // A second copy of device_0 under another name: its kernel is defined twice.
+    std::string copy = test::temp_dir() + "/other.cubin";
+    REQUIRE(write_file_atomic(copy, test::slurp(opt.modules[0])));
+    ReplayOptions o = opt;
+    o.modules.push_back(copy);
+    FakeDriver fake;
+    std::ostringstream log;
+    auto rep = replay(df, o, log);
+    REQUIRE_FALSE(rep);
+    CHECK(rep.error().message.find("error: kernel fused_matmul1_add1_relu1_kernel is defined by 2 device modules (" +
+                                   opt.modules[0] + " and " + copy + "); replay cannot tell which to run") !=
+          std::string::npos);
+    CHECK(rep.error().message.find('\n') == std::string::npos);
+    CHECK(fake.calls("cuLaunchKernel").empty());
+  }
+  {
+    // Files named alike but for the extension are one module's alternatives (as Relay's
+    // device.cubin and device.ptx): the binary is loaded, the PTX given first never is.
+    std::string dir = test::temp_dir();
+    ReplayOptions o = opt;
+    o.modules.clear();
+    REQUIRE(write_file_atomic(dir + "/device_0.ptx", ".version 8.8\n.target sm_90\n"));
+    o.modules.push_back(dir + "/device_0.ptx");
+    for (int i = 0; i < 5; ++i) {
+      std::string f = fmt::format("{}/device_{}.cubin", dir, i);
+      REQUIRE(write_file_atomic(f, test::slurp(opt.modules[i])));
+      o.modules.push_back(f);
+    }
+    FakeDriver fake;
+    std::ostringstream log;
+    auto rep = replay(df, o, log);
+    INFO(log.str());
+    REQUIRE(rep);
+    std::vector<Call> loads = fake.calls("cuModuleLoadDataEx");
+    CHECK(loads.size() == 5);
+    for (const Call& c : loads) CHECK(c.at("kind") == "fatbin");
+    CHECK(rep->module.rfind(dir + "/device_0.cubin, ", 0) == 0);
+  }
+}
+
+TEST_CASE("the fake driver finds a kernel only in the cubin that defines it", "[replay][relax]") {
+  // Each Relax cubin defines one kernel: another module's kernel is CUDA_ERROR_NOT_FOUND,
+  // even where its name ends another symbol or string of the image.
+  FakeDriver fake;
+  std::string dir = test::sample_dir("relax_mlp");
+  std::string device0 = test::slurp(dir + "/device_0.cubin");
+  Dataflow df = golden("relax_mlp");
+  ReplayOptions opt = options("relax_mlp");
+  opt.inputs.params = dir + "/vm_exec.bin";
+  opt.modules = {dir + "/device_0.cubin"};
+  std::ostringstream log;
+  auto rep = replay(df, opt, log);
+  REQUIRE_FALSE(rep);  // one module: Relay's message, naming it
+  CHECK(rep.error().message.find("is not in " + dir + "/device_0.cubin: CUDA_ERROR_NOT_FOUND") != std::string::npos);
+  std::vector<Call> gets = fake.calls("cuModuleGetFunction");
+  REQUIRE(!gets.empty());
+  CHECK(gets.back().result == 500);
+  // The kernel's name with a prefix cut off is in the image, but is no symbol.
+  const std::string whole = "fused_matmul1_add1_relu1_kernel";
+  REQUIRE(device0.find(whole + '\0') != std::string::npos);
+  Dataflow cut = df;
+  for (Kernel& k : cut.kernels) k.name = "relu1_kernel";
+  FakeDriver fake2;
+  rep = replay(cut, opt, log);
+  REQUIRE_FALSE(rep);
+  CHECK(fake2.calls("cuModuleGetFunction").back().result == 500);
+}
+
+#ifdef KDFLOW_HAVE_CLANG
+TEST_CASE("kdflow replay DIR on the Relax samples: extracted, every device_<i>.cubin, outputs compared",
+          "[replay][relax]") {
+  for (const std::string model : {"relax_mlp", "relax_mlp_compiled"})
+    for (const char* mode : {"eager", "graph", "dag"}) {
+      INFO(model << " " << mode);
+      FakeDriver fake;
+      ReplayCommand cmd;
+      cmd.dir = test::sample_dir(model);
+      cmd.mode = mode;
+      cmd.repeat = 1;
+      cmd.output_dir = test::temp_dir() + "/out";
+      std::ostringstream out, err;
+      // The fake runs no kernel: the output stays zero and differs from TVM's output_0.npy.
+      CHECK(run_replay_command(cmd, out, err) == 1);
+      INFO(err.str());
+      CHECK(err.str().find("kdflow replay: error: 1 of 1 compared outputs differs") != std::string::npos);
+      CHECK(out.str().find("MISMATCH") != std::string::npos);
+      CHECK(fake.calls("cuModuleLoadDataEx").size() == 5);
+      // Checked, warm-up and one timed run; graph mode captures one more sequence.
+      CHECK(fake.calls("cuLaunchKernel").size() == 5 * (std::string(mode) == "graph" ? 4 : 3));
+      auto a = read_npy(cmd.output_dir + "/output_0.npy");
+      auto e = read_npy(cmd.dir + "/output_0.npy");
+      REQUIRE(a);
+      REQUIRE(e);
+      CHECK(a->shape == e->shape);
+      CHECK(a->dtype == e->dtype);
+      // Against what it produced: equal.
+      cmd.expect = {cmd.output_dir + "/output_0.npy"};
+      cmd.output_dir.clear();
+      std::ostringstream out2, err2;
+      CHECK(run_replay_command(cmd, out2, err2) == 0);
+    }
+}
+#endif

@@ -124,7 +124,10 @@ ModuleFormat detect_module_format(std::string_view bytes);
 
 struct ReplayOptions {
   ReplayInputs inputs;
-  std::vector<std::string> modules;  ///< device code files, format by content; binaries tried before PTX
+  /// Device code files, format by content. Files named alike but for the extension are one
+  /// module's alternatives (binaries tried before PTX); others are separate modules, all
+  /// loaded, each kernel run from the one module that defines it (a Relax build's device_<i>).
+  std::vector<std::string> modules;
   ReplayMode mode = ReplayMode::Eager;
   int warmup = 1;                    ///< untimed runs first
   int repeat = 10;                   ///< timed runs
@@ -184,8 +187,8 @@ struct ReplayReport {
   bool ran = false;            ///< false for dry runs
   std::string driver;          ///< library loaded
   std::string device;          ///< "NVIDIA H100 80GB HBM3 (sm_90)"
-  std::string module;          ///< file loaded
-  ModuleFormat module_format = ModuleFormat::Unknown;
+  std::string module;          ///< file loaded; several modules: their files, ", "-separated
+  ModuleFormat module_format = ModuleFormat::Unknown;  ///< of the (first) module loaded
   ReplayMode mode = ReplayMode::Eager;
   int warmup = 0;
   int repeat = 0;
@@ -248,7 +251,8 @@ std::string chrome_trace(const ReplayReport& r, const Dataflow& df);
 struct ReplayCommand {
   std::string dir;                   ///< sample folder: extracted (unless --flow), default files from it
   std::string flow;                  ///< --flow FLOW.json: read the IR instead of extracting
-  std::vector<std::string> modules;  ///< --module FILE (repeatable); default DIR/device.cubin, DIR/device.ptx
+  std::vector<std::string> modules;  ///< --module FILE (repeatable); default DIR/device.cubin, DIR/device.ptx,
+                                     ///< else DIR/device_<i>.cubin|.ptx for i = 0, 1, ... (a Relax build)
   std::string params;                ///< --params FILE; default DIR/params.bin when present
   std::vector<std::string> inputs;   ///< --input NAME=FILE (repeatable); default DIR/input_<name>.npy
   std::vector<std::string> expect;   ///< --expect FILE (repeatable, in output order); default DIR/output_<i>.npy

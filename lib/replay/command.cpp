@@ -128,6 +128,16 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   if (opt.modules.empty() && !cmd.dir.empty())
     for (const char* name : {"device.cubin", "device.ptx"})
       if (file_exists(join(cmd.dir, name))) opt.modules.push_back(join(cmd.dir, name));
+  // Relax builds (TVM 0.20): one CUDA module per device function, device_<i>.cubin (or
+  // .ptx), all loaded; each kernel is run from the one module that defines it.
+  if (opt.modules.empty() && !cmd.dir.empty())
+    for (int i = 0;; ++i) {
+      size_t before = opt.modules.size();
+      for (const char* ext : {"cubin", "ptx"})
+        if (std::string f = join(cmd.dir, fmt::format("device_{}.{}", i, ext)); file_exists(f))
+          opt.modules.push_back(f);
+      if (opt.modules.size() == before) break;
+    }
   if (!cmd.nodes.empty()) {
     if (Status s = resolve_nodes(*df, cmd.nodes, &opt.slice_first, &opt.slice_last); !s) return report(s.error(), err);
     opt.inputs_from = cmd.inputs_from;

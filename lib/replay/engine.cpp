@@ -89,7 +89,8 @@ class Engine {
     if (stream_ && d_.cuStreamDestroy) d_.cuStreamDestroy(stream_);
     for (CUdeviceptr p : bases_)
       if (p) d_.cuMemFree(p);
-    if (module_) d_.cuModuleUnload(module_);
+    for (auto it = modules_.rbegin(); it != modules_.rend(); ++it)
+      if (it->handle) d_.cuModuleUnload(it->handle);
     if (ctx_) {
       if (primary_ && d_.cuDevicePrimaryCtxRelease) d_.cuDevicePrimaryCtxRelease(device_);
       else if (!primary_ && d_.cuCtxDestroy) d_.cuCtxDestroy(ctx_);
@@ -98,7 +99,7 @@ class Engine {
 
   Status run() {
     if (Status s = init_device(); !s) return s;
-    if (Status s = load_module(); !s) return s;
+    if (Status s = load_modules(); !s) return s;
     if (Status s = functions(); !s) return s;
     if (Status s = allocate(); !s) return s;
     if (opt_.kernel >= 0) return single_kernel();
@@ -199,22 +200,52 @@ class Engine {
     return Status::ok();
   }
 
-  Status load_module() {
-    struct Candidate {
-      std::string path, bytes;
-      ModuleFormat format;
-    };
-    std::vector<Candidate> cands;
+  struct Candidate {
+    std::string path, bytes;
+    ModuleFormat format;
+  };
+
+  /// The module files, grouped into device modules: files named alike but for the extension
+  /// (device.cubin, device.ptx) are one module's alternatives; files named otherwise
+  /// (device_0.cubin, device_1.cubin: a Relax build) are separate modules, all loaded.
+  Status load_modules() {
+    std::vector<std::string> stems;
+    std::vector<std::vector<Candidate>> groups;
     for (const std::string& path : opt_.modules) {
       Expected<std::string> bytes = read_file(path);
       if (!bytes) return bytes.error();
       ModuleFormat f = detect_module_format(*bytes);
       if (f == ModuleFormat::Unknown)
         return file_error(path, "not a cubin (ELF), fatbin or PTX file");
-      cands.push_back({path, bytes.take(), f});
+      std::string stem = std::filesystem::path(path).replace_extension().string();
+      size_t g = std::find(stems.begin(), stems.end(), stem) - stems.begin();
+      if (g == stems.size()) {
+        stems.push_back(stem);
+        groups.emplace_back();
+      }
+      groups[g].push_back({path, bytes.take(), f});
     }
-    if (cands.empty())
+    if (groups.empty())
       return file_error(label(), "no device module: pass --module FILE (a cubin, fatbin or PTX)", ExitCode::NoInput);
+    for (std::vector<Candidate>& cands : groups) {
+      modules_.push_back({});
+      if (Status s = load_module(cands, &modules_.back()); !s) return s;
+    }
+    rep_.module = modules_[0].path;
+    rep_.module_format = modules_[0].format;
+    for (size_t i = 1; i < modules_.size(); ++i) rep_.module += ", " + modules_[i].path;
+    return Status::ok();
+  }
+
+  struct LoadedModule {
+    std::string path;
+    ModuleFormat format = ModuleFormat::Unknown;
+    CUmodule handle = nullptr;
+  };
+
+  /// Loads one device module from its alternatives (binaries first, PTX last).
+  Status load_module(std::vector<Candidate>& cands, LoadedModule* out) {
+    CUmodule module_ = nullptr;
     // Binaries first (they need no JIT), PTX as the portable fallback.
     std::stable_partition(cands.begin(), cands.end(), [](const Candidate& c) { return c.format != ModuleFormat::Ptx; });
     for (size_t i = 0; i < cands.size(); ++i) {
@@ -227,8 +258,9 @@ class Engine {
       // std::string's buffer is NUL-terminated, as PTX text must be.
       CUresult r = d_.cuModuleLoadDataEx(&module_, c.bytes.c_str(), 4, options, values);
       if (r == CUDA_SUCCESS) {
-        rep_.module = c.path;
-        rep_.module_format = c.format;
+        out->path = c.path;
+        out->format = c.format;
+        out->handle = module_;
         log_ << fmt::format("replay: module {} ({})\n", c.path, to_string(c.format));
         return Status::ok();
       }
@@ -278,9 +310,7 @@ class Engine {
       if (opt_.kernel >= 0 && l.kernel != opt_.kernel) continue;
       if (!funcs_.count(l.name)) {
         CUfunction f = nullptr;
-        if (CUresult r = d_.cuModuleGetFunction(&f, module_, l.name.c_str()); r != CUDA_SUCCESS)
-          return json_error(label(), kptr(i), fmt::format("kernel {} is not in {}: {}", l.name, rep_.module,
-                                                          d_.describe(r)));
+        if (Status s = find_function(i, &f); !s) return s;
         funcs_[l.name] = f;
         // The default dynamic limit is 48 KiB minus the kernel's static shared memory; above
         // that it must be raised, and no further than the device's opt-in maximum allows.
@@ -320,6 +350,41 @@ class Engine {
                                         l.kernel, l.name, max_threads, threads));
       }
     }
+    return Status::ok();
+  }
+
+  /// The kernel of launch i in the one loaded module that defines it. With several modules
+  /// (a Relax build) each is asked; none or more than one defining it is an error.
+  Status find_function(size_t i, CUfunction* f) {
+    const PlanLaunch& l = plan_.launches[i];
+    if (modules_.size() == 1) {
+      if (CUresult r = d_.cuModuleGetFunction(f, modules_[0].handle, l.name.c_str()); r != CUDA_SUCCESS)
+        return json_error(label(), kptr(i), fmt::format("kernel {} is not in {}: {}", l.name, modules_[0].path,
+                                                        d_.describe(r)));
+      return Status::ok();
+    }
+    std::vector<size_t> in;
+    for (size_t m = 0; m < modules_.size(); ++m) {
+      CUfunction g = nullptr;
+      CUresult r = d_.cuModuleGetFunction(&g, modules_[m].handle, l.name.c_str());
+      if (r == CUDA_SUCCESS) {
+        if (in.empty()) *f = g;
+        in.push_back(m);
+      } else if (r != CUDA_ERROR_NOT_FOUND) {
+        return json_error(label(), kptr(i),
+                          fmt::format("kernel {}: cuModuleGetFunction in {} failed: {}", l.name, modules_[m].path,
+                                      d_.describe(r)),
+                          ExitCode::Software);
+      }
+    }
+    if (in.empty())
+      return json_error(label(), kptr(i), fmt::format("kernel {} is in none of the {} device modules ({})", l.name,
+                                                      modules_.size(), rep_.module));
+    if (in.size() > 1)
+      return json_error(label(), kptr(i), fmt::format("kernel {} is defined by {} device modules ({} and {}); "
+                                                      "replay cannot tell which to run",
+                                                      l.name, in.size(), modules_[in[0]].path, modules_[in[1]].path));
+    log_ << fmt::format("replay: kernel {} from {}\n", l.name, modules_[in[0]].path);
     return Status::ok();
   }
 
@@ -939,7 +1004,7 @@ class Engine {
   CUcontext ctx_ = nullptr;
   bool primary_ = false;
   int optin_smem_ = 0;
-  CUmodule module_ = nullptr;
+  std::vector<LoadedModule> modules_;
   std::map<std::string, CUfunction> funcs_;
   std::vector<CUdeviceptr> bases_;
   std::vector<std::string> params_;

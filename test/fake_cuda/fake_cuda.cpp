@@ -7,6 +7,11 @@
 //
 //   <call> key=value ... -> <CUresult> [key=value ...]
 //
+// cuModuleGetFunction finds a kernel as the driver does: in a PTX image by its .entry, in a
+// cubin or a fatbin's ELF images by its function symbol (ELF .symtab); any
+// other name is CUDA_ERROR_NOT_FOUND. Its log line names the module; cuMemcpyHtoD's carries
+// the FNV-1a hash of the bytes copied.
+//
 // Launch lines carry the kernel name, grid, block, shared memory and the packed parameter
 // bytes in hex; when the module was loaded from PTX, the fake also knows each kernel's
 // parameter list (".entry name(.param .u64 ..., .param .u32 ...)"), rejects a parameter
@@ -98,6 +103,8 @@ struct Module {
   bool ptx = false;
   std::string kind;
   std::string blob;                                    // binaries: the image bytes
+  bool elf_symbols = false;                            // cubin: `functions` read from its symbol table
+  std::set<std::string> functions;                     // cubin: its STT_FUNC symbols
   std::map<std::string, std::vector<Param>> entries;   // PTX: parameter lists
   std::map<std::string, long> maxntid;                 // PTX: .maxntid products
 };
@@ -287,6 +294,41 @@ size_t image_size(const unsigned char* p) {
   std::memcpy(&shentsize, p + 0x3a, 2);
   std::memcpy(&shnum, p + 0x3c, 2);
   return shoff + static_cast<uint64_t>(shentsize) * shnum;
+}
+
+/// A cubin's function symbols (ELF64 .symtab, STT_FUNC), as the driver finds kernels by
+/// name; false when the image has no readable symbol table.
+bool elf_functions(const std::string& img, std::set<std::string>* out) {
+  auto rd = [&](uint64_t off, size_t n, uint64_t* v) {
+    if (off > img.size() || n > img.size() - off) return false;
+    *v = 0;
+    std::memcpy(v, img.data() + off, n);
+    return true;
+  };
+  uint64_t shoff = 0, shentsize = 0, shnum = 0;
+  if (img.size() < 64 || img[4] != 2 || !rd(0x28, 8, &shoff) || !rd(0x3a, 2, &shentsize) || !rd(0x3c, 2, &shnum) ||
+      shentsize < 64)
+    return false;
+  bool found = false;
+  for (uint64_t i = 0; i < shnum; ++i) {
+    uint64_t sh = shoff + i * shentsize, type = 0, off = 0, size = 0, link = 0, entsize = 0;
+    if (!rd(sh + 4, 4, &type) || !rd(sh + 0x18, 8, &off) || !rd(sh + 0x20, 8, &size) || !rd(sh + 0x28, 4, &link) ||
+        !rd(sh + 0x38, 8, &entsize))
+      return false;
+    if (type != 2 /* SHT_SYMTAB */) continue;
+    uint64_t str_sh = shoff + link * shentsize, str_off = 0, str_size = 0;
+    if (entsize < 24 || link >= shnum || !rd(str_sh + 0x18, 8, &str_off) || !rd(str_sh + 0x20, 8, &str_size))
+      return false;
+    found = true;
+    for (uint64_t e = 0; e + entsize <= size; e += entsize) {
+      uint64_t name = 0, info = 0;
+      if (!rd(off + e, 4, &name) || !rd(off + e + 4, 1, &info)) return false;
+      if ((info & 0xf) != 2 /* STT_FUNC */ || name >= str_size || str_off + name >= img.size()) continue;
+      const char* p = img.data() + str_off + name;
+      out->insert(std::string(p, strnlen(p, img.size() - str_off - name)));
+    }
+  }
+  return found;
 }
 
 void fill_log(unsigned n, int* options, void** values, int buffer_option, const char* text) {
@@ -514,6 +556,11 @@ CUresult cuModuleLoadDataEx(Handle* module, const void* image, unsigned n, int* 
   if (std::memcmp(p, "\x7f" "ELF", 4) == 0 || std::memcmp(p, "\x50\xed\x55\xba", 4) == 0) {
     m.kind = p[0] == 0x7f ? "cubin" : "fatbin";
     m.blob.assign(reinterpret_cast<const char*>(p), image_size(p));
+    // A cubin's symbol table; a fatbin's, of every (uncompressed) ELF image it holds.
+    for (size_t at = 0; (at = m.blob.find("\x7f" "ELF", at)) != std::string::npos; at += 4) {
+      if (elf_functions(m.blob.substr(at), &m.functions)) m.elf_symbols = true;
+      if (m.kind == "cubin") break;
+    }
     if (env_on("KDFLOW_FAKE_CUDA_REJECT_BINARY")) {
       fill_log(n, options, values, 5, "fake: no kernel image is available for this device (sm_00)\nsecond line");
       log_line("cuModuleLoadDataEx kind=%s bytes=%zu options=%u -> %d", m.kind.c_str(), m.blob.size(), n, kNoBinary);
@@ -539,8 +586,10 @@ CUresult cuModuleLoadDataEx(Handle* module, const void* image, unsigned n, int* 
     fill_log(n, options, values, 3, "fake: ptx compiled");
   }
   uintptr_t h = new_handle();
-  log_line("cuModuleLoadDataEx kind=%s bytes=%zu options=%u -> 0 module=0x%lx entries=%zu", m.kind.c_str(),
-           m.blob.size(), n, static_cast<unsigned long>(h), m.entries.size());
+  // entries: PTX .entry count; symbols: function symbols of the ELF images (-1: none readable).
+  log_line("cuModuleLoadDataEx kind=%s bytes=%zu options=%u -> 0 module=0x%lx entries=%zu symbols=%ld", m.kind.c_str(),
+           m.blob.size(), n, static_cast<unsigned long>(h), m.entries.size(),
+           m.elf_symbols ? static_cast<long>(m.functions.size()) : -1L);
   st().modules[h] = std::move(m);
   *module = reinterpret_cast<Handle>(h);
   return kSuccess;
@@ -553,7 +602,10 @@ CUresult cuModuleGetFunction(Handle* f, Handle module, const char* name) {
     r = kInvalidHandle;
   } else if (it->second.ptx) {
     if (!it->second.entries.count(name)) r = kNotFound;
+  } else if (it->second.elf_symbols) {
+    if (!it->second.functions.count(name)) r = kNotFound;
   } else {
+    // No readable symbol table (a compressed fatbin): the name as a string of the image.
     std::string needle = std::string(name) + '\0';
     if (it->second.blob.find(needle) == std::string::npos) r = kNotFound;
   }
@@ -561,9 +613,9 @@ CUresult cuModuleGetFunction(Handle* f, Handle module, const char* name) {
     uintptr_t h = new_handle();
     st().functions[h] = Function{name, reinterpret_cast<uintptr_t>(module)};
     *f = reinterpret_cast<Handle>(h);
-    log_line("cuModuleGetFunction name=%s -> 0 function=0x%lx", name, static_cast<unsigned long>(h));
+    log_line("cuModuleGetFunction name=%s module=%p -> 0 function=0x%lx", name, module, static_cast<unsigned long>(h));
   } else {
-    log_line("cuModuleGetFunction name=%s -> %d", name, r);
+    log_line("cuModuleGetFunction name=%s module=%p -> %d", name, module, r);
   }
   return r;
 }
@@ -646,8 +698,10 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
   CUresult r = st().sticky ? st().sticky : a ? kSuccess : kInvalidValue;
   // Pageable source: staged now, lands when the NULL stream gets to it.
   if (r == kSuccess) st().pending.push_back(Pending{dst, std::string(static_cast<const char*>(src), bytes)});
-  log_line("cuMemcpyHtoD dst=0x%llx bytes=%zu -> %d index=%d offset=%llu deferred=%d", dst, bytes, r,
-           a ? a->index : -1, a ? dst - base : 0ull, r == kSuccess ? 1 : 0);
+  uint64_t fnv = 1469598103934665603ull;  // FNV-1a of the bytes copied, for the tests
+  for (size_t i = 0; i < bytes; ++i) fnv = (fnv ^ static_cast<const unsigned char*>(src)[i]) * 1099511628211ull;
+  log_line("cuMemcpyHtoD dst=0x%llx bytes=%zu -> %d index=%d offset=%llu deferred=%d fnv=0x%016llx", dst, bytes, r,
+           a ? a->index : -1, a ? dst - base : 0ull, r == kSuccess ? 1 : 0, static_cast<unsigned long long>(fnv));
   return r;
 }
 

@@ -122,8 +122,12 @@ int main(int argc, char** argv) {
   CLI::App* replay = app.add_subcommand("replay", "Run the graph kernel by kernel on the CUDA driver API");
   replay->add_option("DIR", rp.dir, "Sample folder (extracted unless --flow; default files are read from it)");
   replay->add_option("--flow", rp.flow, "Read the graph from a kdflow JSON instead of extracting");
-  replay->add_option("--module", rp.modules, "Device code: PTX, cubin or fatbin (repeatable; default DIR/device.cubin, DIR/device.ptx)");
-  replay->add_option("--params", rp.params, "Params file (default: DIR/params.bin)");
+  replay->add_option("--module", rp.modules,
+                     "Device code: PTX, cubin or fatbin (repeatable; files named alike but for the extension are "
+                     "one module's alternatives, others separate modules; default DIR/device.cubin, DIR/device.ptx, "
+                     "else every DIR/device_<i>.cubin|.ptx)");
+  replay->add_option("--params", rp.params,
+                     "Params file (default: DIR/params.bin, else DIR/vm_exec.bin: a Relax build's constant pool)");
   replay->add_option("--input", rp.inputs, "NAME=FILE.npy (repeatable; default DIR/input_<name>.npy)");
   replay->add_option("--expect", rp.expect, "Reference output .npy, in output order (default DIR/output_<i>.npy)");
   replay->add_flag("--no-expect", rp.no_expect, "Compare nothing");
