@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <sstream>
 #include <thread>
 
 #include "test_util.h"
@@ -58,5 +59,28 @@ TEST_CASE("replay --trace writes through a symlink and into a FIFO", "[replay][o
   CHECK(r.exit_code == 0);
   CHECK(type_of(fifo) == S_IFIFO);
   CHECK(nlohmann::json::parse(got)["traceEvents"].size() == trace["traceEvents"].size());
+  ::unsetenv("KDFLOW_CUDA_LIBRARY");
+}
+
+TEST_CASE("replay --timing-json feeds kdflow costs: measured time and fraction of bound per function", "[replay][costs]") {
+  ::setenv("KDFLOW_CUDA_LIBRARY", KDFLOW_FAKE_CUDA, 1);
+  std::string dir = kdflow::test::temp_dir();
+  std::string flow = kdflow::test::source_dir() + "/test/golden/squeezenet.json";
+  auto r = run_kdflow({"replay", kdflow::test::sample_dir("squeezenet"), "--flow", flow, "--no-expect", "-q",
+                       "--timing-json", dir + "/timing.json"});
+  REQUIRE(r.exit_code == 0);
+  r = run_kdflow({"costs", flow, "--timing", dir + "/timing.json", "--device", "h100", "-q", "-o", dir + "/rows.jsonl"});
+  REQUIRE(r.exit_code == 0);
+  std::istringstream lines(slurp(dir + "/rows.jsonl"));
+  size_t rows = 0;
+  for (std::string line; std::getline(lines, line); ++rows) {
+    auto j = nlohmann::json::parse(line);
+    CHECK(j["model"] == "squeezenet");
+    REQUIRE(j["measured_us"].is_number());
+    CHECK(j["measured_us"].get<double>() > 0);
+    CHECK(j["time_source"].get<std::string>().find("replay timing") == 0);
+    if (j["bound_us"].is_number()) CHECK(j["fraction_of_bound"].is_number());
+  }
+  CHECK(rows == 39);  // squeezenet's function nodes that launch kernels
   ::unsetenv("KDFLOW_CUDA_LIBRARY");
 }

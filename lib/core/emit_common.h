@@ -5,6 +5,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "kdflow/dataflow.h"
 
@@ -20,6 +21,23 @@ inline bool is_function_node(const Node& n) {
 /// "file:line:col".
 inline std::string loc_string(const SourceLoc& loc) {
   return loc.file + ":" + std::to_string(loc.line) + ":" + std::to_string(loc.col);
+}
+
+/// Shared by the JSON and cost-dataset emitters (the same value in both).
+/// A Relay attribute's value: a JSON number, boolean, string, array or null by its kind;
+/// a value kept as printed text is {"text": "..."}.
+inline nlohmann::ordered_json relay_attr_json(const RelayAttr& a) {
+  switch (a.kind) {
+    case RelayAttr::Kind::Int: return a.ints.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.ints[0]);
+    case RelayAttr::Kind::Float: return a.floats.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.floats[0]);
+    case RelayAttr::Kind::Bool: return nlohmann::ordered_json(!a.ints.empty() && a.ints[0] != 0);
+    case RelayAttr::Kind::String: return nlohmann::ordered_json(a.text);
+    case RelayAttr::Kind::Ints: return nlohmann::ordered_json(a.ints);
+    case RelayAttr::Kind::Floats: return nlohmann::ordered_json(a.floats);
+    case RelayAttr::Kind::None: return nlohmann::ordered_json(nullptr);
+    case RelayAttr::Kind::Text: return nlohmann::ordered_json{{"text", a.text}};
+  }
+  return nlohmann::ordered_json(nullptr);
 }
 
 inline bool valid_buffer(const Dataflow& df, int id) {

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "emit_common.h"
+
 namespace kdflow {
 namespace {
 
@@ -24,20 +26,6 @@ const std::vector<std::string> kKernelColumns = {
 ojson opt(const std::optional<uint64_t>& v) { return v ? ojson(*v) : ojson(nullptr); }
 ojson opt(const std::optional<double>& v) { return v ? ojson(*v) : ojson(nullptr); }
 
-ojson attr_value(const RelayAttr& a) {
-  switch (a.kind) {
-    case RelayAttr::Kind::Int: return a.ints.empty() ? ojson(nullptr) : ojson(a.ints[0]);
-    case RelayAttr::Kind::Float: return a.floats.empty() ? ojson(nullptr) : ojson(a.floats[0]);
-    case RelayAttr::Kind::Bool: return ojson(!a.ints.empty() && a.ints[0] != 0);
-    case RelayAttr::Kind::String: return ojson(a.text);
-    case RelayAttr::Kind::Ints: return ojson(a.ints);
-    case RelayAttr::Kind::Floats: return ojson(a.floats);
-    case RelayAttr::Kind::None: return ojson(nullptr);
-    case RelayAttr::Kind::Text: return ojson{{"text", a.text}};
-  }
-  return ojson(nullptr);
-}
-
 /// The Relay ops of a node with their attributes, types and work.
 ojson ops_json(const Node& n, const std::vector<OpWork>& work) {
   ojson ops = ojson::array();
@@ -46,7 +34,7 @@ ojson ops_json(const Node& n, const std::vector<OpWork>& work) {
     ojson o = ojson::object();
     o["name"] = op.name;
     ojson attrs = ojson::object();
-    for (const RelayAttr& a : op.attrs) attrs[a.key] = attr_value(a);
+    for (const RelayAttr& a : op.attrs) attrs[a.key] = detail::relay_attr_json(a);
     o["attrs"] = std::move(attrs);
     o["inputs"] = op.input_types;
     o["output"] = op.type;

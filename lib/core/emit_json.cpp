@@ -30,22 +30,6 @@ constexpr int kMaxDepth = 64;
 
 ojson loc_json(const SourceLoc& loc) { return detail::loc_string(loc); }
 
-/// A Relay attribute's value: a JSON number, boolean, string, array or null by its kind;
-/// a value kept as printed text is {"text": "..."}.
-ojson relay_attr_json(const RelayAttr& a) {
-  switch (a.kind) {
-    case RelayAttr::Kind::Int: return a.ints.empty() ? ojson(nullptr) : ojson(a.ints[0]);
-    case RelayAttr::Kind::Float: return a.floats.empty() ? ojson(nullptr) : ojson(a.floats[0]);
-    case RelayAttr::Kind::Bool: return ojson(!a.ints.empty() && a.ints[0] != 0);
-    case RelayAttr::Kind::String: return ojson(a.text);
-    case RelayAttr::Kind::Ints: return ojson(a.ints);
-    case RelayAttr::Kind::Floats: return ojson(a.floats);
-    case RelayAttr::Kind::None: return ojson(nullptr);
-    case RelayAttr::Kind::Text: return ojson{{"text", a.text}};
-  }
-  return ojson(nullptr);
-}
-
 ojson footprint_json(const Footprint& f) {
   ojson j = ojson::object();
   if (!f.unknown.empty()) {
@@ -207,7 +191,7 @@ ojson build(const Dataflow& df) {
         if (!op.input_types.empty()) o["inputs"] = op.input_types;
         if (!op.attrs.empty()) {
           ojson attrs = ojson::object();
-          for (const RelayAttr& a : op.attrs) attrs[a.key] = relay_attr_json(a);
+          for (const RelayAttr& a : op.attrs) attrs[a.key] = detail::relay_attr_json(a);
           o["attrs"] = std::move(attrs);
         }
         ops.push_back(std::move(o));
