@@ -18,6 +18,9 @@
 // Every call appends one line to $KDFLOW_FAKE_CUDA_LOG (the fake driver's log):
 //   cublasSgemm handle=0x.. stream=0x.. transa=N transb=T m=400 n=1 k=100 lda=.. ldb=.. ldc=..
 //       A=0x.. B=0x.. C=0x.. alpha=1 beta=0 -> 0
+// and the work, when it runs, one more with the sum of C and its first element (so tests
+// can check the product without reading device memory):
+//   gemm-work m=400 n=1 k=100 C=0x.. batch=1 sum=.. c0=.. -> 0
 #include <dlfcn.h>
 
 #include <cstdarg>
@@ -102,6 +105,7 @@ uint64_t span(int rows, int cols, int ld) {
 
 void run_gemm(void* p) {
   const Gemm& g = *static_cast<const Gemm*>(p);
+  double sum = 0, c0 = 0;
   int arows = g.ta == 0 ? g.m : g.k, acols = g.ta == 0 ? g.k : g.m;
   int brows = g.tb == 0 ? g.k : g.n, bcols = g.tb == 0 ? g.n : g.k;
   for (int b = 0; b < g.batch; ++b) {
@@ -124,8 +128,11 @@ void run_gemm(void* p) {
         }
         float& c = C[i + static_cast<int64_t>(j) * g.ldc];
         c = static_cast<float>(g.alpha * acc + (g.beta == 0 ? 0.0 : g.beta * static_cast<double>(c)));
+        sum += c;
+        if (b == 0 && i == 0 && j == 0) c0 = c;
       }
   }
+  log_line("gemm-work m=%d n=%d k=%d C=0x%llx batch=%d sum=%.9g c0=%.9g -> 0", g.m, g.n, g.k, g.C, g.batch, sum, c0);
 }
 
 Status gemm(const char* call, Handle* h, int ta, int tb, int m, int n, int k, const float* alpha, CUdeviceptr A,
