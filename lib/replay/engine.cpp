@@ -674,91 +674,74 @@ class Engine {
                         ExitCode::Unavailable);
     LaunchGraph g = launch_graph(df_);
     if (CUresult r = d_.cuGraphCreate(&graph_, 0); r != CUDA_SUCCESS) return fail(r, "cuGraphCreate");
-    std::map<int, CUgraphNode> node_of;       // kernel id → graph node
-    std::map<int, CUgraphNode> call_node_of;  // library call id → graph node
-    // Dependencies with a library call at either end, as the IR records them (not reduced:
-    // launch_graph() covers kernels only; a redundant edge changes no ordering).
-    std::map<int, std::set<int>> kernel_after_call;                  // kernel id → library calls it waits for
-    std::map<int, std::set<std::pair<bool, int>>> call_waits_for;    // call id → (is call, id)
-    for (const Dependency& d : df_.dependencies) {
-      if (d.to_library_call) call_waits_for[d.to].insert({d.from_library_call, d.from});
-      else if (d.from_library_call) kernel_after_call[d.to].insert(d.from);
-    }
-    size_t call_edges = 0;
-    auto add_call = [&](size_t c) -> Status {
-      const PlanLibraryCall& p = plan_.library_calls[c];
-      std::vector<CUgraphNode> deps;
-      for (const auto& [is_call, id] : call_waits_for[p.call]) {
-        auto& m = is_call ? call_node_of : node_of;
-        if (m.count(id)) deps.push_back(m[id]);
-      }
-      call_edges += deps.size();
-      // The call as a child graph captured from the replay stream: what cuBLAS queues is
-      // opaque (its own kernels), and capture is how the driver lets a library build a graph.
-      CUgraph child = nullptr;
-      if (CUresult r = d_.cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL); r != CUDA_SUCCESS)
-        return fail(r, "cuStreamBeginCapture (library call)");
-      Status s = library_call(c);
-      CUresult e = d_.cuStreamEndCapture(stream_, &child);
-      if (!s) {
-        if (child) d_.cuGraphDestroy(child);
-        return s;
-      }
-      if (e != CUDA_SUCCESS) return fail(e, "cuStreamEndCapture (library call)");
-      CUgraphNode node = nullptr;
-      CUresult r =
-          d_.cuGraphAddChildGraphNode(&node, graph_, deps.empty() ? nullptr : deps.data(), deps.size(), child);
-      d_.cuGraphDestroy(child);  // the node holds a clone
-      if (r != CUDA_SUCCESS)
-        return json_error(label(), fmt::format("/library_calls/{}", p.call),
-                          fmt::format("cuGraphAddChildGraphNode for library call {} ({}) failed: {}", p.call, p.name,
-                                      d_.describe(r)),
-                          ExitCode::Software);
-      call_node_of[p.call] = node;
-      return Status::ok();
-    };
-    if (!calls_after_.empty())
-      for (size_t c : calls_after_[0])
-        if (Status s = add_call(c); !s) return s;
+    // Nodes in run order (step_graph): kernels as kernel nodes, each library call as a child
+    // graph captured from the replay stream; edges are the IR's dependencies, library-call
+    // endpoints included, transitively reduced over all steps.
+    StepGraph sg = step_graph(df_);
+    std::vector<CUgraphNode> step_node(sg.steps.size(), nullptr);
+    std::map<int, size_t> launch_of;  // kernel id → plan launch index
+    for (size_t i = 0; i < plan_.launches.size(); ++i) launch_of[plan_.launches[i].kernel] = i;
+    std::map<int, size_t> plan_call_of;  // library call id → plan library call index
+    for (size_t c = 0; c < plan_.library_calls.size(); ++c) plan_call_of[plan_.library_calls[c].call] = c;
     std::vector<std::array<void*, 5>> extras(plan_.launches.size());
     std::vector<size_t> sizes(plan_.launches.size());
-    for (size_t i = 0; i < plan_.launches.size(); ++i) {
-      const PlanLaunch& l = plan_.launches[i];
+    for (size_t s = 0; s < sg.steps.size(); ++s) {
       std::vector<CUgraphNode> deps;
-      if (static_cast<size_t>(l.kernel) < g.preds.size())
-        for (int u : g.preds[l.kernel])
-          if (node_of.count(u)) deps.push_back(node_of[u]);
-      for (int c : kernel_after_call[l.kernel])
-        if (call_node_of.count(c)) deps.push_back(call_node_of[c]), ++call_edges;
-      KernelNodeParams p;
-      p.func = funcs_.at(l.name);
-      p.gridDimX = l.grid[0], p.gridDimY = l.grid[1], p.gridDimZ = l.grid[2];
-      p.blockDimX = l.block[0], p.blockDimY = l.block[1], p.blockDimZ = l.block[2];
-      p.sharedMemBytes = l.shared_memory;
-      sizes[i] = params_[i].size();
-      extras[i] = {reinterpret_cast<void*>(CU_LAUNCH_PARAM_BUFFER_POINTER), params_[i].data(),
-                   reinterpret_cast<void*>(CU_LAUNCH_PARAM_BUFFER_SIZE), &sizes[i],
-                   reinterpret_cast<void*>(CU_LAUNCH_PARAM_END)};
-      p.extra = extras[i].data();
+      for (int u : sg.preds[s])
+        if (step_node[u]) deps.push_back(step_node[u]);
       CUgraphNode node = nullptr;
-      if (CUresult r = d_.cuGraphAddKernelNode(&node, graph_, deps.empty() ? nullptr : deps.data(), deps.size(), &p);
-          r != CUDA_SUCCESS)
-        return kernel_fail(i, r, "cuGraphAddKernelNode");
-      node_of[l.kernel] = node;
-      if (!calls_after_.empty())
-        for (size_t c : calls_after_[static_cast<size_t>(l.kernel + 1)])
-          if (Status s = add_call(c); !s) return s;
+      if (sg.steps[s].library_call) {
+        const PlanLibraryCall& p = plan_.library_calls.at(plan_call_of.at(sg.steps[s].id));
+        // The call as a child graph captured from the replay stream: what cuBLAS queues is
+        // opaque (its own kernels), and capture is how the driver lets a library build a graph.
+        CUgraph child = nullptr;
+        if (CUresult r = d_.cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL); r != CUDA_SUCCESS)
+          return fail(r, "cuStreamBeginCapture (library call)");
+        Status st = library_call(plan_call_of.at(sg.steps[s].id));
+        CUresult e = d_.cuStreamEndCapture(stream_, &child);
+        if (!st) {
+          if (child) d_.cuGraphDestroy(child);
+          return st;
+        }
+        if (e != CUDA_SUCCESS) return fail(e, "cuStreamEndCapture (library call)");
+        CUresult r =
+            d_.cuGraphAddChildGraphNode(&node, graph_, deps.empty() ? nullptr : deps.data(), deps.size(), child);
+        d_.cuGraphDestroy(child);  // the node holds a clone
+        if (r != CUDA_SUCCESS)
+          return json_error(label(), fmt::format("/library_calls/{}", p.call),
+                            fmt::format("cuGraphAddChildGraphNode for library call {} ({}) failed: {}", p.call, p.name,
+                                        d_.describe(r)),
+                            ExitCode::Software);
+      } else {
+        size_t i = launch_of.at(sg.steps[s].id);
+        const PlanLaunch& l = plan_.launches[i];
+        KernelNodeParams p;
+        p.func = funcs_.at(l.name);
+        p.gridDimX = l.grid[0], p.gridDimY = l.grid[1], p.gridDimZ = l.grid[2];
+        p.blockDimX = l.block[0], p.blockDimY = l.block[1], p.blockDimZ = l.block[2];
+        p.sharedMemBytes = l.shared_memory;
+        sizes[i] = params_[i].size();
+        extras[i] = {reinterpret_cast<void*>(CU_LAUNCH_PARAM_BUFFER_POINTER), params_[i].data(),
+                     reinterpret_cast<void*>(CU_LAUNCH_PARAM_BUFFER_SIZE), &sizes[i],
+                     reinterpret_cast<void*>(CU_LAUNCH_PARAM_END)};
+        p.extra = extras[i].data();
+        if (CUresult r =
+                d_.cuGraphAddKernelNode(&node, graph_, deps.empty() ? nullptr : deps.data(), deps.size(), &p);
+            r != CUDA_SUCCESS)
+          return kernel_fail(i, r, "cuGraphAddKernelNode");
+      }
+      step_node[s] = node;
     }
-    rep_.dag_edges = g.edges + call_edges;
+    rep_.dag_edges = sg.edges;
     rep_.dag_longest_chain = g.longest_chain;
     std::vector<double> us(df_.kernels.size(), 0);
     for (const KernelTime& t : rep_.times)
       if (t.kernel >= 0 && static_cast<size_t>(t.kernel) < us.size()) us[t.kernel] = t.median_us;
     rep_.dag_critical_path_us = critical_path(g, us).time_us;
-    log_ << fmt::format("replay: dag: {} launches, {} library calls, {} edges ({} between kernels after reduction of "
-                        "{} dependent pairs, {} with a library call), longest kernel chain {} launches\n",
-                        plan_.launches.size(), plan_.library_calls.size(), rep_.dag_edges, g.edges,
-                        g.dependency_pairs, call_edges, g.longest_chain);
+    log_ << fmt::format("replay: dag: {} launches, {} library calls, {} edges ({} dependent pairs before reduction), "
+                        "longest kernel chain {} launches\n",
+                        plan_.launches.size(), plan_.library_calls.size(), sg.edges, sg.dependency_pairs,
+                        g.longest_chain);
     return Status::ok();
   }
 
