@@ -157,7 +157,13 @@ void check_calls(const Fakes& fake, const Dataflow& df, size_t expected_calls) {
   // Allocation base address of each buffer: plan order (storage ids ascending, then workspaces).
   Expected<ReplayPlan> plan = make_plan(df, options(params()).inputs);
   REQUIRE(plan);
-  REQUIRE(allocs.size() == plan->allocations.size());
+  // The plan's allocations, then the cuBLAS workspace set on the handle.
+  REQUIRE(allocs.size() == plan->allocations.size() + 1);
+  std::vector<Line> ws = fake.lines("cublasSetWorkspace");
+  REQUIRE(ws.size() == 1);
+  CHECK(ws[0].result == 0);
+  CHECK(ws[0].num("workspace") == allocs.back().num("ptr"));
+  CHECK(ws[0].num("bytes") == (32u << 20));
   std::vector<Line> gemms = fake.lines("cublasSgemm");
   REQUIRE(gemms.size() == expected_calls);
   for (size_t i = 0; i < gemms.size(); ++i) {
@@ -167,6 +173,7 @@ void check_calls(const Fakes& fake, const Dataflow& df, size_t expected_calls) {
     CHECK(g.result == 0);
     CHECK(g.at("handle") == creates[0].at("handle"));
     CHECK(g.num("stream") == streams[0].num("stream"));
+    CHECK(g.num("workspace") == ws[0].num("workspace"));
     const auto& A = c.args[0].tensor_shape;
     const auto& B = c.args[1].tensor_shape;
     const auto& C = c.args[2].tensor_shape;

@@ -62,6 +62,7 @@ Expected<Library> load_cublas(const std::string& override_path) {
       {"cublasSetStream_v2", true, reinterpret_cast<void**>(&l.cublasSetStream)},
       {"cublasSgemm_v2", true, reinterpret_cast<void**>(&l.cublasSgemm)},
       {"cublasSgemmStridedBatched", true, reinterpret_cast<void**>(&l.cublasSgemmStridedBatched)},
+      {"cublasSetWorkspace_v2", false, reinterpret_cast<void**>(&l.cublasSetWorkspace)},
       {"cublasGetStatusName", false, reinterpret_cast<void**>(&l.cublasGetStatusName)},
   };
   for (Entry& e : entries) {

@@ -2,6 +2,7 @@
 // linked, no cuBLAS headers at build time). Types are declared here as cublas_api.h does.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,8 @@ struct Library {
                                               long long stride_a, const float* B, int ldb, long long stride_b,
                                               const float* beta, float* C, int ldc, long long stride_c,
                                               int batch) = nullptr;
+  cublasStatus_t (*cublasSetWorkspace)(cublasHandle_t handle, void* workspace,
+                                       size_t bytes) = nullptr;  // cublasSetWorkspace_v2, optional (CUDA 11.4+)
   const char* (*cublasGetStatusName)(cublasStatus_t s) = nullptr;  // optional (CUDA 11.4.2+)
 
   /// "CUBLAS_STATUS_INVALID_VALUE (7)" for `s`.

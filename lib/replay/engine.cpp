@@ -43,6 +43,7 @@ using namespace cuda;
 constexpr unsigned char kGuardByte = 0xCB;
 constexpr int64_t kDefaultSharedMemory = 48 * 1024;  // static + dynamic above this needs the opt-in
 constexpr size_t kJitLogBytes = 16384;
+constexpr size_t kCublasWorkspaceBytes = 32u << 20;
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -90,6 +91,7 @@ class Engine {
     for (CUevent e : events_)
       if (e) d_.cuEventDestroy(e);
     if (blas_handle_) blas_->cublasDestroy(blas_handle_);
+    if (blas_workspace_) d_.cuMemFree(blas_workspace_);
     if (stream_ && d_.cuStreamDestroy) d_.cuStreamDestroy(stream_);
     for (CUdeviceptr p : bases_)
       if (p) d_.cuMemFree(p);
@@ -102,10 +104,10 @@ class Engine {
 
   Status run() {
     if (Status s = init_device(); !s) return s;
-    if (Status s = init_cublas(); !s) return s;
     if (Status s = load_module(); !s) return s;
     if (Status s = functions(); !s) return s;
     if (Status s = allocate(); !s) return s;
+    if (Status s = init_cublas(); !s) return s;
     if (opt_.kernel >= 0) return single_kernel();
     if (opt_.slice_first >= 0) return run_slice();
     for (const PlanUpload& u : plan_.uploads)
@@ -188,6 +190,21 @@ class Engine {
     if (cublas::cublasStatus_t r = blas_->cublasSetStream(blas_handle_, stream_); r != cublas::CUBLAS_STATUS_SUCCESS)
       return file_error(blas_->library, fmt::format("cublasSetStream_v2 failed: {}", blas_->describe(r)),
                         ExitCode::Software);
+    // An explicit workspace: otherwise cuBLAS 12.2+ allocates one with cudaMallocAsync during
+    // stream capture, which puts memory nodes into the captured graph, and a graph with
+    // memory nodes cannot be a child graph (--mode dag). 32 MiB: NVIDIA's recommendation for
+    // Hopper (4 MiB for older GPUs).
+    if (blas_->cublasSetWorkspace) {
+      if (CUresult r = d_.cuMemAlloc(&blas_workspace_, kCublasWorkspaceBytes); r != CUDA_SUCCESS) {
+        blas_workspace_ = 0;
+        return fail(r, fmt::format("cuMemAlloc of the {}-byte cuBLAS workspace", kCublasWorkspaceBytes));
+      }
+      if (cublas::cublasStatus_t r = blas_->cublasSetWorkspace(
+              blas_handle_, reinterpret_cast<void*>(static_cast<uintptr_t>(blas_workspace_)), kCublasWorkspaceBytes);
+          r != cublas::CUBLAS_STATUS_SUCCESS)
+        return file_error(blas_->library, fmt::format("cublasSetWorkspace_v2 failed: {}", blas_->describe(r)),
+                          ExitCode::Software);
+    }
     log_ << fmt::format("replay: cuBLAS {} for {} library calls\n", blas_->library, plan_.library_calls.size());
     calls_after_.assign(df_.kernels.size() + 1, {});
     for (size_t c = 0; c < plan_.library_calls.size(); ++c)
@@ -1038,6 +1055,7 @@ class Engine {
   const Driver& d_;
   const cublas::Library* blas_ = nullptr;        ///< null when the model makes no library call
   cublas::cublasHandle_t blas_handle_ = nullptr;
+  CUdeviceptr blas_workspace_ = 0;
   std::vector<std::vector<size_t>> calls_after_;  ///< kernel id + 1 → plan library calls after it
   const Dataflow& df_;
   const ReplayOptions& opt_;

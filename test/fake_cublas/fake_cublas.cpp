@@ -76,6 +76,8 @@ struct Handle {
   Driver drv;
   void* stream = nullptr;
   bool stream_set = false;
+  CUdeviceptr workspace = 0;
+  size_t workspace_bytes = 0;
 };
 
 struct Gemm {
@@ -164,9 +166,10 @@ Status gemm(const char* call, Handle* h, int ta, int tb, int m, int n, int k, co
     q = h->drv.enqueue(h->stream, call, &run_gemm, gemms().back().get());
     if (q != 0) r = kExecutionFailed, why = " error=enqueue_failed";
   }
-  log_line("%s handle=%p stream=%p transa=%s transb=%s m=%d n=%d k=%d lda=%d ldb=%d ldc=%d A=0x%llx B=0x%llx "
+  log_line("%s handle=%p stream=%p workspace=0x%llx transa=%s transb=%s m=%d n=%d k=%d lda=%d ldb=%d ldc=%d A=0x%llx B=0x%llx "
            "C=0x%llx stride_a=%lld stride_b=%lld stride_c=%lld batch=%d alpha=%g beta=%g -> %d%s",
-           call, static_cast<void*>(h), h && handles().count(h) ? h->stream : nullptr, op_name(ta), op_name(tb), m, n,
+           call, static_cast<void*>(h), h && handles().count(h) ? h->stream : nullptr,
+           h && handles().count(h) ? h->workspace : 0ull, op_name(ta), op_name(tb), m, n,
            k, lda, ldb, ldc, A, B, C, sa, sb, sc, batch, alpha ? *alpha : 0.0, beta ? *beta : 0.0, r, why);
   return r;
 }
@@ -203,6 +206,19 @@ Status cublasSetStream_v2(Handle* h, void* stream) {
   Status r = handles().count(h) ? kSuccess : kNotInitialized;
   if (r == kSuccess) h->stream = stream, h->stream_set = true;
   log_line("cublasSetStream handle=%p stream=%p -> %d", static_cast<void*>(h), stream, r);
+  return r;
+}
+
+/// The workspace must lie inside one allocation of the fake driver; 256-byte aligned as
+/// cuBLAS requires.
+Status cublasSetWorkspace_v2(Handle* h, void* ws, size_t bytes) {
+  Status r = handles().count(h) ? kSuccess : kNotInitialized;
+  CUdeviceptr p = reinterpret_cast<CUdeviceptr>(ws);
+  const char* why = "";
+  if (r == kSuccess && bytes && (!ws || p % 256 || !h->drv.host_pointer(p, bytes)))
+    r = kInvalidValue, why = " error=workspace_not_an_aligned_allocation";
+  if (r == kSuccess) h->workspace = p, h->workspace_bytes = bytes;
+  log_line("cublasSetWorkspace handle=%p workspace=0x%llx bytes=%zu -> %d%s", static_cast<void*>(h), p, bytes, r, why);
   return r;
 }
 
