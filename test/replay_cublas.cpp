@@ -478,3 +478,31 @@ TEST_CASE("the fake cuBLAS is as strict as the real one on handles, leading dime
   ::dlclose(blas);
   ::dlclose(drv);
 }
+
+TEST_CASE("--kernel and --nodes are refused for a model with library calls (69, one line)", "[replay][cublas]") {
+  const std::string p = params();
+  if (p.empty()) {
+    WARN("SKIPPED: ../shared/samples/mlp_cublas/params.bin is absent (over 5 MB, not in the repository)");
+    return;
+  }
+  Fakes fake;
+  Dataflow df = golden();
+  ReplayOptions o = options(p);
+  o.kernel = 1;
+  o.dump_dir = fake.dir;
+  std::ostringstream log;
+  Expected<ReplayReport> rep = replay(df, o, log);
+  REQUIRE(!rep);
+  CHECK(rep.error().code == ExitCode::Unavailable);
+  CHECK(rep.error().message.find("--kernel restores buffers from kernel dumps, which do not cover what library "
+                                 "calls write; this model makes 4 library calls") != std::string::npos);
+  ReplayOptions s = options(p);
+  s.slice_first = 1;
+  s.slice_last = 2;
+  s.inputs_from = fake.dir;
+  Expected<ReplayReport> rep2 = replay(df, s, log);
+  REQUIRE(!rep2);
+  CHECK(rep2.error().code == ExitCode::Unavailable);
+  CHECK(rep2.error().message.find("--nodes restores buffers") != std::string::npos);
+  CHECK(fake.lines("cuInit").empty());
+}
