@@ -342,7 +342,8 @@ TEST_CASE("replay refuses library calls it cannot run (69, naming the call) and 
   } cases[] = {
       {"unknown call", [](Dataflow& d) { d.library_calls[1].name = "tvm.contrib.cudnn.conv2d.forward"; },
        ExitCode::Unavailable,
-       "mlp_cublas:/library_calls/1: error: replay cannot run library call 'tvm.contrib.cudnn.conv2d.forward' of node 6"},
+       "mlp_cublas:/library_calls/1: error: replay cannot run library call 'tvm.contrib.cudnn.conv2d.forward' of "
+       "node 6"},
       {"thrust", [](Dataflow& d) { d.library_calls[0].name = "tvm.contrib.thrust.sort"; }, ExitCode::Unavailable,
        "replay cannot run library call 'tvm.contrib.thrust.sort'"},
       {"float16", [](Dataflow& d) { for (int j = 0; j < 3; ++j) d.library_calls[0].args[j].tensor_dtype = "float16"; },

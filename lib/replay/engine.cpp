@@ -672,7 +672,8 @@ class Engine {
     // Library calls are captured with the kernels: cuBLAS queues its work on the capturing stream.
     if (Status s = calls_after(-1); !s) return abandon(s);
     for (size_t i = 0; i < n; ++i) {
-      if (CUresult r = launch(i); r != CUDA_SUCCESS) return abandon(kernel_fail(i, r, "cuLaunchKernel (stream capture)"));
+      if (CUresult r = launch(i); r != CUDA_SUCCESS)
+        return abandon(kernel_fail(i, r, "cuLaunchKernel (stream capture)"));
       if (Status s = calls_after(plan_.launches[i].kernel); !s) return abandon(s);
     }
     if (CUresult r = d_.cuStreamEndCapture(stream_, &graph_); r != CUDA_SUCCESS) return fail(r, "cuStreamEndCapture");

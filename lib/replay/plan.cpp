@@ -604,15 +604,19 @@ std::string format_plan(const ReplayPlan& plan, const Dataflow& df) {
                        l.shared_memory, l.param_bytes, args);
   }
   for (const PlanLibraryCall& c : plan.library_calls) {
-    auto op = [](const PlanOperand& o) { return fmt::format("alloc{}+{} (buffer {})", o.allocation, o.offset, o.buffer); };
-    std::string gemm =
-        c.batched ? fmt::format("cublasSgemmStridedBatched({}, {}, m {}, n {}, k {}, B {} ldb {} stride {}, A {} lda {} "
-                                "stride {}, C {} ldc {} stride {}, batch {})",
-                                c.transb ? 'T' : 'N', c.transa ? 'T' : 'N', c.m, c.n, c.k, op(c.b), c.ldb, c.stride_b,
-                                op(c.a), c.lda, c.stride_a, op(c.c), c.ldc, c.stride_c, c.batch)
-                  : fmt::format("cublasSgemm_v2({}, {}, m {}, n {}, k {}, B {} ldb {}, A {} lda {}, C {} ldc {})",
-                                c.transb ? 'T' : 'N', c.transa ? 'T' : 'N', c.m, c.n, c.k, op(c.b), c.ldb, op(c.a), c.lda,
-                                op(c.c), c.ldc);
+    auto op = [](const PlanOperand& o) {
+      return fmt::format("alloc{}+{} (buffer {})", o.allocation, o.offset, o.buffer);
+    };
+    const char tb = c.transb ? 'T' : 'N', ta = c.transa ? 'T' : 'N';
+    std::string gemm;
+    if (c.batched)
+      gemm = fmt::format("cublasSgemmStridedBatched({}, {}, m {}, n {}, k {}, B {} ldb {} stride {}, A {} lda {} "
+                         "stride {}, C {} ldc {} stride {}, batch {})",
+                         tb, ta, c.m, c.n, c.k, op(c.b), c.ldb, c.stride_b, op(c.a), c.lda, c.stride_a, op(c.c), c.ldc,
+                         c.stride_c, c.batch);
+    else
+      gemm = fmt::format("cublasSgemm_v2({}, {}, m {}, n {}, k {}, B {} ldb {}, A {} lda {}, C {} ldc {})", tb, ta,
+                         c.m, c.n, c.k, op(c.b), c.ldb, op(c.a), c.lda, op(c.c), c.ldc);
     out += fmt::format("call {}: {} node {} after kernel {}: {}\n", c.call, c.name, c.node, c.after_kernel, gemm);
   }
   for (size_t i = 0; i < plan.outputs.size(); ++i) {

@@ -166,7 +166,8 @@ Status gemm(const char* call, Handle* h, int ta, int tb, int m, int n, int k, co
     q = h->drv.enqueue(h->stream, call, &run_gemm, gemms().back().get());
     if (q != 0) r = kExecutionFailed, why = " error=enqueue_failed";
   }
-  log_line("%s handle=%p stream=%p workspace=0x%llx transa=%s transb=%s m=%d n=%d k=%d lda=%d ldb=%d ldc=%d A=0x%llx B=0x%llx "
+  log_line("%s handle=%p stream=%p workspace=0x%llx transa=%s transb=%s m=%d n=%d k=%d lda=%d ldb=%d ldc=%d "
+           "A=0x%llx B=0x%llx "
            "C=0x%llx stride_a=%lld stride_b=%lld stride_c=%lld batch=%d alpha=%g beta=%g -> %d%s",
            call, static_cast<void*>(h), h && handles().count(h) ? h->stream : nullptr,
            h && handles().count(h) ? h->workspace : 0ull, op_name(ta), op_name(tb), m, n,

@@ -928,7 +928,8 @@ CUresult cuGraphAddKernelNode_v2(Handle* node, Handle graph, const Handle* deps,
   }
   if (r == kSuccess) {
     const Function& fn = fit->second;
-    n.launch = Launch{reinterpret_cast<uintptr_t>(p->func), {p->gx, p->gy, p->gz}, {p->bx, p->by, p->bz}, p->smem, "", {}, ""};
+    n.launch = Launch{reinterpret_cast<uintptr_t>(p->func), {p->gx, p->gy, p->gz}, {p->bx, p->by, p->bz}, p->smem, "",
+                      {}, ""};
     void* buf = nullptr;
     size_t size = 0;
     for (void** e = p->extra; *e; e += 2) {
