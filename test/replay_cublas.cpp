@@ -480,7 +480,7 @@ TEST_CASE("the fake cuBLAS is as strict as the real one on handles, leading dime
   ::dlclose(drv);
 }
 
-TEST_CASE("--kernel and --nodes are refused for a model with library calls (69, one line)", "[replay][cublas]") {
+TEST_CASE("replay refuses --kernel and --nodes for a model with library calls (69, one line)", "[replay][cublas]") {
   const std::string p = params();
   if (p.empty()) {
     WARN("SKIPPED: ../shared/samples/mlp_cublas/params.bin is absent (over 5 MB, not in the repository)");
