@@ -648,6 +648,11 @@ class Engine {
         "CUDA events between launches queued back to back on one stream, one wait per run; {} timed runs after 1 "
         "checked (synchronised, untimed) and {} warm-up runs; a kernel's time includes any gap before it starts",
         opt_.repeat, opt_.warmup);
+    if (!plan_.library_calls.empty())
+      rep_.timing_method += fmt::format("; the {} library calls (cuBLAS) are queued between a kernel's end event and "
+                                        "the next kernel, so a kernel's time includes the calls just before it (the "
+                                        "run's total includes every call)",
+                                        plan_.library_calls.size());
     return Status::ok();
   }
 
