@@ -4,6 +4,7 @@
 // its stack, writing a workspace that the node's fused add/relu kernel then reads).
 // samples_pipeline.cpp checks every call against truth.json; this file checks what the
 // commands make of them.
+#include <filesystem>
 #include <string>
 
 #include <catch2/catch.hpp>
