@@ -507,3 +507,47 @@ TEST_CASE("replay refuses --kernel and --nodes for a model with library calls (6
   CHECK(rep2.error().message.find("--nodes restores buffers") != std::string::npos);
   CHECK(fake.lines("cuInit").empty());
 }
+
+TEST_CASE("step_graph: kernels and library calls in run order, reduced over both", "[replay][cublas]") {
+  // Hand-made IR (a labelled unit case): call 0 before kernel 0, kernel 0, call 1 after
+  // kernel 0, kernel 1, call 2 after the last kernel. Dependencies: call0→k0 (RAW),
+  // k0→call1 (RAW), call1→k1 (RAW), k0→k1 (WAW, implied through call 1), k1→call2 (RAW),
+  // call0→call2 (WAR, implied), and one edge against run order (k1→call1), which is dropped.
+  Dataflow df;
+  df.kernels.resize(2);
+  df.kernels[0].id = 0;
+  df.kernels[1].id = 1;
+  df.library_calls.resize(3);
+  for (int i = 0; i < 3; ++i) df.library_calls[i].id = i;
+  df.library_calls[0].after_kernel = -1;
+  df.library_calls[1].after_kernel = 0;
+  df.library_calls[2].after_kernel = 1;
+  auto dep = [&](int from, bool fc, int to, bool tc) {
+    Dependency d;
+    d.from = from, d.to = to, d.from_library_call = fc, d.to_library_call = tc;
+    df.dependencies.push_back(d);
+  };
+  dep(0, true, 0, false);
+  dep(0, false, 1, true);
+  dep(1, true, 1, false);
+  dep(0, false, 1, false);
+  dep(1, false, 2, true);
+  dep(0, true, 2, true);
+  dep(1, false, 1, true);
+  StepGraph g = step_graph(df);
+  REQUIRE(g.steps.size() == 5);
+  CHECK((g.steps[0].library_call && g.steps[0].id == 0));
+  CHECK((!g.steps[1].library_call && g.steps[1].id == 0));
+  CHECK((g.steps[2].library_call && g.steps[2].id == 1));
+  CHECK((!g.steps[3].library_call && g.steps[3].id == 1));
+  CHECK((g.steps[4].library_call && g.steps[4].id == 2));
+  CHECK(g.dependency_pairs == 6);
+  CHECK(g.edges == 4);
+  CHECK(g.preds[1] == std::vector<int>{0});
+  CHECK(g.preds[2] == std::vector<int>{1});
+  CHECK(g.preds[3] == std::vector<int>{2});  // k0→k1 dropped: implied through call 1
+  CHECK(g.preds[4] == std::vector<int>{3});  // call0→call2 dropped
+  // The kernel-only graph keeps k0→k1: it ignores library calls.
+  LaunchGraph lg = launch_graph(df);
+  CHECK(lg.preds[1] == std::vector<int>{0});
+}
