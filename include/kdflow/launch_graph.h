@@ -28,6 +28,22 @@ struct LaunchGraph {
 /// Builds the reduced DAG from df.dependencies. O(kernels² / 64) memory.
 LaunchGraph launch_graph(const Dataflow& df);
 
+/// Every step the model runs — kernels and library calls — as one DAG, in run order: the
+/// library calls with after_kernel -1, kernel 0, the calls after kernel 0, kernel 1, ...
+/// Edges are df.dependencies (library-call endpoints included), transitively reduced over
+/// all steps, so a kernel → kernel edge implied through a library call is dropped too.
+struct StepGraph {
+  struct Step {
+    bool library_call = false;
+    int id = 0;  ///< kernel id, or library call id
+  };
+  std::vector<Step> steps;
+  std::vector<std::vector<int>> preds;  ///< step index → step indices it must wait for (ascending)
+  size_t dependency_pairs = 0;          ///< distinct (from, to) step pairs in df.dependencies
+  size_t edges = 0;                     ///< after reduction
+};
+StepGraph step_graph(const Dataflow& df);
+
 /// The path through `g` whose kernel times (kernel id → µs) add up to the most: the best
 /// any amount of concurrency could do. Kernels missing from `kernel_us` count 0.
 struct CriticalPath {

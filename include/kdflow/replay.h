@@ -77,12 +77,39 @@ struct PlanLaunch {
   uint32_t param_bytes = 0;    ///< size of the packed parameter buffer
 };
 
+/// One operand of a library call: where its data starts on the device.
+struct PlanOperand {
+  int buffer = -1;
+  int allocation = -1;
+  uint64_t offset = 0;  ///< byte offset into the allocation
+  uint64_t bytes = 0;   ///< bytes the view spans (dtype size × elements)
+};
+
+/// A cuBLAS call (tvm.contrib.cublas.matmul / batch_matmul, float32) with the column-major
+/// arguments TVM 0.14's cublas.cc passes (row-major A·B computed as Bᵀ·Aᵀ: operands swapped):
+/// cublasSgemm_v2(handle, op(transb), op(transa), m, n, k, 1, B, ldb, A, lda, 0, C, ldc),
+/// batch_matmul via cublasSgemmStridedBatched with the strides below.
+struct PlanLibraryCall {
+  int call = 0;               ///< library call id in the IR
+  std::string name;           ///< "tvm.contrib.cublas.matmul"
+  int node = -1;
+  int after_kernel = -1;      ///< runs after this kernel (-1: before the first)
+  bool batched = false;
+  bool transa = false, transb = false;  ///< as TVM passes them (row-major view)
+  int64_t m = 0, n = 0, k = 0;          ///< cuBLAS m, n, k (column-major, operands swapped)
+  int64_t lda = 0, ldb = 0, ldc = 0;    ///< ldb: of the first cuBLAS operand (TVM's B), lda: of TVM's A
+  int64_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;  ///< elements; 0 broadcasts a batch of 1
+  PlanOperand a, b, c;        ///< TVM's A, B, C
+};
+
 struct ReplayPlan {
   std::string label;
   std::vector<PlanAllocation> allocations;  ///< storage ids ascending, then workspaces in buffer order
   std::vector<int> buffer_allocation;       ///< buffer id → allocation id (-1: none)
   std::vector<PlanUpload> uploads;          ///< params (IR order), then inputs
   std::vector<PlanLaunch> launches;         ///< in the IR's launch order
+  std::vector<PlanLibraryCall> library_calls;  ///< cuBLAS calls, in IR order (each after its after_kernel)
   std::vector<int> outputs;                 ///< buffer ids of the graph outputs
   uint64_t total_bytes = 0;
 };
@@ -141,6 +168,7 @@ struct ReplayOptions {
   double rtol = 1e-3;                ///< float outputs: |a - e| <= atol + rtol * |e|
   double atol = 1e-5;
   std::string cuda_library;          ///< empty: $KDFLOW_CUDA_LIBRARY, else libcuda.so.1
+  std::string cublas_library;        ///< empty: $KDFLOW_CUBLAS_LIBRARY, else libcublas.so.13/.12/.11/libcublas.so
   double time_limit_s = 600;         ///< give up (exit 65, naming the kernel) when the GPU work waited on
                                      ///< takes longer; 0: no limit
   bool locate = false;               ///< internal: every run synchronised after each kernel, untimed
@@ -188,6 +216,7 @@ struct ReplayReport {
   std::string driver;          ///< library loaded
   std::string device;          ///< "NVIDIA H100 80GB HBM3 (sm_90)"
   std::string module;          ///< file loaded; several modules: their files, ", "-separated
+  std::string cublas;          ///< cuBLAS library loaded ("" when the model makes no library call)
   ModuleFormat module_format = ModuleFormat::Unknown;  ///< of the (first) module loaded
   ReplayMode mode = ReplayMode::Eager;
   int warmup = 0;

@@ -72,6 +72,55 @@ LaunchGraph launch_graph(const Dataflow& df) {
   return g;
 }
 
+StepGraph step_graph(const Dataflow& df) {
+  StepGraph g;
+  const size_t nk = df.kernels.size(), nc = df.library_calls.size();
+  std::vector<int> kernel_step(nk, -1), call_step(nc, -1);
+  std::vector<std::vector<int>> calls_after(nk + 1);
+  for (size_t c = 0; c < nc; ++c) {
+    int a = df.library_calls[c].after_kernel;
+    if (a < -1 || a >= static_cast<int>(nk)) a = static_cast<int>(nk) - 1;  // out of range: at the end
+    calls_after[static_cast<size_t>(a + 1)].push_back(static_cast<int>(c));
+  }
+  auto add = [&](bool call, int id) {
+    (call ? call_step : kernel_step)[id] = static_cast<int>(g.steps.size());
+    g.steps.push_back({call, id});
+  };
+  for (int c : calls_after[0]) add(true, c);
+  for (size_t k = 0; k < nk; ++k) {
+    add(false, static_cast<int>(k));
+    for (int c : calls_after[k + 1]) add(true, c);
+  }
+  const size_t n = g.steps.size();
+  g.preds.assign(n, {});
+  std::vector<std::set<int>> direct(n);
+  for (const Dependency& d : df.dependencies) {
+    const std::vector<int>& fs = d.from_library_call ? call_step : kernel_step;
+    const std::vector<int>& ts = d.to_library_call ? call_step : kernel_step;
+    if (d.from < 0 || d.to < 0 || static_cast<size_t>(d.from) >= fs.size() || static_cast<size_t>(d.to) >= ts.size())
+      continue;
+    int u = fs[d.from], v = ts[d.to];
+    if (u < v) direct[v].insert(u);  // an edge against run order cannot be honoured: dropped
+  }
+  for (const auto& s : direct) g.dependency_pairs += s.size();
+  size_t words = (n + 63) / 64;
+  std::vector<std::vector<uint64_t>> anc(n, std::vector<uint64_t>(words, 0));
+  auto has = [&](const std::vector<uint64_t>& b, int i) { return (b[i / 64] >> (i % 64)) & 1u; };
+  for (size_t v = 0; v < n; ++v) {
+    std::vector<uint64_t> reach(words, 0);
+    for (auto it = direct[v].rbegin(); it != direct[v].rend(); ++it) {
+      int u = *it;
+      if (!has(reach, u)) g.preds[v].push_back(u);
+      reach[u / 64] |= uint64_t{1} << (u % 64);
+      for (size_t k = 0; k < words; ++k) reach[k] |= anc[u][k];
+    }
+    anc[v] = std::move(reach);
+    std::sort(g.preds[v].begin(), g.preds[v].end());
+    g.edges += g.preds[v].size();
+  }
+  return g;
+}
+
 CriticalPath critical_path(const LaunchGraph& g, const std::vector<double>& kernel_us) {
   auto [t, path] = longest(g, kernel_us);
   return CriticalPath{t, std::move(path)};

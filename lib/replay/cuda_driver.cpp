@@ -122,6 +122,8 @@ Expected<Driver> load_driver(const std::string& override_path) {
       {"cuGraphCreate", 10000, "cuGraphCreate", false, reinterpret_cast<void**>(&d.cuGraphCreate)},
       {"cuGraphAddKernelNode", 12000, "cuGraphAddKernelNode_v2", false,
        reinterpret_cast<void**>(&d.cuGraphAddKernelNode)},
+      {"cuGraphAddChildGraphNode", 10000, "cuGraphAddChildGraphNode", false,
+       reinterpret_cast<void**>(&d.cuGraphAddChildGraphNode)},
       {"cuDriverGetVersion", 2020, "cuDriverGetVersion", false, reinterpret_cast<void**>(&d.cuDriverGetVersion)},
       {"cuGraphLaunch", 10000, "cuGraphLaunch", true, reinterpret_cast<void**>(&d.cuGraphLaunch)},
       {"cuGraphDestroy", 10000, "cuGraphDestroy", true, reinterpret_cast<void**>(&d.cuGraphDestroy)},

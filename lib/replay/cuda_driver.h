@@ -134,6 +134,8 @@ struct Driver {
   CUresult (*cuGraphCreate)(CUgraph* graph, unsigned flags) = nullptr;  // optional (--mode dag)
   CUresult (*cuGraphAddKernelNode)(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
                                    const KernelNodeParams* params) = nullptr;  // _v2, optional (--mode dag)
+  CUresult (*cuGraphAddChildGraphNode)(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
+                                       CUgraph child) = nullptr;  // optional (--mode dag with library calls)
   CUresult (*cuDriverGetVersion)(int* version) = nullptr;                      // optional
   CUresult (*cuGraphLaunch)(CUgraphExec exec, CUstream stream) = nullptr;
   CUresult (*cuGraphDestroy)(CUgraph graph) = nullptr;

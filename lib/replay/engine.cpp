@@ -23,10 +23,12 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <thread>
 
+#include "cublas.h"
 #include "cuda_driver.h"
 #include "kdflow/device_module.h"
 #include "kdflow/io.h"
@@ -41,6 +43,7 @@ using namespace cuda;
 constexpr unsigned char kGuardByte = 0xCB;
 constexpr int64_t kDefaultSharedMemory = 48 * 1024;  // static + dynamic above this needs the opt-in
 constexpr size_t kJitLogBytes = 16384;
+constexpr size_t kCublasWorkspaceBytes = 32u << 20;
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -74,8 +77,9 @@ std::string one_line_log(const char* log) {
 
 class Engine {
  public:
-  Engine(const Driver& d, const Dataflow& df, const ReplayOptions& opt, ReplayReport& rep, std::ostream& log)
-      : d_(d), df_(df), opt_(opt), rep_(rep), plan_(rep.plan), log_(log) {}
+  Engine(const Driver& d, const cublas::Library* blas, const Dataflow& df, const ReplayOptions& opt,
+         ReplayReport& rep, std::ostream& log)
+      : d_(d), blas_(blas), df_(df), opt_(opt), rep_(rep), plan_(rep.plan), log_(log) {}
 
   ~Engine() {
     // A kernel that never finishes makes every call that waits for the device block: leave
@@ -86,6 +90,8 @@ class Engine {
     if (graph_) d_.cuGraphDestroy(graph_);
     for (CUevent e : events_)
       if (e) d_.cuEventDestroy(e);
+    if (blas_handle_) blas_->cublasDestroy(blas_handle_);
+    if (blas_workspace_) d_.cuMemFree(blas_workspace_);
     if (stream_ && d_.cuStreamDestroy) d_.cuStreamDestroy(stream_);
     for (CUdeviceptr p : bases_)
       if (p) d_.cuMemFree(p);
@@ -102,6 +108,7 @@ class Engine {
     if (Status s = load_modules(); !s) return s;
     if (Status s = functions(); !s) return s;
     if (Status s = allocate(); !s) return s;
+    if (Status s = init_cublas(); !s) return s;
     if (opt_.kernel >= 0) return single_kernel();
     if (opt_.slice_first >= 0) return run_slice();
     for (const PlanUpload& u : plan_.uploads)
@@ -168,6 +175,74 @@ class Engine {
   /// not wait for: let them land before anything is launched.
   Status settle() {
     if (CUresult r = d_.cuCtxSynchronize(); r != CUDA_SUCCESS) return fail(r, "cuCtxSynchronize (after the uploads)");
+    return Status::ok();
+  }
+
+  /// A cuBLAS handle bound to the replay stream, when the model makes library calls. cuBLAS
+  /// works in the context current on this thread (the primary one, as the CUDA runtime uses).
+  Status init_cublas() {
+    if (plan_.library_calls.empty() || !blas_) return Status::ok();
+    rep_.cublas = blas_->library;
+    if (cublas::cublasStatus_t r = blas_->cublasCreate(&blas_handle_); r != cublas::CUBLAS_STATUS_SUCCESS) {
+      blas_handle_ = nullptr;
+      return file_error(blas_->library, fmt::format("cublasCreate_v2 failed: {}", blas_->describe(r)),
+                        ExitCode::Unavailable);
+    }
+    if (cublas::cublasStatus_t r = blas_->cublasSetStream(blas_handle_, stream_); r != cublas::CUBLAS_STATUS_SUCCESS)
+      return file_error(blas_->library, fmt::format("cublasSetStream_v2 failed: {}", blas_->describe(r)),
+                        ExitCode::Software);
+    // An explicit workspace: otherwise cuBLAS 12.2+ allocates one with cudaMallocAsync during
+    // stream capture, which puts memory nodes into the captured graph, and a graph with
+    // memory nodes cannot be a child graph (--mode dag). 32 MiB: NVIDIA's recommendation for
+    // Hopper (4 MiB for older GPUs).
+    if (blas_->cublasSetWorkspace) {
+      if (CUresult r = d_.cuMemAlloc(&blas_workspace_, kCublasWorkspaceBytes); r != CUDA_SUCCESS) {
+        blas_workspace_ = 0;
+        return fail(r, fmt::format("cuMemAlloc of the {}-byte cuBLAS workspace", kCublasWorkspaceBytes));
+      }
+      if (cublas::cublasStatus_t r = blas_->cublasSetWorkspace(
+              blas_handle_, reinterpret_cast<void*>(static_cast<uintptr_t>(blas_workspace_)), kCublasWorkspaceBytes);
+          r != cublas::CUBLAS_STATUS_SUCCESS)
+        return file_error(blas_->library, fmt::format("cublasSetWorkspace_v2 failed: {}", blas_->describe(r)),
+                          ExitCode::Software);
+    }
+    log_ << fmt::format("replay: cuBLAS {} for {} library calls\n", blas_->library, plan_.library_calls.size());
+    calls_after_.assign(df_.kernels.size() + 1, {});
+    for (size_t c = 0; c < plan_.library_calls.size(); ++c)
+      calls_after_[plan_.library_calls[c].after_kernel + 1].push_back(c);
+    return Status::ok();
+  }
+
+  /// Queues library call `c` on the replay stream (or the stream being captured).
+  Status library_call(size_t c) {
+    const PlanLibraryCall& p = plan_.library_calls[c];
+    auto dev = [&](const PlanOperand& o) {
+      return reinterpret_cast<float*>(static_cast<uintptr_t>(bases_[o.allocation] + o.offset));
+    };
+    const float alpha = 1.0f, beta = 0.0f;
+    const auto ob = p.transb ? cublas::CUBLAS_OP_T : cublas::CUBLAS_OP_N;
+    const auto oa = p.transa ? cublas::CUBLAS_OP_T : cublas::CUBLAS_OP_N;
+    // Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: B goes first (TVM's CallGemm).
+    cublas::cublasStatus_t r =
+        p.batched ? blas_->cublasSgemmStridedBatched(blas_handle_, ob, oa, int(p.m), int(p.n), int(p.k), &alpha,
+                                                     dev(p.b), int(p.ldb), p.stride_b, dev(p.a), int(p.lda),
+                                                     p.stride_a, &beta, dev(p.c), int(p.ldc), p.stride_c,
+                                                     int(p.batch))
+                  : blas_->cublasSgemm(blas_handle_, ob, oa, int(p.m), int(p.n), int(p.k), &alpha, dev(p.b),
+                                       int(p.ldb), dev(p.a), int(p.lda), &beta, dev(p.c), int(p.ldc));
+    if (r == cublas::CUBLAS_STATUS_SUCCESS) return Status::ok();
+    return json_error(label(), fmt::format("/library_calls/{}", p.call),
+                      fmt::format("{} for library call {} ({} of node {}) failed: {}",
+                                  p.batched ? "cublasSgemmStridedBatched" : "cublasSgemm_v2", p.call, p.name, p.node,
+                                  blas_->describe(r)),
+                      ExitCode::Software);
+  }
+
+  /// Queues the library calls that follow kernel `kernel` (-1: those before the first).
+  Status calls_after(int kernel) {
+    if (calls_after_.empty()) return Status::ok();
+    for (size_t c : calls_after_[static_cast<size_t>(kernel + 1)])
+      if (Status s = library_call(c); !s) return s;
     return Status::ok();
   }
 
@@ -555,7 +630,8 @@ class Engine {
   /// timed runs queued back to back. With opt_.locate every run is synchronised.
   Status eager() {
     size_t n = plan_.launches.size();
-    if (Status s = make_events(std::max<size_t>(n + 1, 2)); !s) return s;
+    // events_[n + 1] closes a run after the library calls that follow the last kernel.
+    if (Status s = make_events(n + 2); !s) return s;
     if (!opt_.dump_dir.empty())
       if (Status s = ensure_dir(opt_.dump_dir); !s) return s;
     std::vector<std::vector<double>> samples(n);
@@ -567,6 +643,7 @@ class Engine {
         if (checked) return fail(r, "cuEventRecord");
         return unlocated(run, r, "cuEventRecord before the first kernel");
       }
+      if (Status s = calls_after(-1); !s) return s;
       for (size_t i = 0; i < n; ++i) {
         CUresult r = launch(i);
         if (r == CUDA_SUCCESS) r = d_.cuEventRecord(events_[i + 1], stream_);
@@ -575,21 +652,33 @@ class Engine {
           return unlocated(run, r, fmt::format("queueing kernel {} ({})", plan_.launches[i].kernel,
                                                plan_.launches[i].name));
         }
-        if (!checked) continue;
-        CUresult done = CUDA_SUCCESS;
-        if (Status s = wait(events_[i + 1], [&] { return hung_kernel(i); }, &done); !s) return s;
-        if (done != CUDA_SUCCESS) return locate_or_fail(run, i, done, "running");
-        if (opt_.locate) continue;
-        Expected<bool> fired = guard_fired(static_cast<int>(i));
-        if (!fired) return fired.error();
-        if (*fired) return Status::ok();  // memory is corrupt: report and stop
-        if (!opt_.dump_dir.empty())
-          if (Status s = dump(i); !s) return s;
+        if (checked) {
+          CUresult done = CUDA_SUCCESS;
+          if (Status s = wait(events_[i + 1], [&] { return hung_kernel(i); }, &done); !s) return s;
+          if (done != CUDA_SUCCESS) return locate_or_fail(run, i, done, "running");
+          if (!opt_.locate) {
+            Expected<bool> fired = guard_fired(static_cast<int>(i));
+            if (!fired) return fired.error();
+            if (*fired) return Status::ok();  // memory is corrupt: report and stop
+            if (!opt_.dump_dir.empty())
+              if (Status s = dump(i); !s) return s;
+          }
+        }
+        // Library calls go after the event that ends the kernel before them (and after its
+        // dump): their time falls into the next kernel's interval.
+        if (Status s = calls_after(plan_.launches[i].kernel); !s) return s;
       }
-      if (!checked) {
+      if (CUresult r = d_.cuEventRecord(events_[n + 1], stream_); r != CUDA_SUCCESS) {
+        if (checked) return fail(r, "cuEventRecord");
+        return unlocated(run, r, "cuEventRecord after the last kernel");
+      }
+      {
         CUresult done = CUDA_SUCCESS;
-        if (Status s = wait(events_[n], [&] { return hung_kernel(first_unfinished()); }, &done); !s) return s;
-        if (done != CUDA_SUCCESS) return unlocated(run, done, "a kernel");
+        if (Status s = wait(events_[n + 1], [&] { return hung_kernel(first_unfinished()); }, &done); !s) return s;
+        if (done != CUDA_SUCCESS) {
+          if (checked) return fail(done, "the library calls after the last kernel");
+          return unlocated(run, done, "a kernel");
+        }
       }
       if (run < 1 + opt_.warmup || opt_.locate) continue;
       for (size_t i = 0; i < n; ++i) {
@@ -598,7 +687,7 @@ class Engine {
         samples[i].push_back(us);
       }
       double us = 0;
-      if (Status s = elapsed_us(events_[0], events_[n], &us); !s) return s;
+      if (Status s = elapsed_us(events_[0], events_[n + 1], &us); !s) return s;
       runs_us.push_back(us);
     }
     if (opt_.locate) return Status::ok();
@@ -624,6 +713,11 @@ class Engine {
         "CUDA events between launches queued back to back on one stream, one wait per run; {} timed runs after 1 "
         "checked (synchronised, untimed) and {} warm-up runs; a kernel's time includes any gap before it starts",
         opt_.repeat, opt_.warmup);
+    if (!plan_.library_calls.empty())
+      rep_.timing_method += fmt::format("; the {} library calls (cuBLAS) are queued between a kernel's end event and "
+                                        "the next kernel, so a kernel's time includes the calls just before it (the "
+                                        "run's total includes every call)",
+                                        plan_.library_calls.size());
     return Status::ok();
   }
 
@@ -641,11 +735,16 @@ class Engine {
     size_t n = plan_.launches.size();
     if (CUresult r = d_.cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL); r != CUDA_SUCCESS)
       return fail(r, "cuStreamBeginCapture");
+    auto abandon = [&](Status s) {
+      d_.cuStreamEndCapture(stream_, &graph_);
+      return s;
+    };
+    // Library calls are captured with the kernels: cuBLAS queues its work on the capturing stream.
+    if (Status s = calls_after(-1); !s) return abandon(s);
     for (size_t i = 0; i < n; ++i) {
-      if (CUresult r = launch(i); r != CUDA_SUCCESS) {
-        d_.cuStreamEndCapture(stream_, &graph_);
-        return kernel_fail(i, r, "cuLaunchKernel (stream capture)");
-      }
+      if (CUresult r = launch(i); r != CUDA_SUCCESS)
+        return abandon(kernel_fail(i, r, "cuLaunchKernel (stream capture)"));
+      if (Status s = calls_after(plan_.launches[i].kernel); !s) return abandon(s);
     }
     if (CUresult r = d_.cuStreamEndCapture(stream_, &graph_); r != CUDA_SUCCESS) return fail(r, "cuStreamEndCapture");
     return Status::ok();
@@ -658,42 +757,79 @@ class Engine {
       return file_error(d_.library,
                         "the CUDA driver has no cuGraphAddKernelNode_v2 (--mode dag needs CUDA 12 or later)",
                         ExitCode::Unavailable);
+    if (!plan_.library_calls.empty() && !d_.cuGraphAddChildGraphNode)
+      return file_error(d_.library, "the CUDA driver has no cuGraphAddChildGraphNode (--mode dag with library calls)",
+                        ExitCode::Unavailable);
     LaunchGraph g = launch_graph(df_);
     if (CUresult r = d_.cuGraphCreate(&graph_, 0); r != CUDA_SUCCESS) return fail(r, "cuGraphCreate");
-    std::map<int, CUgraphNode> node_of;  // kernel id → graph node
+    // Nodes in run order (step_graph): kernels as kernel nodes, each library call as a child
+    // graph captured from the replay stream; edges are the IR's dependencies, library-call
+    // endpoints included, transitively reduced over all steps.
+    StepGraph sg = step_graph(df_);
+    std::vector<CUgraphNode> step_node(sg.steps.size(), nullptr);
+    std::map<int, size_t> launch_of;  // kernel id → plan launch index
+    for (size_t i = 0; i < plan_.launches.size(); ++i) launch_of[plan_.launches[i].kernel] = i;
+    std::map<int, size_t> plan_call_of;  // library call id → plan library call index
+    for (size_t c = 0; c < plan_.library_calls.size(); ++c) plan_call_of[plan_.library_calls[c].call] = c;
     std::vector<std::array<void*, 5>> extras(plan_.launches.size());
     std::vector<size_t> sizes(plan_.launches.size());
-    for (size_t i = 0; i < plan_.launches.size(); ++i) {
-      const PlanLaunch& l = plan_.launches[i];
+    for (size_t s = 0; s < sg.steps.size(); ++s) {
       std::vector<CUgraphNode> deps;
-      if (static_cast<size_t>(l.kernel) < g.preds.size())
-        for (int u : g.preds[l.kernel])
-          if (node_of.count(u)) deps.push_back(node_of[u]);
-      KernelNodeParams p;
-      p.func = funcs_.at(l.name);
-      p.gridDimX = l.grid[0], p.gridDimY = l.grid[1], p.gridDimZ = l.grid[2];
-      p.blockDimX = l.block[0], p.blockDimY = l.block[1], p.blockDimZ = l.block[2];
-      p.sharedMemBytes = l.shared_memory;
-      sizes[i] = params_[i].size();
-      extras[i] = {reinterpret_cast<void*>(CU_LAUNCH_PARAM_BUFFER_POINTER), params_[i].data(),
-                   reinterpret_cast<void*>(CU_LAUNCH_PARAM_BUFFER_SIZE), &sizes[i],
-                   reinterpret_cast<void*>(CU_LAUNCH_PARAM_END)};
-      p.extra = extras[i].data();
+      for (int u : sg.preds[s])
+        if (step_node[u]) deps.push_back(step_node[u]);
       CUgraphNode node = nullptr;
-      if (CUresult r = d_.cuGraphAddKernelNode(&node, graph_, deps.empty() ? nullptr : deps.data(), deps.size(), &p);
-          r != CUDA_SUCCESS)
-        return kernel_fail(i, r, "cuGraphAddKernelNode");
-      node_of[l.kernel] = node;
+      if (sg.steps[s].library_call) {
+        const PlanLibraryCall& p = plan_.library_calls.at(plan_call_of.at(sg.steps[s].id));
+        // The call as a child graph captured from the replay stream: what cuBLAS queues is
+        // opaque (its own kernels), and capture is how the driver lets a library build a graph.
+        CUgraph child = nullptr;
+        if (CUresult r = d_.cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL); r != CUDA_SUCCESS)
+          return fail(r, "cuStreamBeginCapture (library call)");
+        Status st = library_call(plan_call_of.at(sg.steps[s].id));
+        CUresult e = d_.cuStreamEndCapture(stream_, &child);
+        if (!st) {
+          if (child) d_.cuGraphDestroy(child);
+          return st;
+        }
+        if (e != CUDA_SUCCESS) return fail(e, "cuStreamEndCapture (library call)");
+        CUresult r =
+            d_.cuGraphAddChildGraphNode(&node, graph_, deps.empty() ? nullptr : deps.data(), deps.size(), child);
+        d_.cuGraphDestroy(child);  // the node holds a clone
+        if (r != CUDA_SUCCESS)
+          return json_error(label(), fmt::format("/library_calls/{}", p.call),
+                            fmt::format("cuGraphAddChildGraphNode for library call {} ({}) failed: {}", p.call, p.name,
+                                        d_.describe(r)),
+                            ExitCode::Software);
+      } else {
+        size_t i = launch_of.at(sg.steps[s].id);
+        const PlanLaunch& l = plan_.launches[i];
+        KernelNodeParams p;
+        p.func = funcs_.at(l.name);
+        p.gridDimX = l.grid[0], p.gridDimY = l.grid[1], p.gridDimZ = l.grid[2];
+        p.blockDimX = l.block[0], p.blockDimY = l.block[1], p.blockDimZ = l.block[2];
+        p.sharedMemBytes = l.shared_memory;
+        sizes[i] = params_[i].size();
+        extras[i] = {reinterpret_cast<void*>(CU_LAUNCH_PARAM_BUFFER_POINTER), params_[i].data(),
+                     reinterpret_cast<void*>(CU_LAUNCH_PARAM_BUFFER_SIZE), &sizes[i],
+                     reinterpret_cast<void*>(CU_LAUNCH_PARAM_END)};
+        p.extra = extras[i].data();
+        if (CUresult r =
+                d_.cuGraphAddKernelNode(&node, graph_, deps.empty() ? nullptr : deps.data(), deps.size(), &p);
+            r != CUDA_SUCCESS)
+          return kernel_fail(i, r, "cuGraphAddKernelNode");
+      }
+      step_node[s] = node;
     }
-    rep_.dag_edges = g.edges;
+    rep_.dag_edges = sg.edges;
     rep_.dag_longest_chain = g.longest_chain;
     std::vector<double> us(df_.kernels.size(), 0);
     for (const KernelTime& t : rep_.times)
       if (t.kernel >= 0 && static_cast<size_t>(t.kernel) < us.size()) us[t.kernel] = t.median_us;
     rep_.dag_critical_path_us = critical_path(g, us).time_us;
-    log_ << fmt::format("replay: dag: {} launches, {} edges ({} dependent pairs before reduction), longest chain {} "
-                        "launches\n",
-                        plan_.launches.size(), g.edges, g.dependency_pairs, g.longest_chain);
+    log_ << fmt::format("replay: dag: {} launches, {} library calls, {} edges ({} dependent pairs before reduction), "
+                        "longest kernel chain {} launches\n",
+                        plan_.launches.size(), plan_.library_calls.size(), sg.edges, sg.dependency_pairs,
+                        g.longest_chain);
     return Status::ok();
   }
 
@@ -988,6 +1124,10 @@ class Engine {
   }
 
   const Driver& d_;
+  const cublas::Library* blas_ = nullptr;        ///< null when the model makes no library call
+  cublas::cublasHandle_t blas_handle_ = nullptr;
+  CUdeviceptr blas_workspace_ = 0;
+  std::vector<std::vector<size_t>> calls_after_;  ///< kernel id + 1 → plan library calls after it
   const Dataflow& df_;
   const ReplayOptions& opt_;
   ReplayReport& rep_;
@@ -1050,6 +1190,13 @@ Status check_options(const Dataflow& df, const ReplayOptions& opt) {
   if (opt.mode != ReplayMode::Eager && !opt.dump_dir.empty() && opt.kernel < 0)
     return usage("--dump-dir dumps after each kernel, which needs --mode eager");
   if (!(opt.time_limit_s >= 0)) return usage("--time-limit must be 0 or more");
+  if (!df.library_calls.empty() && (opt.kernel >= 0 || opt.slice_first >= 0))
+    return file_error(opt.inputs.label.empty() ? std::string("flow") : opt.inputs.label,
+                      fmt::format("{} restores buffers from kernel dumps, which do not cover what library calls "
+                                  "write; this model makes {} library calls ('{}'): replay it whole",
+                                  opt.kernel >= 0 ? "--kernel" : "--nodes", df.library_calls.size(),
+                                  df.library_calls[0].name),
+                      ExitCode::Unavailable);
   if (opt.kernel >= 0) {
     if (static_cast<size_t>(opt.kernel) >= df.kernels.size())
       return usage(fmt::format("--kernel {}: the model has {} kernels (0..{})", opt.kernel, df.kernels.size(),
@@ -1098,10 +1245,17 @@ Expected<ReplayReport> replay(const Dataflow& df, const ReplayOptions& opt, std:
 
   Expected<cuda::Driver> driver = cuda::load_driver(opt.cuda_library);
   if (!driver) return driver.error();
+  std::optional<cublas::Library> blas;
+  if (!rep.plan.library_calls.empty()) {
+    Expected<cublas::Library> l = cublas::load_cublas(opt.cublas_library);
+    if (!l) return l.error();
+    blas = l.take();
+  }
+  const cublas::Library* blas_ptr = blas ? &*blas : nullptr;
   int failed_run = -1;
   Error failure;
   {
-    Engine engine(*driver, df, opt, rep, log);
+    Engine engine(*driver, blas_ptr, df, opt, rep, log);
     if (Status s = engine.run(); !s) {
       if (engine.failed_run() < 0 || opt.locate) return s.error();
       failed_run = engine.failed_run();
@@ -1123,7 +1277,7 @@ Expected<ReplayReport> replay(const Dataflow& df, const ReplayOptions& opt, std:
     again.repeat = failed_run;  // as many runs of the sequence as had started when it failed
     ReplayReport scratch;
     scratch.plan = rep.plan;
-    Engine engine(*driver, df, again, scratch, log);
+    Engine engine(*driver, blas_ptr, df, again, scratch, log);
     Status s = engine.run();
     if (!s && engine.located_launch() >= 0) {
       const PlanLaunch& l = rep.plan.launches[engine.located_launch()];

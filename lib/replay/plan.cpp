@@ -69,19 +69,13 @@ class Planner {
   Expected<ReplayPlan> run() {
     plan_.label = label_;
     plan_.outputs = df_.outputs;
-    if (!df_.library_calls.empty()) {
-      const LibraryCall& c = df_.library_calls[0];
-      return json_error(label_, ptr("library_calls", 0),
-                        fmt::format("replay cannot run library call '{}' of node {}: only kernels of the device "
-                                    "module can be replayed",
-                                    c.name, c.node),
-                        ExitCode::Unavailable);
-    }
     if (Status s = allocations(); !s) return s.error();
     if (Status s = params(); !s) return s.error();
     if (Status s = inputs(); !s) return s.error();
     for (size_t i = 0; i < df_.kernels.size(); ++i)
       if (Status s = launch(df_.kernels[i], i); !s) return s.error();
+    for (size_t i = 0; i < df_.library_calls.size(); ++i)
+      if (Status s = library_call(df_.library_calls[i], i); !s) return s.error();
     return std::move(plan_);
   }
 
@@ -251,6 +245,122 @@ class Planner {
       u.data = std::move(a->data);
       plan_.uploads.push_back(std::move(u));
     }
+    return Status::ok();
+  }
+
+  /// A library call replay can run: tvm.contrib.cublas.matmul / batch_matmul on float32
+  /// tensors, mapped to cuBLAS's column-major arguments exactly as TVM 0.14's cublas.cc and
+  /// cblas/gemm_common.h do (CallGemm / CallBatchGemm). Anything else is refused (exit 69,
+  /// naming the call); a view that does not fit its tensor or buffer is bad data (exit 65).
+  Status library_call(const LibraryCall& c, size_t i) {
+    const std::string cp = ptr("library_calls", i);
+    const bool matmul = c.name == "tvm.contrib.cublas.matmul", batched = c.name == "tvm.contrib.cublas.batch_matmul";
+    if (!matmul && !batched)
+      return err(cp, fmt::format("replay cannot run library call '{}' of node {}: only tvm.contrib.cublas.matmul and "
+                                 "tvm.contrib.cublas.batch_matmul are replayed",
+                                 c.name, c.node),
+                 ExitCode::Unavailable);
+    if (c.args.size() != 5)
+      return err(cp + "/args", fmt::format("{} has {} arguments; replay runs the 5-argument form (A, B, C, transa, "
+                                           "transb; alpha 1, beta 0)",
+                                           c.name, c.args.size()),
+                 c.args.size() > 5 ? ExitCode::Unavailable : ExitCode::DataError);
+    const size_t ndim = batched ? 3 : 2;
+    for (size_t j = 0; j < 3; ++j) {
+      const Arg& a = c.args[j];
+      const std::string ap = fmt::format("{}/args/{}", cp, j);
+      if (a.kind != Arg::Kind::Buffer || a.tensor_dtype.empty())
+        return err(ap, fmt::format("argument {} of {} must be a DLTensor view of a buffer", j, c.name));
+      if (a.tensor_dtype != "float32")
+        return err(ap + "/tensor/dtype",
+                   fmt::format("{} on {} tensors: replay runs float32 cuBLAS calls only (cublasSgemm)", c.name,
+                               a.tensor_dtype),
+                   ExitCode::Unavailable);
+      if (a.tensor_shape.size() != ndim)
+        return err(ap + "/tensor/shape", fmt::format("{} needs {}-d tensors, argument {} is {}", c.name, ndim, j,
+                                                     shape_text(a.tensor_shape)));
+      for (int64_t d : a.tensor_shape)
+        if (d < 1 || d > std::numeric_limits<int32_t>::max())
+          return err(ap + "/tensor/shape", fmt::format("dimension {} of {} is out of cuBLAS's int range", d,
+                                                       shape_text(a.tensor_shape)));
+    }
+    for (size_t j = 3; j < 5; ++j)
+      if (c.args[j].kind != Arg::Kind::Int || (c.args[j].int_value != 0 && c.args[j].int_value != 1))
+        return err(fmt::format("{}/args/{}", cp, j), fmt::format("argument {} of {} (trans{}) must be 0 or 1", j,
+                                                                 c.name, j == 3 ? 'a' : 'b'));
+    PlanLibraryCall p;
+    p.call = c.id;
+    p.name = c.name;
+    p.node = c.node;
+    p.after_kernel = c.after_kernel;
+    p.batched = batched;
+    p.transa = c.args[3].int_value != 0;
+    p.transb = c.args[4].int_value != 0;
+    if (c.after_kernel < -1 || c.after_kernel >= static_cast<int>(df_.kernels.size()))
+      return err(cp + "/after_kernel", fmt::format("after_kernel {} is not a kernel of the model ({} kernels)",
+                                                   c.after_kernel, df_.kernels.size()));
+    const auto& A = c.args[0].tensor_shape;
+    const auto& B = c.args[1].tensor_shape;
+    const auto& C = c.args[2].tensor_shape;
+    const size_t r = batched ? 1 : 0;  // the row dimension
+    auto rows = [&](const std::vector<int64_t>& t, bool tr) { return t[tr ? r + 1 : r]; };
+    auto cols = [&](const std::vector<int64_t>& t, bool tr) { return t[tr ? r : r + 1]; };
+    p.m = cols(B, p.transb);
+    p.n = rows(A, p.transa);
+    p.k = cols(A, p.transa);
+    p.ldb = B[r + 1];
+    p.lda = A[r + 1];
+    p.ldc = C[r + 1];
+    if (rows(B, p.transb) != p.k)
+      return err(cp + "/args/1/tensor/shape",
+                 fmt::format("{}: A {} (transa={}) has {} columns but B {} (transb={}) has {} rows", c.name,
+                             shape_text(A), int(p.transa), p.k, shape_text(B), int(p.transb), rows(B, p.transb)));
+    if (C[r] != p.n || C[r + 1] != p.m)
+      return err(cp + "/args/2/tensor/shape", fmt::format("{}: C is {} but A·B is {} × {}", c.name, shape_text(C),
+                                                          p.n, p.m));
+    if (batched) {
+      p.batch = C[0];
+      p.stride_a = A[1] * A[2];
+      p.stride_b = B[1] * B[2];
+      p.stride_c = C[1] * C[2];
+      if (A[0] != B[0]) {
+        if (A[0] == 1 && B[0] == p.batch) p.stride_a = 0;
+        else if (B[0] == 1 && A[0] == p.batch) p.stride_b = 0;
+        else
+          return err(cp + "/args/2/tensor/shape",
+                     fmt::format("{}: batches of A {}, B {} and C {} do not match (nor broadcast one)", c.name,
+                                 shape_text(A), shape_text(B), shape_text(C)));
+      } else if (A[0] != p.batch) {
+        return err(cp + "/args/2/tensor/shape", fmt::format("{}: A and B have {} batches, C has {}", c.name, A[0],
+                                                            p.batch));
+      }
+    }
+    PlanOperand* ops[3] = {&p.a, &p.b, &p.c};
+    for (size_t j = 0; j < 3; ++j) {
+      const Arg& a = c.args[j];
+      const std::string ap = fmt::format("{}/args/{}", cp, j);
+      if (a.buffer < 0 || static_cast<size_t>(a.buffer) >= df_.buffers.size() || plan_.buffer_allocation[a.buffer] < 0)
+        return err(ap + "/buffer", fmt::format("argument {} of {} names no buffer of the model", j, c.name));
+      uint64_t elems = 1;
+      for (int64_t d : a.tensor_shape)
+        if (!checked_mul(elems, static_cast<uint64_t>(d), &elems))
+          return err(ap + "/tensor/shape", "tensor size overflows 64 bits");
+      PlanOperand& o = *ops[j];
+      o.buffer = a.buffer;
+      o.allocation = plan_.buffer_allocation[a.buffer];
+      o.bytes = elems * 4;
+      const Buffer& buf = df_.buffers[a.buffer];
+      uint64_t end = 0;
+      if (a.offset < 0 || !checked_add(static_cast<uint64_t>(a.offset), o.bytes, &end) || end > buf.bytes)
+        return err(ap, fmt::format("the {} view {} at byte offset {} ({} bytes) does not fit in buffer {} ('{}', "
+                                   "{} bytes)",
+                                   a.tensor_dtype, shape_text(a.tensor_shape), a.offset, o.bytes, a.buffer, buf.name,
+                                   buf.bytes));
+      if (a.offset % 4)
+        return err(ap, fmt::format("byte offset {} of a float32 view is not 4-byte aligned", a.offset));
+      o.offset = static_cast<uint64_t>(a.offset);
+    }
+    plan_.library_calls.push_back(std::move(p));
     return Status::ok();
   }
 
@@ -496,6 +606,22 @@ std::string format_plan(const ReplayPlan& plan, const Dataflow& df) {
     out += fmt::format("launch {}: {} node {} grid [{}, {}, {}] block [{}, {}, {}] smem {} params {} bytes: {}\n",
                        l.kernel, l.name, l.node, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
                        l.shared_memory, l.param_bytes, args);
+  }
+  for (const PlanLibraryCall& c : plan.library_calls) {
+    auto op = [](const PlanOperand& o) {
+      return fmt::format("alloc{}+{} (buffer {})", o.allocation, o.offset, o.buffer);
+    };
+    const char tb = c.transb ? 'T' : 'N', ta = c.transa ? 'T' : 'N';
+    std::string gemm;
+    if (c.batched)
+      gemm = fmt::format("cublasSgemmStridedBatched({}, {}, m {}, n {}, k {}, B {} ldb {} stride {}, A {} lda {} "
+                         "stride {}, C {} ldc {} stride {}, batch {})",
+                         tb, ta, c.m, c.n, c.k, op(c.b), c.ldb, c.stride_b, op(c.a), c.lda, c.stride_a, op(c.c), c.ldc,
+                         c.stride_c, c.batch);
+    else
+      gemm = fmt::format("cublasSgemm_v2({}, {}, m {}, n {}, k {}, B {} ldb {}, A {} lda {}, C {} ldc {})", tb, ta,
+                         c.m, c.n, c.k, op(c.b), c.ldb, op(c.a), c.lda, op(c.c), c.ldc);
+    out += fmt::format("call {}: {} node {} after kernel {}: {}\n", c.call, c.name, c.node, c.after_kernel, gemm);
   }
   for (size_t i = 0; i < plan.outputs.size(); ++i) {
     int b = plan.outputs[i];

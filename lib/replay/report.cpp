@@ -351,7 +351,8 @@ std::string chrome_trace(const ReplayReport& r, const Dataflow& df) {
   }
   int id = 0;
   for (const Dependency& d : df.dependencies) {
-    if (d.from_library_call || d.to_library_call) continue;  // replay runs kernels only
+    // The trace shows kernels only: library calls are not timed apart.
+    if (d.from_library_call || d.to_library_call) continue;
     if (!start.count(d.from) || !start.count(d.to)) continue;
     const char* kind = to_string(d.kind);
     json args = {{"from_buffer", d.from_buffer}, {"to_buffer", d.to_buffer}};

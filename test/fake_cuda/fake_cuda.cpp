@@ -44,6 +44,14 @@
 // runs *before* pending NULL-stream work lands (the launch line says racing=N), so it sees
 // stale memory and deferred writes land on top of what it wrote.
 //
+// Host work for the fake cuBLAS (test/fake_cublas): two exported functions that are not
+// driver entry points. kdflow_fake_cuda_host_pointer(p, n) gives the host bytes behind the
+// device range [p, p + n) when it lies inside one allocation (else null);
+// kdflow_fake_cuda_enqueue(stream, what, fn, arg) queues fn(arg) on a stream as the driver
+// would queue a kernel: run now (in stream order) or, while the stream is being captured,
+// recorded into the graph and run at each launch of it. cuGraphAddChildGraphNode embeds a
+// captured graph (with its host work) in a cuGraphCreate'd one.
+//
 // Dynamic shared memory follows the driver's rules: a kernel may use at most
 // 48 KiB − static of dynamic shared memory unless CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 // was raised; raising it beyond the device's opt-in maximum − static fails.
@@ -52,6 +60,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -119,6 +128,8 @@ struct Launch {
   uintptr_t function;
   unsigned grid[3], block[3], smem;
   std::string params;
+  std::function<void()> host;  // host work queued by the fake cuBLAS (function is 0)
+  std::string what;            // names the host work
 };
 
 /// A copy or memset on the NULL stream that has not landed yet.
@@ -131,6 +142,8 @@ struct GraphNode {
   uintptr_t id;
   Launch launch;
   std::vector<uintptr_t> deps;
+  bool child = false;             // a child-graph node: runs `children` instead of `launch`
+  std::vector<Launch> children;
 };
 
 struct State {
@@ -401,6 +414,10 @@ void execute(const Launch& l, uintptr_t stream) {
   State& st_ = st();
   if (st_.hung_streams.count(stream)) return;  // queued behind a kernel that never ends
   st_.clock_us += 10;
+  if (l.host) {
+    if (st_.sticky == 0) l.host();
+    return;
+  }
   const std::string& fname = st_.functions[l.function].name;
   int n = ++st_.executions[fname];
   if (const char* h = std::getenv("KDFLOW_FAKE_CUDA_HANG"); h && fname == h) {
@@ -735,7 +752,7 @@ CUresult cuLaunchKernel(Handle f, unsigned gx, unsigned gy, unsigned gz, unsigne
     return kInvalidHandle;
   }
   const Function& fn = fit->second;
-  Launch l{reinterpret_cast<uintptr_t>(f), {gx, gy, gz}, {bx, by, bz}, smem, ""};
+  Launch l{reinterpret_cast<uintptr_t>(f), {gx, gy, gz}, {bx, by, bz}, smem, "", {}, ""};
   CUresult r = kSuccess;
   std::string why;
   if (kernel_params) {
@@ -886,7 +903,10 @@ CUresult cuGraphInstantiateWithFlags(Handle* exec, Handle graph, unsigned long l
   st().execs[h] = it->second;
   if (auto eg = st().explicit_graphs.find(reinterpret_cast<uintptr_t>(graph)); eg != st().explicit_graphs.end()) {
     // Kernel nodes run in an order that respects the edges: the order they were added in.
-    for (const GraphNode& n : eg->second) st().execs[h].push_back(n.launch);
+    for (const GraphNode& n : eg->second) {
+      if (!n.child) st().execs[h].push_back(n.launch);
+      else st().execs[h].insert(st().execs[h].end(), n.children.begin(), n.children.end());
+    }
   }
   *exec = reinterpret_cast<Handle>(h);
   log_line("cuGraphInstantiate graph=%p flags=%llu -> 0 exec=0x%lx kernels=%zu", graph, flags,
@@ -962,7 +982,8 @@ CUresult cuGraphAddKernelNode_v2(Handle* node, Handle graph, const Handle* deps,
   }
   if (r == kSuccess) {
     const Function& fn = fit->second;
-    n.launch = Launch{reinterpret_cast<uintptr_t>(p->func), {p->gx, p->gy, p->gz}, {p->bx, p->by, p->bz}, p->smem, ""};
+    n.launch = Launch{reinterpret_cast<uintptr_t>(p->func), {p->gx, p->gy, p->gz}, {p->bx, p->by, p->bz}, p->smem, "",
+                      {}, ""};
     void* buf = nullptr;
     size_t size = 0;
     for (void** e = p->extra; *e; e += 2) {
@@ -997,6 +1018,45 @@ CUresult cuGraphAddKernelNode_v2(Handle* node, Handle graph, const Handle* deps,
            g != s.explicit_graphs.end() ? g->second.size() - (r == kSuccess ? 1 : 0) : 0,
            dep_text.empty() ? "-" : dep_text.c_str(), n.launch.params.size(), hex(n.launch.params).c_str(), r,
            why.c_str());
+  return r;
+}
+
+/// cuGraphAddChildGraphNode: embeds a copy of `child` (as the driver clones it).
+CUresult cuGraphAddChildGraphNode(Handle* node, Handle graph, const Handle* deps, size_t ndeps, Handle child) {
+  State& s = st();
+  auto g = s.explicit_graphs.find(reinterpret_cast<uintptr_t>(graph));
+  auto c = s.graphs.find(reinterpret_cast<uintptr_t>(child));
+  CUresult r = kSuccess;
+  std::string why, dep_text;
+  if (g == s.explicit_graphs.end()) r = kInvalidHandle, why = " error=unknown_graph";
+  else if (c == s.graphs.end() || reinterpret_cast<uintptr_t>(child) == reinterpret_cast<uintptr_t>(graph))
+    r = kInvalidValue, why = " error=unknown_child_graph";
+  else if (s.explicit_graphs.count(c->first)) r = kInvalidValue, why = " error=fake_embeds_captured_graphs_only";
+  else if (ndeps && !deps) r = kInvalidValue, why = " error=null_dependencies";
+  GraphNode n{};
+  n.child = true;
+  if (r == kSuccess) {
+    for (size_t i = 0; i < ndeps && r == kSuccess; ++i) {
+      uintptr_t d = reinterpret_cast<uintptr_t>(deps[i]);
+      size_t index = g->second.size();
+      for (size_t k = 0; k < g->second.size(); ++k)
+        if (g->second[k].id == d) index = k;
+      if (index == g->second.size()) r = kInvalidValue, why = " error=dependency_not_in_graph";
+      for (uintptr_t e : n.deps)
+        if (e == d) r = kInvalidValue, why = " error=duplicate_dependency";
+      n.deps.push_back(d);
+      dep_text += (dep_text.empty() ? "" : ",") + std::to_string(index);
+    }
+  }
+  if (r == kSuccess) {
+    n.children = c->second;
+    n.id = new_handle();
+    *node = reinterpret_cast<Handle>(n.id);
+    g->second.push_back(n);
+  }
+  log_line("cuGraphAddChildGraphNode child=%p node_index=%zu deps=%s work=%zu -> %d%s", child,
+           g != s.explicit_graphs.end() ? g->second.size() - (r == kSuccess ? 1 : 0) : 0,
+           dep_text.empty() ? "-" : dep_text.c_str(), c != s.graphs.end() ? c->second.size() : 0, r, why.c_str());
   return r;
 }
 
@@ -1066,6 +1126,7 @@ static const ProcEntry kProcs[] = {
     {"cuGraphLaunch", reinterpret_cast<void*>(&cuGraphLaunch)},
     {"cuGraphCreate", reinterpret_cast<void*>(&cuGraphCreate)},
     {"cuGraphAddKernelNode", reinterpret_cast<void*>(&cuGraphAddKernelNode_v2)},
+    {"cuGraphAddChildGraphNode", reinterpret_cast<void*>(&cuGraphAddChildGraphNode)},
     {"cuEventQuery", reinterpret_cast<void*>(&cuEventQuery)},
     {"cuDriverGetVersion", reinterpret_cast<void*>(&cuDriverGetVersion)},
     {"cuGraphDestroy", reinterpret_cast<void*>(&cuGraphDestroy)},
@@ -1094,6 +1155,34 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, unsign
 void kdflow_fake_cuda_reset() {
   st() = State{};
   log_line("kdflow_fake_cuda_reset");
+}
+
+/// Not a driver entry point (see the header): host bytes behind [p, p + n), or null.
+unsigned char* kdflow_fake_cuda_host_pointer(CUdeviceptr p, size_t n) {
+  CUdeviceptr base = 0;
+  Alloc* a = find(p, n, &base);
+  return a ? a->mem.data() + (p - base) : nullptr;
+}
+
+/// Not a driver entry point (see the header): queues fn(arg) on `stream`. Fails as a launch
+/// would: an unknown stream (not the NULL stream, not created), a sticky fault.
+CUresult kdflow_fake_cuda_enqueue(Handle stream, const char* what, void (*fn)(void*), void* arg) {
+  State& s = st();
+  uintptr_t sh = reinterpret_cast<uintptr_t>(stream);
+  CUresult r = s.sticky;
+  if (r == kSuccess && sh != 0 && !s.stream_flags.count(sh)) r = kInvalidHandle;
+  bool captured = s.capturing.count(sh) > 0;
+  if (r == kSuccess) {
+    Launch l{0, {1, 1, 1}, {1, 1, 1}, 0, "", [fn, arg] { fn(arg); }, what ? what : "host work"};
+    if (captured) s.graphs[s.capturing[sh]].push_back(l);
+    else {
+      if (blocking_stream(sh)) flush_null_stream();
+      execute(l, sh);
+    }
+  }
+  log_line("enqueue what=%s stream=0x%lx captured=%d racing=%zu -> %d", what ? what : "?",
+           static_cast<unsigned long>(sh), captured ? 1 : 0, captured ? size_t(0) : s.pending.size(), r);
+  return r;
 }
 
 CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, unsigned long long flags) {
