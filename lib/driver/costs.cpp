@@ -154,12 +154,15 @@ std::string render_table(const std::string& model, const Dataflow& df, const Cos
   // Summary: totals, where the time goes, what is furthest from its bound.
   uint64_t flops = 0, bytes = 0;
   double bound = 0, measured = 0;
-  size_t without = 0, timed = 0;
+  size_t without = 0, timed = 0, bounded = 0;
   for (const FunctionCost& f : r.functions) {
     flops += f.flops_known;
     bytes += f.bytes;
     if (!f.flops) ++without;
-    if (f.bound) bound += f.bound->us();
+    if (f.bound) {
+      bound += f.bound->us();
+      ++bounded;
+    }
     if (f.measured) {
       measured += f.measured->us;
       ++timed;
@@ -169,7 +172,8 @@ std::string render_table(const std::string& model, const Dataflow& df, const Cos
                      without ? fmt::format(" in the functions with formulas ({} without: see no_formula in the dataset)", without)
                              : "",
                      num(static_cast<double>(bytes) / 1e3));
-  if (dev) out += fmt::format(", sum of bounds {} us", num(bound));
+  if (dev && bounded)
+    out += fmt::format(", sum of bounds {} us ({} of {} functions bounded)", num(bound), bounded, r.functions.size());
   if (timed) out += fmt::format(", sum measured {} us ({} of {} functions timed)", num(measured), timed, r.functions.size());
   out += "\n";
   if (timed && measured > 0) {
