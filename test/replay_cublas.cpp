@@ -476,6 +476,11 @@ TEST_CASE("the fake cuBLAS is as strict as the real one on handles, leading dime
   REQUIRE(g.size() == 10);
   CHECK(g[3].text.find("error=lda_too_small") != std::string::npos);
   CHECK(g[8].text.find("error=A_or_B_outside_every_allocation") != std::string::npos);
+  using Destroy = int (*)(void*);
+  auto destroy = reinterpret_cast<Destroy>(::dlsym(blas, "cublasDestroy_v2"));
+  REQUIRE(destroy);
+  CHECK(destroy(h) == 0);
+  CHECK(destroy(h) == 1);  // destroyed twice: not initialized, as cuBLAS answers
   ::dlclose(blas);
   ::dlclose(drv);
 }

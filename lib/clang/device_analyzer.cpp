@@ -249,7 +249,8 @@ class Analysis {
 
 constexpr int kMaxCallDepth = 24;
 constexpr int kErrorLimit = 50;  // clang errors a recovering parse of device.cu may report before it gives up
-constexpr int kMaxIterations = 128;  // fixpoint rounds; each adds at least one (variable, slot) pair
+constexpr int kMaxIterations = 128;
+constexpr int kMaxNesting = 400;  // statements and expressions within each other (TVM's stay under 60)  // fixpoint rounds; each adds at least one (variable, slot) pair
 
 class Walker {
  public:
@@ -270,6 +271,7 @@ class Walker {
     for (int it = 0; it < kMaxIterations; ++it) {
       changed_ = false;
       stmt(body);
+      if (too_deep_) return conservative_summary(fd_);
       if (!changed_) return sum_;
     }
     return conservative_summary(fd_);  // no fixpoint within the limit (not seen in practice)
@@ -336,8 +338,21 @@ class Walker {
   }
 
   // --- statements
+  /// Counts nesting while the walk recurses; past kMaxNesting the walk stops and the
+  /// function gets the conservative summary (a hostile `a && a && ...` chain or `else if`
+  /// ladder thousands deep must not overflow the stack).
+  struct Nest {
+    Walker& w;
+    explicit Nest(Walker& walker) : w(walker) {
+      if (++w.nesting_ > kMaxNesting) w.too_deep_ = true;
+    }
+    ~Nest() { --w.nesting_; }
+  };
+
   void stmt(const Stmt* s) {
-    if (!s) return;
+    if (!s || too_deep_) return;
+    Nest nest(*this);
+    if (too_deep_) return;
     if (const auto* e = dyn_cast<Expr>(s)) {
       walk(e, Use::Discard);
       return;
@@ -424,7 +439,9 @@ class Walker {
 
   // --- expressions
   Res walk(const Expr* e, Use use) {
-    if (!e) return {};
+    if (!e || too_deep_) return {};
+    Nest nest(*this);
+    if (too_deep_) return {};
     Res r = walk_expr(e, e->isPRValue() ? Use::Value : use);
     if (!r.val.empty() && !carries(e->getType())) r.val = Slots{};
     return r;
@@ -755,6 +772,8 @@ class Walker {
   int depth_;
   int this_slot_ = -1;
   bool changed_ = false;
+  int nesting_ = 0;
+  bool too_deep_ = false;
   Summary sum_;
   std::unordered_map<const VarDecl*, Slots> alias_;  ///< non-reference variables: value slots
   std::unordered_map<const VarDecl*, Slots> refs_;   ///< reference variables: designated memory

@@ -355,6 +355,20 @@ class Interpreter {
   mutable SourceLocation cur_loc_;
   bool cur_unsigned_source_ = false;
   unsigned depth_ = 0;
+  /// Expressions and statements being evaluated within each other: a hostile host.c (an
+  /// `a && a && ...` chain thousands long) must end in an error, not a stack overflow.
+  unsigned nesting_ = 0;
+  static constexpr unsigned kMaxNesting = 512;  // TVM's host C nests under 30
+  struct Nest {
+    Interpreter& in;
+    Nest(Interpreter& interp, SourceLocation loc) : in(interp) {
+      if (++in.nesting_ > kMaxNesting) {
+        --in.nesting_;
+        in.fail(loc, "expressions or statements nested more than " + std::to_string(kMaxNesting) + " deep");
+      }
+    }
+    ~Nest() { --in.nesting_; }
+  };
   // Compiled-mode Relax: VM values are opaque tokens Ptr{Vm, kind, index}.
   enum VmToken : int64_t { kVmReg = 0, kVmConst = 1, kVmCtx = 2, kVmReturn = 3, kVmRegList = 10, kVmConstList = 11,
                            kVmFuncList = 12 };
@@ -438,6 +452,7 @@ void Interpreter::init_object(const Ptr& at, QualType t, const Expr* init) {
 // --- lvalues ----------------------------------------------------------------
 
 Ptr Interpreter::lvalue(const Expr* e) {
+  Nest nest(*this, e->getBeginLoc());
   step(e->getBeginLoc());
   cur_loc_ = e->getBeginLoc();
   e = e->IgnoreParens();
@@ -500,6 +515,7 @@ Ptr Interpreter::lvalue(const Expr* e) {
 // --- expressions ------------------------------------------------------------
 
 Value Interpreter::eval(const Expr* e) {
+  Nest nest(*this, e->getBeginLoc());
   step(e->getBeginLoc());
   cur_loc_ = e->getBeginLoc();
   e = e->IgnoreParens();
@@ -1072,6 +1088,7 @@ Value Interpreter::rt_free_workspace(const CallExpr* ce) {
 
 Flow Interpreter::exec(const Stmt* s) {
   if (!s) return Flow::Normal;
+  Nest nest(*this, s->getBeginLoc());
   step(s->getBeginLoc());
   cur_loc_ = s->getBeginLoc();
   switch (s->getStmtClass()) {

@@ -856,3 +856,17 @@ extern "C" __global__ void k(half* __restrict__ h, nv_bfloat16* __restrict__ b, 
   CHECK(access(src, "bo") == Access::Write);
   CHECK(access(src, "packed") == Access::Write);
 }
+
+// Hand-written: an `&&` chain 5,000 deep in a kernel; the access walk stops at its nesting
+// limit and the kernel gets the conservative summary (read and write) instead of a crash.
+TEST_CASE("device: a condition nested thousands deep is analyzed conservatively, not a crash", "[device][limits]") {
+  std::string c = "((int)threadIdx.x) < 1";
+  for (int i = 0; i < 5000; ++i) c += " && ((int)threadIdx.x) < 1";
+  auto r = analyze_device_source("extern \"C\" __global__ void k(float* __restrict__ out, float* __restrict__ in) {\n"
+                                 "  if (" + c + ") out[threadIdx.x] = in[threadIdx.x];\n}\n",
+                                 "t.cu", /*strict=*/true);
+  REQUIRE(r);
+  REQUIRE(r->functions.size() == 1);
+  CHECK(r->functions[0].params[0].access == Access::ReadWrite);
+  CHECK(r->functions[0].params[1].access == Access::ReadWrite);
+}

@@ -319,3 +319,12 @@ TEST_CASE("parse errors are file:line:col and the real file system is out of rea
   CHECK(error_of(t).find("packed-function signature") != std::string::npos);
   CHECK(error_of((*prog)->run("g", {})).find("no function 'g'") != std::string::npos);
 }
+
+// Hand-written: a hostile host.c nests an `&&` chain 20,000 deep (clang builds it as a
+// 20,000-level tree); the interpreter stops with an error instead of overflowing its stack.
+TEST_CASE("an expression nested thousands deep is an error, not a crash", "[host][limits]") {
+  std::string chain = "(num_args == 4)";
+  for (int i = 0; i < 20000; ++i) chain += " && (num_args == 4)";
+  auto t = run(fn("  if (!(" + chain + ")) { return -1; }\n"));
+  CHECK(error_of(t).find("nested more than 512 deep") != std::string::npos);
+}
