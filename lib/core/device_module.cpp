@@ -34,12 +34,10 @@ using detail::quote_input;
 
 constexpr uint32_t kFatbinMagic = 0xBA55ED50u;
 constexpr uint16_t kEmCuda = 190;
-constexpr uint64_t kNDArrayMagic = 0xDD5E40F096B4A13Full;  // kTVMNDArrayMagic
 /// Bytes of an NDArray record before its shape: two u64, three i32, the dtype.
 constexpr uint64_t kArrayHeaderBytes = 8 + 8 + 4 + 4 + 4 + 4;
 /// Smallest NDArray record: header, no dimensions, i64 nbytes, no data.
 constexpr uint64_t kMinArrayBytes = kArrayHeaderBytes + 8;
-constexpr int32_t kMaxNdim = 32;
 /// Smallest FunctionInfo map item: key, name, arg count and tag count (u64 each).
 constexpr uint64_t kMinFunctionInfoBytes = 4 * 8;
 /// Fatbin entry headers are 64 bytes (ELF) or 80 (PTX); the fields read end at 48.
@@ -479,48 +477,10 @@ class BlobReader : private detail::ByteReader {
     return true;
   }
 
-  /// Validates one NDArray record (as params.cpp does) and moves past it.
+  /// Validates one NDArray record (byte_reader.h) and moves past it.
   bool skip_array(const std::string& what) {
-    uint64_t start = pos_, magic = 0, reserved = 0, dt = 0;
-    int32_t device_type = 0, device_id = 0, ndim = 0;
-    if (!read_u64(&magic, "the header of " + what)) return false;
-    if (magic != kNDArrayMagic)
-      return fail(start, fmt::format("{}: bad NDArray magic {:#018x}, expected {:#018x}", what, magic, kNDArrayMagic));
-    if (!read_u64(&reserved, "the header of " + what) || !read_i32(&device_type, "the header of " + what) ||
-        !read_i32(&device_id, "the header of " + what))
-      return false;
-    uint64_t at = pos_;
-    if (!read_i32(&ndim, "the header of " + what)) return false;
-    if (ndim < 0 || ndim > kMaxNdim) return fail(at, fmt::format("{}: ndim {} is outside 0..{}", what, ndim, kMaxNdim));
-    at = pos_;
-    if (!read_le(4, "the dtype of " + what, &dt)) return false;
-    DType t{static_cast<uint8_t>(dt & 0xff), static_cast<uint8_t>((dt >> 8) & 0xff), static_cast<uint16_t>(dt >> 16)};
-    auto round_trip = parse_dtype(dtype_to_string(t));
-    if (!round_trip || *round_trip != t)
-      return fail(at, fmt::format("{}: invalid dtype (code {}, bits {}, lanes {})", what, t.code, t.bits, t.lanes));
-    if (static_cast<uint64_t>(ndim) * 8 > left())
-      return truncated(static_cast<uint64_t>(ndim) * 8, "the shape of " + what);
-    uint64_t expected = dtype_element_bytes(t);
-    bool zero = false, overflow = false;
-    for (int32_t d = 0; d < ndim; ++d) {
-      at = pos_;
-      int64_t dim = 0;
-      read_i64(&dim, "the shape of " + what);
-      if (dim < 0) return fail(at, fmt::format("{}: dimension {} is negative ({})", what, d, dim));
-      if (dim == 0) zero = true;
-      if (!overflow && !checked_mul(expected, static_cast<uint64_t>(dim), &expected)) overflow = true;
-    }
-    if (zero) expected = 0;
-    at = pos_;
-    int64_t nbytes = 0;
-    if (!read_i64(&nbytes, "the byte size of " + what)) return false;
-    if (overflow && !zero) return fail(at, fmt::format("{}: size of shape overflows 64 bits", what));
-    if (nbytes < 0 || static_cast<uint64_t>(nbytes) != expected)
-      return fail(at, fmt::format("{}: byte size {} does not match its dtype and shape ({} bytes)", what, nbytes, expected));
-    if (expected > left())
-      return fail(at, fmt::format("{}: {} data bytes needed, but only {} bytes are left", what, expected, left()));
-    pos_ += expected;
-    return true;
+    detail::NDArrayRecord r;
+    return read_ndarray(what, &r);
   }
 
   /// The import tree is a CSR matrix over the modules (every entry but _import_tree).

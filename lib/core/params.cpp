@@ -18,13 +18,11 @@ namespace kdflow {
 namespace {
 
 constexpr uint64_t kParamsMagic = 0xF7E58D4F05049CB7ull;   // kTVMNDArrayListMagic
-constexpr uint64_t kNDArrayMagic = 0xDD5E40F096B4A13Full;  // kTVMNDArrayMagic
 /// Bytes of an NDArray record before its shape: two u64, three i32, the dtype.
 constexpr uint64_t kArrayHeaderBytes = 8 + 8 + 4 + 4 + 4 + 4;
 /// Smallest possible NDArray record: header, no dimensions, i64 nbytes, no data.
 constexpr uint64_t kMinArrayBytes = kArrayHeaderBytes + 8;
 /// DLPack tensors in TVM have at most this many dimensions (and 32 covers any model).
-constexpr int32_t kMaxNdim = 32;
 
 class ParamsReader : private detail::ByteReader {
  public:
@@ -69,65 +67,14 @@ class ParamsReader : private detail::ByteReader {
 
  private:
   bool read_array(ParamArray* a) {
-    std::string what = "array " + detail::quote_input(a->name);
-    uint64_t start = pos_, magic = 0, reserved = 0, dt = 0;
-    if (!read_u64(&magic, "the header of " + what)) return false;
-    if (magic != kNDArrayMagic)
-      return fail(start, fmt::format("{}: bad NDArray magic {:#018x}, expected {:#018x}", what, magic, kNDArrayMagic));
-    int32_t ndim = 0;
-    if (!read_u64(&reserved, "the header of " + what) || !read_i32(&a->device_type, "the header of " + what) ||
-        !read_i32(&a->device_id, "the header of " + what))
-      return false;
-    uint64_t at = pos_;
-    if (!read_i32(&ndim, "the header of " + what)) return false;
-    if (ndim < 0 || ndim > kMaxNdim) return fail(at, fmt::format("{}: ndim {} is outside 0..{}", what, ndim, kMaxNdim));
-    at = pos_;
-    if (!read_le(4, "the dtype of " + what, &dt)) return false;
-    a->dtype =
-        DType{static_cast<uint8_t>(dt & 0xff), static_cast<uint8_t>((dt >> 8) & 0xff), static_cast<uint16_t>(dt >> 16)};
-    auto round_trip = parse_dtype(dtype_to_string(a->dtype));
-    if (!round_trip || *round_trip != a->dtype)
-      return fail(at, fmt::format("{}: invalid dtype (code {}, bits {}, lanes {})", what, a->dtype.code, a->dtype.bits,
-                                  a->dtype.lanes));
-    if (!read_shape(a, ndim, what)) return false;
-    return read_data(a, what);
-  }
-
-  bool read_shape(ParamArray* a, int32_t ndim, const std::string& what) {
-    if (static_cast<uint64_t>(ndim) * 8 > left())
-      return truncated(static_cast<uint64_t>(ndim) * 8, "the shape of " + what);
-    a->shape.reserve(static_cast<size_t>(ndim));
-    for (int32_t d = 0; d < ndim; ++d) {
-      uint64_t at = pos_;
-      int64_t dim = 0;
-      if (!read_i64(&dim, "the shape of " + what)) return false;
-      if (dim < 0) return fail(at, fmt::format("{}: dimension {} is negative ({})", what, d, dim));
-      a->shape.push_back(dim);
-    }
-    return true;
-  }
-
-  /// nbytes must equal element bytes × all dimensions and fit in what is left.
-  bool read_data(ParamArray* a, const std::string& what) {
-    uint64_t at = pos_;
-    int64_t nbytes = 0;
-    if (!read_i64(&nbytes, "the byte size of " + what)) return false;
-    uint64_t expected = dtype_element_bytes(a->dtype);
-    for (int64_t dim : a->shape)
-      if (dim == 0) expected = 0;
-    for (int64_t dim : a->shape) {
-      if (expected == 0) break;
-      if (!checked_mul(expected, static_cast<uint64_t>(dim), &expected))
-        return fail(at, fmt::format("{}: size of shape overflows 64 bits", what));
-    }
-    if (nbytes < 0 || static_cast<uint64_t>(nbytes) != expected)
-      return fail(
-          at, fmt::format("{}: byte size {} does not match its dtype and shape ({} bytes)", what, nbytes, expected));
-    if (expected > left())
-      return fail(at, fmt::format("{}: {} data bytes needed, but only {} bytes are left", what, expected, left()));
-    a->nbytes = expected;
-    a->data_offset = pos_;
-    pos_ += expected;
+    detail::NDArrayRecord r;
+    if (!read_ndarray("array " + detail::quote_input(a->name), &r)) return false;
+    a->dtype = r.dtype;
+    a->shape = std::move(r.shape);
+    a->device_type = r.device_type;
+    a->device_id = r.device_id;
+    a->data_offset = r.data_offset;
+    a->nbytes = r.nbytes;
     return true;
   }
 

@@ -52,8 +52,6 @@ int VmExecutable::find(const std::string& name) const {
 
 namespace {
 
-constexpr uint64_t kNDArrayMagic = 0xDD5E40F096B4A13Full;  // kTVMNDArrayMagic
-constexpr int32_t kMaxNdim = 32;
 
 class VmReader : private detail::ByteReader {
  public:
@@ -184,45 +182,14 @@ class VmReader : private detail::ByteReader {
   }
 
   bool read_tensor(VmConstant* c, const std::string& what) {
-    uint64_t start = pos_, magic = 0, reserved = 0, dt = 0;
-    if (!read_u64(&magic, "the header of " + what)) return false;
-    if (magic != kNDArrayMagic)
-      return fail(start, fmt::format("{}: bad NDArray magic {:#018x}, expected {:#018x}", what, magic, kNDArrayMagic));
-    int32_t ndim = 0;
-    if (!read_u64(&reserved, "the header of " + what) || !read_i32(&c->device_type, "the header of " + what) ||
-        !read_i32(&c->device_id, "the header of " + what))
-      return false;
-    uint64_t at = pos_;
-    if (!read_i32(&ndim, "the header of " + what)) return false;
-    if (ndim < 0 || ndim > kMaxNdim) return fail(at, fmt::format("{}: ndim {} is outside 0..{}", what, ndim, kMaxNdim));
-    at = pos_;
-    if (!read_le(4, "the dtype of " + what, &dt)) return false;
-    c->dtype = DType{static_cast<uint8_t>(dt & 0xff), static_cast<uint8_t>((dt >> 8) & 0xff), static_cast<uint16_t>(dt >> 16)};
-    auto round_trip = parse_dtype(dtype_to_string(c->dtype));
-    if (!round_trip || *round_trip != c->dtype)
-      return fail(at, fmt::format("{}: invalid dtype (code {}, bits {}, lanes {})", what, c->dtype.code, c->dtype.bits,
-                                  c->dtype.lanes));
-    if (static_cast<uint64_t>(ndim) * 8 > left()) return truncated(static_cast<uint64_t>(ndim) * 8, "the shape of " + what);
-    uint64_t expected = dtype_element_bytes(c->dtype);
-    for (int32_t d = 0; d < ndim; ++d) {
-      at = pos_;
-      int64_t dim = 0;
-      if (!read_i64(&dim, "the shape of " + what)) return false;
-      if (dim < 0) return fail(at, fmt::format("{}: dimension {} is negative ({})", what, d, dim));
-      c->shape.push_back(dim);
-      if (!checked_mul(expected, static_cast<uint64_t>(dim), &expected))
-        return fail(at, fmt::format("{}: size of shape overflows 64 bits", what));
-    }
-    at = pos_;
-    int64_t nbytes = 0;
-    if (!read_i64(&nbytes, "the byte size of " + what)) return false;
-    if (nbytes < 0 || static_cast<uint64_t>(nbytes) != expected)
-      return fail(at, fmt::format("{}: byte size {} does not match its dtype and shape ({} bytes)", what, nbytes, expected));
-    if (expected > left())
-      return fail(at, fmt::format("{}: {} data bytes needed, but only {} bytes are left", what, expected, left()));
-    c->nbytes = expected;
-    c->data_offset = pos_;
-    pos_ += expected;
+    detail::NDArrayRecord r;
+    if (!read_ndarray(what, &r)) return false;
+    c->dtype = r.dtype;
+    c->shape = std::move(r.shape);
+    c->device_type = r.device_type;
+    c->device_id = r.device_id;
+    c->data_offset = r.data_offset;
+    c->nbytes = r.nbytes;
     return true;
   }
 
