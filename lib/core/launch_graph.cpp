@@ -34,6 +34,31 @@ std::pair<double, std::vector<int>> longest(const LaunchGraph& g, const std::vec
   return {best[end], path};
 }
 
+/// The transitive reduction of a DAG given by each vertex's direct predecessors (all
+/// smaller than the vertex): ancestors as bitsets; a direct predecessor u of v is redundant
+/// when a later direct predecessor of v (processed first, in descending order) already
+/// reaches it. Fills `preds` (sorted) and returns the number of edges kept.
+size_t reduce_transitively(const std::vector<std::set<int>>& direct, std::vector<std::vector<int>>* preds) {
+  const size_t n = direct.size();
+  size_t edges = 0;
+  size_t words = (n + 63) / 64;
+  std::vector<std::vector<uint64_t>> anc(n, std::vector<uint64_t>(words, 0));
+  auto has = [&](const std::vector<uint64_t>& b, int i) { return (b[i / 64] >> (i % 64)) & 1u; };
+  for (size_t v = 0; v < n; ++v) {
+    std::vector<uint64_t> reach(words, 0);
+    for (auto it = direct[v].rbegin(); it != direct[v].rend(); ++it) {
+      int u = *it;
+      if (!has(reach, u)) (*preds)[v].push_back(u);
+      reach[u / 64] |= uint64_t{1} << (u % 64);
+      for (size_t k = 0; k < words; ++k) reach[k] |= anc[u][k];
+    }
+    anc[v] = std::move(reach);
+    std::sort((*preds)[v].begin(), (*preds)[v].end());
+    edges += (*preds)[v].size();
+  }
+  return edges;
+}
+
 }  // namespace
 
 LaunchGraph launch_graph(const Dataflow& df) {
@@ -49,23 +74,7 @@ LaunchGraph launch_graph(const Dataflow& df) {
   }
   for (const auto& s : direct) g.dependency_pairs += s.size();
 
-  // Ancestors of every kernel as a bitset; a direct predecessor u of v is redundant when a
-  // later direct predecessor of v (processed first, in descending order) already reaches it.
-  size_t words = (n + 63) / 64;
-  std::vector<std::vector<uint64_t>> anc(n, std::vector<uint64_t>(words, 0));
-  auto has = [&](const std::vector<uint64_t>& b, int i) { return (b[i / 64] >> (i % 64)) & 1u; };
-  for (size_t v = 0; v < n; ++v) {
-    std::vector<uint64_t> reach(words, 0);
-    for (auto it = direct[v].rbegin(); it != direct[v].rend(); ++it) {
-      int u = *it;
-      if (!has(reach, u)) g.preds[v].push_back(u);
-      reach[u / 64] |= uint64_t{1} << (u % 64);
-      for (size_t k = 0; k < words; ++k) reach[k] |= anc[u][k];
-    }
-    anc[v] = std::move(reach);
-    std::sort(g.preds[v].begin(), g.preds[v].end());
-    g.edges += g.preds[v].size();
-  }
+  g.edges = reduce_transitively(direct, &g.preds);
   auto [len, path] = longest(g, std::vector<double>(n, 1.0));
   g.longest_chain = static_cast<int>(len);
   g.longest_path = std::move(path);
@@ -103,21 +112,7 @@ StepGraph step_graph(const Dataflow& df) {
     if (u < v) direct[v].insert(u);  // an edge against run order cannot be honoured: dropped
   }
   for (const auto& s : direct) g.dependency_pairs += s.size();
-  size_t words = (n + 63) / 64;
-  std::vector<std::vector<uint64_t>> anc(n, std::vector<uint64_t>(words, 0));
-  auto has = [&](const std::vector<uint64_t>& b, int i) { return (b[i / 64] >> (i % 64)) & 1u; };
-  for (size_t v = 0; v < n; ++v) {
-    std::vector<uint64_t> reach(words, 0);
-    for (auto it = direct[v].rbegin(); it != direct[v].rend(); ++it) {
-      int u = *it;
-      if (!has(reach, u)) g.preds[v].push_back(u);
-      reach[u / 64] |= uint64_t{1} << (u % 64);
-      for (size_t k = 0; k < words; ++k) reach[k] |= anc[u][k];
-    }
-    anc[v] = std::move(reach);
-    std::sort(g.preds[v].begin(), g.preds[v].end());
-    g.edges += g.preds[v].size();
-  }
+  g.edges = reduce_transitively(direct, &g.preds);
   return g;
 }
 
