@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "kdflow/emit.h"
-#include "kdflow/io.h"
+#include "kdflow/support/io.h"
 #include "kdflow/launch_graph.h"
 #include "kdflow/npy.h"
 #include "kdflow/params.h"

@@ -15,7 +15,7 @@
 #include "kdflow/emit.h"
 #include <fmt/format.h>
 
-#include "kdflow/io.h"
+#include "kdflow/support/io.h"
 #include "kdflow/launch_graph.h"
 #include "kdflow/params.h"
 #include "kdflow/replay.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kdflow/dataflow.h"
-#include "kdflow/diag.h"
+#include "kdflow/support/diag.h"
 
 namespace kdflow {
 

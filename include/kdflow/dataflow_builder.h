@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kdflow/dataflow.h"
-#include "kdflow/diag.h"
+#include "kdflow/support/diag.h"
 #include "kdflow/function_table.h"
 #include "kdflow/graph_json.h"
 #include "kdflow/host_trace.h"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kdflow/dataflow.h"
-#include "kdflow/diag.h"
+#include "kdflow/support/diag.h"
 #include "kdflow/function_table.h"
 
 namespace kdflow {

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kdflow/diag.h"
+#include "kdflow/support/diag.h"
 #include "kdflow/function_table.h"
 
 namespace kdflow {

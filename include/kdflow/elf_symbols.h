@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "kdflow/diag.h"
+#include "kdflow/support/diag.h"
 
 namespace kdflow {
 

@@ -7,7 +7,7 @@
 
 #include "kdflow/costs.h"
 #include "kdflow/dataflow.h"
-#include "kdflow/diag.h"
+#include "kdflow/support/diag.h"
 
 namespace kdflow {
 

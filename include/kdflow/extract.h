@@ -5,7 +5,7 @@
 #include <string>
 
 #include "kdflow/dataflow.h"
-#include "kdflow/diag.h"
+#include "kdflow/support/diag.h"
 #include "kdflow/host_analyzer.h"
 
 namespace kdflow {

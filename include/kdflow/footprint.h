@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "kdflow/dataflow.h"
-#include "kdflow/diag.h"
+#include "kdflow/support/diag.h"
 
 namespace kdflow {
 

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kdflow/diag.h"
+#include "kdflow/support/diag.h"
 
 namespace kdflow {
 

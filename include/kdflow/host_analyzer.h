@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kdflow/diag.h"
+#include "kdflow/support/diag.h"
 #include "kdflow/host_trace.h"
 #include "kdflow/vm_exec.h"
 

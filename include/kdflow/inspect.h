@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kdflow/device_module.h"
-#include "kdflow/diag.h"
+#include "kdflow/support/diag.h"
 #include "kdflow/function_table.h"
 
 namespace kdflow {

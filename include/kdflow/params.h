@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "kdflow/diag.h"
-#include "kdflow/dtype.h"
+#include "kdflow/support/diag.h"
+#include "kdflow/support/dtype.h"
 
 namespace kdflow {
 

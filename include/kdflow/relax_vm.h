@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kdflow/diag.h"
+#include "kdflow/support/diag.h"
 #include "kdflow/graph_json.h"
 #include "kdflow/vm_exec.h"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kdflow/dataflow.h"
-#include "kdflow/diag.h"
+#include "kdflow/support/diag.h"
 
 namespace kdflow {
 

@@ -13,7 +13,7 @@
 
 #include "kdflow/dataflow.h"
 #include "kdflow/extract.h"
-#include "kdflow/diag.h"
+#include "kdflow/support/diag.h"
 #include "kdflow/npy.h"
 
 namespace kdflow {

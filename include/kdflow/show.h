@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kdflow/dataflow.h"
-#include "kdflow/diag.h"
+#include "kdflow/support/diag.h"
 #include "kdflow/extract.h"
 #include "kdflow/profile_csv.h"
 

@@ -11,7 +11,7 @@
 #include <clang/Basic/SourceLocation.h>
 #include <clang/Frontend/ASTUnit.h>
 
-#include "kdflow/diag.h"
+#include "kdflow/support/diag.h"
 #include "kdflow/host_trace.h"
 
 namespace kdflow::detail {

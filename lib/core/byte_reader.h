@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "kdflow/diag.h"
-#include "kdflow/dtype.h"
+#include "kdflow/support/diag.h"
+#include "kdflow/support/dtype.h"
 
 namespace kdflow::detail {
 

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kdflow/bounds.h"
-#include "kdflow/dtype.h"
+#include "kdflow/support/dtype.h"
 #include "kdflow/profile_csv.h"
 #include "json_read.h"
 #include "kdflow/relay.h"

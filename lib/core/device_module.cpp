@@ -25,7 +25,7 @@
 
 #include "byte_reader.h"
 #include "json_read.h"  // detail::quote_input
-#include "kdflow/dtype.h"
+#include "kdflow/support/dtype.h"
 
 namespace kdflow {
 namespace {

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "json_read.h"
-#include "kdflow/dtype.h"
+#include "kdflow/support/dtype.h"
 
 namespace kdflow {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "kdflow/diag.h"
+#include "kdflow/support/diag.h"
 
 namespace kdflow::detail {
 

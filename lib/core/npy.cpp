@@ -15,7 +15,7 @@
 #include <cctype>
 #include <cstring>
 
-#include "kdflow/io.h"
+#include "kdflow/support/io.h"
 
 namespace kdflow {
 namespace {

@@ -13,7 +13,7 @@
 #include "kdflow/costs.h"
 #include "kdflow/emit_costs.h"
 #include "kdflow/extract.h"
-#include "kdflow/io.h"
+#include "kdflow/support/io.h"
 #include "kdflow/profile_csv.h"
 #include "kdflow/show.h"
 

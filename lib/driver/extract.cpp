@@ -25,7 +25,7 @@
 #include "kdflow/function_table.h"
 #include "kdflow/graph_json.h"
 #include "kdflow/inspect.h"
-#include "kdflow/io.h"
+#include "kdflow/support/io.h"
 #include "kdflow/params.h"
 
 namespace kdflow {

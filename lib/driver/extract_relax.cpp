@@ -15,7 +15,7 @@
 #include "kdflow/device_module.h"
 #include "kdflow/elf_symbols.h"
 #include "kdflow/host_analyzer.h"
-#include "kdflow/io.h"
+#include "kdflow/support/io.h"
 #include "kdflow/relax_vm.h"
 #include "kdflow/relay.h"
 #include "kdflow/vm_exec.h"

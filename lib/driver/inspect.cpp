@@ -16,7 +16,7 @@
 
 #include "kdflow/commands.h"
 #include "kdflow/graph_json.h"
-#include "kdflow/io.h"
+#include "kdflow/support/io.h"
 #include "kdflow/params.h"
 #include "kdflow/vm_exec.h"
 #if KDFLOW_HAVE_CLANG

@@ -22,7 +22,7 @@
 #include "kdflow/commands.h"
 #include "kdflow/dependencies.h"
 #include "kdflow/emit.h"
-#include "kdflow/io.h"
+#include "kdflow/support/io.h"
 
 namespace kdflow {
 namespace {

@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "kdflow/diag.h"
-#include "kdflow/io.h"
+#include "kdflow/support/diag.h"
+#include "kdflow/support/io.h"
 
 namespace kdflow {
 

@@ -9,7 +9,7 @@
 #include "kdflow/commands.h"
 #include "kdflow/emit.h"
 #include "kdflow/extract.h"
-#include "kdflow/io.h"
+#include "kdflow/support/io.h"
 #include "kdflow/replay.h"
 
 namespace kdflow {

@@ -17,7 +17,7 @@
 #include <map>
 
 #include "kdflow/bounds.h"
-#include "kdflow/io.h"
+#include "kdflow/support/io.h"
 #include "kdflow/params.h"
 #include "kdflow/vm_exec.h"
 #include "kdflow/replay.h"

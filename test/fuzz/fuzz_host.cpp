@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kdflow/dtype.h"
+#include "kdflow/support/dtype.h"
 #include "kdflow/host_analyzer.h"
 
 namespace {

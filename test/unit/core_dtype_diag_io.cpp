@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "kdflow/diag.h"
-#include "kdflow/dtype.h"
-#include "kdflow/io.h"
+#include "kdflow/support/diag.h"
+#include "kdflow/support/dtype.h"
+#include "kdflow/support/io.h"
 #include "test_util.h"
 
 using namespace kdflow;

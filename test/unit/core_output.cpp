@@ -21,7 +21,7 @@
 #include <string>
 #include <thread>
 
-#include "kdflow/io.h"
+#include "kdflow/support/io.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;

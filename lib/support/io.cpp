@@ -1,5 +1,5 @@
 // io.cpp — reading whole input files with a size cap; writing outputs (see io.h).
-#include "kdflow/io.h"
+#include "kdflow/support/io.h"
 
 #include <fcntl.h>
 #include <limits.h>

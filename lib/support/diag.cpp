@@ -1,5 +1,5 @@
 // diag.cpp — builders for one-line diagnostics, and overflow-checked size arithmetic.
-#include "kdflow/diag.h"
+#include "kdflow/support/diag.h"
 
 #include <fmt/format.h>
 

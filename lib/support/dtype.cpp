@@ -1,5 +1,5 @@
 // dtype.cpp — parsing and printing TVM/DLPack type strings.
-#include "kdflow/dtype.h"
+#include "kdflow/support/dtype.h"
 
 #include <cstring>
 
