@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "kdflow/dataflow.h"
+#include "kdflow/ir/dataflow.h"
 #include "kdflow/support/diag.h"
 #include "kdflow/function_table.h"
 #include "kdflow/graph_json.h"
-#include "kdflow/host_trace.h"
+#include "kdflow/ir/host_trace.h"
 
 namespace kdflow {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kdflow/dataflow.h"
+#include "kdflow/ir/dataflow.h"
 #include "kdflow/support/diag.h"
 #include "kdflow/function_table.h"
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "kdflow/dataflow.h"
+#include "kdflow/ir/dataflow.h"
 #include "kdflow/support/diag.h"
 
 namespace kdflow {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "kdflow/costs.h"
-#include "kdflow/dataflow.h"
+#include "kdflow/ir/dataflow.h"
 #include "kdflow/support/diag.h"
 
 namespace kdflow {

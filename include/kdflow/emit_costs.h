@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kdflow/costs.h"
-#include "kdflow/dataflow.h"
+#include "kdflow/ir/dataflow.h"
 
 namespace kdflow {
 

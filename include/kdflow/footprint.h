@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "kdflow/dataflow.h"
+#include "kdflow/ir/dataflow.h"
 #include "kdflow/support/diag.h"
 
 namespace kdflow {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kdflow/support/diag.h"
-#include "kdflow/host_trace.h"
+#include "kdflow/ir/host_trace.h"
 #include "kdflow/vm_exec.h"
 
 namespace kdflow {

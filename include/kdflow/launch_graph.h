@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "kdflow/dataflow.h"
+#include "kdflow/ir/dataflow.h"
 
 namespace kdflow {
 

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kdflow/dataflow.h"
+#include "kdflow/ir/dataflow.h"
 #include "kdflow/support/diag.h"
 
 namespace kdflow {

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "kdflow/dataflow.h"
+#include "kdflow/ir/dataflow.h"
 #include "kdflow/extract.h"
 #include "kdflow/support/diag.h"
 #include "kdflow/npy.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kdflow/dataflow.h"
+#include "kdflow/ir/dataflow.h"
 #include "kdflow/support/diag.h"
 #include "kdflow/extract.h"
 #include "kdflow/profile_csv.h"

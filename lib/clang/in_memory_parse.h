@@ -12,7 +12,7 @@
 #include <clang/Frontend/ASTUnit.h>
 
 #include "kdflow/support/diag.h"
-#include "kdflow/host_trace.h"
+#include "kdflow/ir/host_trace.h"
 
 namespace kdflow::detail {
 

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "kdflow/dataflow.h"
+#include "kdflow/ir/dataflow.h"
 
 namespace kdflow::detail {
 

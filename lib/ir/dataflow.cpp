@@ -1,6 +1,6 @@
 // dataflow.cpp — the small amount of behaviour the IR value types carry: kind names and
 // equality (used by tests and by the JSON round trip). No analysis here.
-#include "kdflow/dataflow.h"
+#include "kdflow/ir/dataflow.h"
 
 #include <cmath>
 

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "kdflow/host_trace.h"
+#include "kdflow/ir/host_trace.h"
 
 namespace kdflow {
 
