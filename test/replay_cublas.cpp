@@ -18,8 +18,8 @@
 #include "kdflow/emit.h"
 #include "kdflow/support/io.h"
 #include "kdflow/launch_graph.h"
-#include "kdflow/npy.h"
-#include "kdflow/params.h"
+#include "kdflow/formats/npy.h"
+#include "kdflow/formats/params.h"
 #include "kdflow/replay.h"
 #include "test_util.h"
 

@@ -17,9 +17,9 @@
 
 #include "kdflow/support/io.h"
 #include "kdflow/launch_graph.h"
-#include "kdflow/params.h"
+#include "kdflow/formats/params.h"
 #include "kdflow/replay.h"
-#include "kdflow/vm_exec.h"
+#include "kdflow/formats/vm_exec.h"
 #include "test_util.h"
 
 using namespace kdflow;

@@ -13,7 +13,7 @@
 #include "kdflow/emit.h"
 #include "kdflow/extract.h"
 #include "kdflow/relax_vm.h"
-#include "kdflow/vm_exec.h"
+#include "kdflow/formats/vm_exec.h"
 #include "test_util.h"
 
 using namespace kdflow;

@@ -10,8 +10,8 @@
 
 #include "kdflow/ir/dataflow.h"
 #include "kdflow/support/diag.h"
-#include "kdflow/function_table.h"
-#include "kdflow/graph_json.h"
+#include "kdflow/formats/function_table.h"
+#include "kdflow/formats/graph_json.h"
 #include "kdflow/ir/host_trace.h"
 
 namespace kdflow {

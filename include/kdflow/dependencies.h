@@ -8,7 +8,7 @@
 
 #include "kdflow/ir/dataflow.h"
 #include "kdflow/support/diag.h"
-#include "kdflow/function_table.h"
+#include "kdflow/formats/function_table.h"
 
 namespace kdflow {
 

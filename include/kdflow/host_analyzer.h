@@ -10,7 +10,7 @@
 
 #include "kdflow/support/diag.h"
 #include "kdflow/ir/host_trace.h"
-#include "kdflow/vm_exec.h"
+#include "kdflow/formats/vm_exec.h"
 
 namespace kdflow {
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "kdflow/device_module.h"
+#include "kdflow/formats/device_module.h"
 #include "kdflow/support/diag.h"
-#include "kdflow/function_table.h"
+#include "kdflow/formats/function_table.h"
 
 namespace kdflow {
 

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "kdflow/support/diag.h"
-#include "kdflow/graph_json.h"
-#include "kdflow/vm_exec.h"
+#include "kdflow/formats/graph_json.h"
+#include "kdflow/formats/vm_exec.h"
 
 namespace kdflow {
 

@@ -14,7 +14,7 @@
 #include "kdflow/ir/dataflow.h"
 #include "kdflow/extract.h"
 #include "kdflow/support/diag.h"
-#include "kdflow/npy.h"
+#include "kdflow/formats/npy.h"
 
 namespace kdflow {
 

@@ -11,7 +11,7 @@
 #include "kdflow/ir/dataflow.h"
 #include "kdflow/support/diag.h"
 #include "kdflow/extract.h"
-#include "kdflow/profile_csv.h"
+#include "kdflow/formats/profile_csv.h"
 
 namespace kdflow {
 

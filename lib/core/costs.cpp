@@ -12,9 +12,9 @@
 
 #include "kdflow/bounds.h"
 #include "kdflow/support/dtype.h"
-#include "kdflow/profile_csv.h"
+#include "kdflow/formats/profile_csv.h"
 #include "json_read.h"
-#include "kdflow/relay.h"
+#include "kdflow/formats/relay.h"
 
 namespace kdflow {
 namespace {

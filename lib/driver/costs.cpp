@@ -14,7 +14,7 @@
 #include "kdflow/emit_costs.h"
 #include "kdflow/extract.h"
 #include "kdflow/support/io.h"
-#include "kdflow/profile_csv.h"
+#include "kdflow/formats/profile_csv.h"
 #include "kdflow/show.h"
 
 namespace kdflow {

@@ -20,13 +20,13 @@
 #include "kdflow/dependencies.h"
 #include "kdflow/device_analyzer.h"
 #include "kdflow/footprint.h"
-#include "kdflow/relay.h"
+#include "kdflow/formats/relay.h"
 #include "kdflow/emit.h"
-#include "kdflow/function_table.h"
-#include "kdflow/graph_json.h"
+#include "kdflow/formats/function_table.h"
+#include "kdflow/formats/graph_json.h"
 #include "kdflow/inspect.h"
 #include "kdflow/support/io.h"
-#include "kdflow/params.h"
+#include "kdflow/formats/params.h"
 
 namespace kdflow {
 

@@ -12,13 +12,13 @@
 
 #include "extract_internal.h"
 #include "kdflow/dataflow_builder.h"
-#include "kdflow/device_module.h"
-#include "kdflow/elf_symbols.h"
+#include "kdflow/formats/device_module.h"
+#include "kdflow/formats/elf_symbols.h"
 #include "kdflow/host_analyzer.h"
 #include "kdflow/support/io.h"
 #include "kdflow/relax_vm.h"
-#include "kdflow/relay.h"
-#include "kdflow/vm_exec.h"
+#include "kdflow/formats/relay.h"
+#include "kdflow/formats/vm_exec.h"
 
 namespace kdflow {
 

@@ -15,12 +15,12 @@
 #include <sstream>
 
 #include "kdflow/commands.h"
-#include "kdflow/graph_json.h"
+#include "kdflow/formats/graph_json.h"
 #include "kdflow/support/io.h"
-#include "kdflow/params.h"
-#include "kdflow/vm_exec.h"
+#include "kdflow/formats/params.h"
+#include "kdflow/formats/vm_exec.h"
 #if KDFLOW_HAVE_CLANG
-#include "kdflow/elf_symbols.h"
+#include "kdflow/formats/elf_symbols.h"
 #endif
 
 namespace kdflow {

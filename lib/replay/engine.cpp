@@ -30,7 +30,7 @@
 
 #include "cublas.h"
 #include "cuda_driver.h"
-#include "kdflow/device_module.h"
+#include "kdflow/formats/device_module.h"
 #include "kdflow/support/io.h"
 #include "kdflow/launch_graph.h"
 #include "kdflow/replay.h"

@@ -18,8 +18,8 @@
 
 #include "kdflow/bounds.h"
 #include "kdflow/support/io.h"
-#include "kdflow/params.h"
-#include "kdflow/vm_exec.h"
+#include "kdflow/formats/params.h"
+#include "kdflow/formats/vm_exec.h"
 #include "kdflow/replay.h"
 
 namespace kdflow {

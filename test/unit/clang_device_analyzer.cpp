@@ -5,7 +5,7 @@
 #include <string>
 
 #include "kdflow/device_analyzer.h"
-#include "kdflow/function_table.h"
+#include "kdflow/formats/function_table.h"
 #include "test_util.h"
 
 using namespace kdflow;

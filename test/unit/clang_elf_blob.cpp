@@ -8,12 +8,12 @@
 #include <set>
 #include <sstream>
 
-#include "kdflow/device_module.h"
-#include "kdflow/elf_symbols.h"
-#include "kdflow/function_table.h"
-#include "kdflow/graph_json.h"
+#include "kdflow/formats/device_module.h"
+#include "kdflow/formats/elf_symbols.h"
+#include "kdflow/formats/function_table.h"
+#include "kdflow/formats/graph_json.h"
 #include "kdflow/inspect.h"
-#include "kdflow/params.h"
+#include "kdflow/formats/params.h"
 #include "test_util.h"
 
 using namespace kdflow;

@@ -10,7 +10,7 @@
 #include "kdflow/costs.h"
 #include "kdflow/emit.h"
 #include "kdflow/emit_costs.h"
-#include "kdflow/profile_csv.h"
+#include "kdflow/formats/profile_csv.h"
 #include "test_util.h"
 
 using namespace kdflow;

@@ -5,8 +5,8 @@
 #include <map>
 #include <optional>
 
-#include "kdflow/device_module.h"
-#include "kdflow/function_table.h"
+#include "kdflow/formats/device_module.h"
+#include "kdflow/formats/function_table.h"
 #include "test_util.h"
 
 using namespace kdflow;

@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "kdflow/function_table.h"
+#include "kdflow/formats/function_table.h"
 #include "test_util.h"
 
 using namespace kdflow;

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "kdflow/graph_json.h"
+#include "kdflow/formats/graph_json.h"
 #include "test_util.h"
 
 using namespace kdflow;

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "kdflow/npy.h"
+#include "kdflow/formats/npy.h"
 #include "test_util.h"
 
 using namespace kdflow;

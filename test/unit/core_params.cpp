@@ -5,8 +5,8 @@
 #include <map>
 #include <optional>
 
-#include "kdflow/graph_json.h"
-#include "kdflow/params.h"
+#include "kdflow/formats/graph_json.h"
+#include "kdflow/formats/params.h"
 #include "test_util.h"
 
 using namespace kdflow;

@@ -6,7 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "kdflow/emit.h"
-#include "kdflow/profile_csv.h"
+#include "kdflow/formats/profile_csv.h"
 #include "test_util.h"
 
 using namespace kdflow;

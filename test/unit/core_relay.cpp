@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kdflow/relay.h"
+#include "kdflow/formats/relay.h"
 #include "test_util.h"
 
 using namespace kdflow;

@@ -5,8 +5,8 @@
 
 #include <cstring>
 
-#include "kdflow/device_module.h"
-#include "kdflow/vm_exec.h"
+#include "kdflow/formats/device_module.h"
+#include "kdflow/formats/vm_exec.h"
 
 using namespace kdflow;
 

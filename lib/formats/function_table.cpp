@@ -1,5 +1,5 @@
 // function_table.cpp — reads the CUDA module's function table (`*.tvm_meta.json`).
-#include "kdflow/function_table.h"
+#include "kdflow/formats/function_table.h"
 
 #include <fmt/format.h>
 

@@ -1,7 +1,7 @@
 // profile_csv.cpp — a strict RFC 4180 CSV reader with positions, the Nsight Compute and
 // Nsight Systems export layouts on top of it, and the name-in-order join of profiled
 // launches to the IR's kernels. No exceptions; every error names file:line:col.
-#include "kdflow/profile_csv.h"
+#include "kdflow/formats/profile_csv.h"
 
 #include <cerrno>
 #include <cmath>

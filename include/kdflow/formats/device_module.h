@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kdflow/support/diag.h"
-#include "kdflow/function_table.h"
+#include "kdflow/formats/function_table.h"
 
 namespace kdflow {
 

@@ -5,7 +5,7 @@
 // type, i32 device id, i32 ndim, u8 code, u8 bits, u16 lanes, i64 shape[ndim],
 // i64 nbytes, bytes. Every count and length is checked against the bytes left before
 // anything is sized from it; array bytes are located, never copied.
-#include "kdflow/params.h"
+#include "kdflow/formats/params.h"
 
 #include <fmt/format.h>
 

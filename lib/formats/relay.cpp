@@ -12,7 +12,7 @@
 //    strings and comments are closed, and walks the function body collecting operator
 //    calls (an identifier, optionally dotted, directly followed by '(') in evaluation
 //    order, each with the `/* ty=... */` annotation that follows its closing ')'.
-#include "kdflow/relay.h"
+#include "kdflow/formats/relay.h"
 
 #include <fmt/format.h>
 

@@ -3,7 +3,7 @@
 // TVM's own loader trusts its input; this one checks everything a later stage relies
 // on (list lengths, entry references, shapes, byte sizes) and reports the first
 // problem as one line naming the file and the JSON pointer of the offending value.
-#include "kdflow/graph_json.h"
+#include "kdflow/formats/graph_json.h"
 
 #include <fmt/format.h>
 

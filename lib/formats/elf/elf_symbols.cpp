@@ -4,7 +4,7 @@
 // address); the bytes are bounded by the symbol's section (and by the file, which
 // LLVM checks when it hands out section contents). `__tvm_dev_mblob` starts with a u64
 // length: exactly 8 + length bytes are returned, checked against the section.
-#include "kdflow/elf_symbols.h"
+#include "kdflow/formats/elf_symbols.h"
 
 #include <fmt/format.h>
 #include <llvm/BinaryFormat/ELF.h>

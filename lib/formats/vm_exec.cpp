@@ -12,7 +12,7 @@
 //                   offset; If: cond, false offset. An argument word is 8 bits of kind over a
 //                   56-bit signed value.
 // Every count is checked against the bytes left before anything is sized from it.
-#include "kdflow/vm_exec.h"
+#include "kdflow/formats/vm_exec.h"
 
 #include <fmt/format.h>
 

@@ -7,7 +7,7 @@
 // The header is parsed by a small recursive-descent reader of exactly that literal
 // (strings, True/False, tuples of non-negative integers), never evaluated. The element
 // count is overflow-checked and the data must be exactly as long as dtype and shape say.
-#include "kdflow/npy.h"
+#include "kdflow/formats/npy.h"
 
 #include <fmt/format.h>
 

@@ -16,7 +16,7 @@
 //  * __tvm_dev_mblob: a dmlc stream (src/runtime/library_module.cc ProcessModuleBlob).
 // Every count and length read from input is checked against the bytes left before it is
 // used to size anything.
-#include "kdflow/device_module.h"
+#include "kdflow/formats/device_module.h"
 
 #include <fmt/format.h>
 
