@@ -17,7 +17,7 @@
 
 #include "kdflow/emit.h"
 #include "kdflow/support/io.h"
-#include "kdflow/launch_graph.h"
+#include "kdflow/analysis/launch_graph.h"
 #include "kdflow/formats/npy.h"
 #include "kdflow/formats/params.h"
 #include "kdflow/replay.h"

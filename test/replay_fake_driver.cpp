@@ -16,7 +16,7 @@
 #include <fmt/format.h>
 
 #include "kdflow/support/io.h"
-#include "kdflow/launch_graph.h"
+#include "kdflow/analysis/launch_graph.h"
 #include "kdflow/formats/params.h"
 #include "kdflow/replay.h"
 #include "kdflow/formats/vm_exec.h"

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kdflow/bounds.h"
+#include "kdflow/analysis/bounds.h"
 #include "kdflow/emit.h"
 #include "kdflow/extract.h"
 #include "test_util.h"

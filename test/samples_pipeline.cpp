@@ -9,7 +9,7 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
-#include "kdflow/dependencies.h"
+#include "kdflow/analysis/dependencies.h"
 #include "kdflow/emit.h"
 #include "kdflow/extract.h"
 #include "test_util.h"

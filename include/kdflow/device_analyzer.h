@@ -8,7 +8,7 @@
 
 #include "kdflow/ir/dataflow.h"
 #include "kdflow/support/diag.h"
-#include "kdflow/footprint.h"
+#include "kdflow/analysis/footprint.h"
 
 namespace kdflow {
 

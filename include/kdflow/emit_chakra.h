@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "kdflow/costs.h"
+#include "kdflow/analysis/costs.h"
 #include "kdflow/ir/dataflow.h"
 #include "kdflow/support/diag.h"
 

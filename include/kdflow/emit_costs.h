@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kdflow/costs.h"
+#include "kdflow/analysis/costs.h"
 #include "kdflow/ir/dataflow.h"
 
 namespace kdflow {

@@ -5,7 +5,7 @@
 #include <clang/AST/ASTContext.h>
 #include <clang/AST/Decl.h>
 
-#include "kdflow/footprint.h"
+#include "kdflow/analysis/footprint.h"
 
 namespace kdflow::detail {
 

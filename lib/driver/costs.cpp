@@ -10,7 +10,7 @@
 #include <set>
 
 #include "kdflow/commands.h"
-#include "kdflow/costs.h"
+#include "kdflow/analysis/costs.h"
 #include "kdflow/emit_costs.h"
 #include "kdflow/extract.h"
 #include "kdflow/support/io.h"

@@ -12,14 +12,14 @@
 #include <fmt/format.h>
 
 #include "extract_internal.h"
-#include "kdflow/bounds.h"
+#include "kdflow/analysis/bounds.h"
 #include "kdflow/commands.h"
-#include "kdflow/costs.h"
+#include "kdflow/analysis/costs.h"
 #include "kdflow/emit_chakra.h"
 #include "kdflow/dataflow_builder.h"
-#include "kdflow/dependencies.h"
+#include "kdflow/analysis/dependencies.h"
 #include "kdflow/device_analyzer.h"
-#include "kdflow/footprint.h"
+#include "kdflow/analysis/footprint.h"
 #include "kdflow/formats/relay.h"
 #include "kdflow/emit.h"
 #include "kdflow/formats/function_table.h"

@@ -18,9 +18,9 @@
 
 #include <fmt/format.h>
 
-#include "kdflow/bounds.h"
+#include "kdflow/analysis/bounds.h"
 #include "kdflow/commands.h"
-#include "kdflow/dependencies.h"
+#include "kdflow/analysis/dependencies.h"
 #include "kdflow/emit.h"
 #include "kdflow/support/io.h"
 

@@ -32,7 +32,7 @@
 #include "cuda_driver.h"
 #include "kdflow/formats/device_module.h"
 #include "kdflow/support/io.h"
-#include "kdflow/launch_graph.h"
+#include "kdflow/analysis/launch_graph.h"
 #include "kdflow/replay.h"
 
 namespace kdflow {

@@ -16,7 +16,7 @@
 #include <limits>
 #include <map>
 
-#include "kdflow/bounds.h"
+#include "kdflow/analysis/bounds.h"
 #include "kdflow/support/io.h"
 #include "kdflow/formats/params.h"
 #include "kdflow/formats/vm_exec.h"

@@ -1,5 +1,5 @@
 // Static footprints (issue 12): the affine extraction (lib/clang/footprint_affine.cpp) and
-// the isl bounds (lib/footprint/footprint_isl.cpp) on small hand-written kernels, one
+// the isl bounds (lib/analysis/footprint/footprint_isl.cpp) on small hand-written kernels, one
 // construct per case (labelled: these are test snippets, not TVM output), and squeezenet's
 // padded-conv guard copied from the real sample.
 #include <catch2/catch.hpp>
@@ -9,7 +9,7 @@
 #include <string>
 
 #include "kdflow/device_analyzer.h"
-#include "kdflow/footprint.h"
+#include "kdflow/analysis/footprint.h"
 
 using namespace kdflow;
 

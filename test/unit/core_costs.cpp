@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-#include "kdflow/costs.h"
+#include "kdflow/analysis/costs.h"
 #include "kdflow/emit.h"
 #include "kdflow/emit_costs.h"
 #include "kdflow/formats/profile_csv.h"

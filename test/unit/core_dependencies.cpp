@@ -1,7 +1,7 @@
 // Access binding and kernel-to-kernel dependencies on hand-built IRs.
 #include <catch2/catch.hpp>
 
-#include "kdflow/dependencies.h"
+#include "kdflow/analysis/dependencies.h"
 
 using namespace kdflow;
 

@@ -1,5 +1,5 @@
 // costs.cpp — see costs.h; the formulas are documented in docs/costs.md (keep the two in step).
-#include "kdflow/costs.h"
+#include "kdflow/analysis/costs.h"
 
 #include <algorithm>
 #include <cctype>
@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "kdflow/bounds.h"
+#include "kdflow/analysis/bounds.h"
 #include "kdflow/support/dtype.h"
 #include "kdflow/formats/profile_csv.h"
 #include "json_read.h"

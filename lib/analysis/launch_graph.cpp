@@ -1,5 +1,5 @@
 // launch_graph.cpp — see launch_graph.h.
-#include "kdflow/launch_graph.h"
+#include "kdflow/analysis/launch_graph.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,5 +1,5 @@
 // dependencies.cpp — access binding and kernel-to-kernel dependencies (see dependencies.h).
-#include "kdflow/dependencies.h"
+#include "kdflow/analysis/dependencies.h"
 
 #include <algorithm>
 #include <map>

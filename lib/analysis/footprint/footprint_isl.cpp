@@ -21,7 +21,7 @@
 
 #include <fmt/format.h>
 
-#include "kdflow/footprint.h"
+#include "kdflow/analysis/footprint.h"
 
 namespace kdflow {
 

@@ -2,7 +2,7 @@
 // does it: the affine extraction (lib/clang/footprint_affine.cpp) turns every access a
 // kernel makes through a pointer parameter into a quasi-affine model over blockIdx,
 // threadIdx, loop variables and scalar parameters, or records why it cannot (a typed
-// reject reason); the isl stage (lib/footprint/footprint_isl.cpp) builds each access's
+// reject reason); the isl stage (lib/analysis/footprint/footprint_isl.cpp) builds each access's
 // iteration domain and access relation for one launch (grid, block, scalar arguments)
 // and computes the exact byte range it touches. Only plain integers cross this header:
 // no clang or isl type.

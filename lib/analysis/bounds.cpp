@@ -1,5 +1,5 @@
 // bounds.cpp — the bounds verdict over the IR (bounds.h).
-#include "kdflow/bounds.h"
+#include "kdflow/analysis/bounds.h"
 
 #include <fmt/format.h>
 
