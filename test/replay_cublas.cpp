@@ -15,7 +15,7 @@
 #include <optional>
 #include <sstream>
 
-#include "kdflow/emit.h"
+#include "kdflow/emit/emit.h"
 #include "kdflow/support/io.h"
 #include "kdflow/analysis/launch_graph.h"
 #include "kdflow/formats/npy.h"

@@ -12,7 +12,7 @@
 #include <set>
 #include <sstream>
 
-#include "kdflow/emit.h"
+#include "kdflow/emit/emit.h"
 #include <fmt/format.h>
 
 #include "kdflow/support/io.h"

@@ -1,6 +1,6 @@
 // samples_costs.cpp — `kdflow costs` and `kdflow extract --format chakra` end to end on every
 // sample: the table, the dataset for all samples in one call, every Chakra trace decoded with
-// protoc against lib/chakra/et_def.proto (Chakra's field numbers), and the usage errors.
+// protoc against lib/emit/chakra/et_def.proto (Chakra's field numbers), and the usage errors.
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <map>

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kdflow/analysis/bounds.h"
-#include "kdflow/emit.h"
+#include "kdflow/emit/emit.h"
 #include "kdflow/extract.h"
 #include "test_util.h"
 

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kdflow/emit.h"
+#include "kdflow/emit/emit.h"
 #include "kdflow/extract.h"
 #include "kdflow/relax_vm.h"
 #include "kdflow/formats/vm_exec.h"

@@ -6,7 +6,7 @@
 #include <iosfwd>
 #include <string>
 
-#include "kdflow/emit.h"
+#include "kdflow/emit/emit.h"
 #include "kdflow/extract.h"
 
 namespace kdflow {

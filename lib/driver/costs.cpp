@@ -11,7 +11,7 @@
 
 #include "kdflow/commands.h"
 #include "kdflow/analysis/costs.h"
-#include "kdflow/emit_costs.h"
+#include "kdflow/emit/emit_costs.h"
 #include "kdflow/extract.h"
 #include "kdflow/support/io.h"
 #include "kdflow/formats/profile_csv.h"

@@ -21,7 +21,7 @@
 #include "kdflow/analysis/bounds.h"
 #include "kdflow/commands.h"
 #include "kdflow/analysis/dependencies.h"
-#include "kdflow/emit.h"
+#include "kdflow/emit/emit.h"
 #include "kdflow/support/io.h"
 
 namespace kdflow {

@@ -13,7 +13,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "kdflow/emit.h"
+#include "kdflow/emit/emit.h"
 
 using namespace kdflow;
 namespace fs = std::filesystem;

@@ -7,7 +7,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "kdflow/emit.h"
+#include "kdflow/emit/emit.h"
 #include "test_util.h"
 
 using namespace kdflow;

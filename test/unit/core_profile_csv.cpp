@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "kdflow/emit.h"
+#include "kdflow/emit/emit.h"
 #include "kdflow/formats/profile_csv.h"
 #include "test_util.h"
 

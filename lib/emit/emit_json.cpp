@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "emit_common.h"
-#include "kdflow/emit.h"
+#include "kdflow/emit/emit.h"
 
 namespace kdflow {
 namespace {

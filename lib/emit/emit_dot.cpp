@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "emit_common.h"
-#include "kdflow/emit.h"
+#include "kdflow/emit/emit.h"
 
 namespace kdflow {
 namespace {

@@ -1,6 +1,6 @@
 // emit_chakra.cpp — see emit_chakra.h. Node ids: kernels keep their ids (0..K-1), library
 // calls follow (K + call id), so ids are stable and dependencies map one to one.
-#include "kdflow/emit_chakra.h"
+#include "kdflow/emit/emit_chakra.h"
 
 #include <fmt/format.h>
 

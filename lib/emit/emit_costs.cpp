@@ -1,6 +1,6 @@
 // emit_costs.cpp — see emit_costs.h. Each row is built once as an ordered JSON object keyed
 // by cost_columns(); CSV and JSON Lines render the same rows.
-#include "kdflow/emit_costs.h"
+#include "kdflow/emit/emit_costs.h"
 
 #include <fmt/format.h>
 
