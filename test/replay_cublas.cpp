@@ -15,7 +15,8 @@
 #include <optional>
 #include <sstream>
 
-#include "kdflow/emit/emit.h"
+include "kdflow/emit/emit.h"
+#include "kdflow/ir/dataflow_json.h"
 #include "kdflow/support/io.h"
 #include "kdflow/analysis/launch_graph.h"
 #include "kdflow/formats/npy.h"

@@ -12,7 +12,8 @@
 #include <set>
 #include <sstream>
 
-#include "kdflow/emit/emit.h"
+include "kdflow/emit/emit.h"
+#include "kdflow/ir/dataflow_json.h"
 #include <fmt/format.h>
 
 #include "kdflow/support/io.h"

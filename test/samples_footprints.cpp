@@ -14,7 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "kdflow/analysis/bounds.h"
-#include "kdflow/emit/emit.h"
+include "kdflow/emit/emit.h"
+#include "kdflow/ir/dataflow_json.h"
 #include "kdflow/extract.h"
 #include "test_util.h"
 

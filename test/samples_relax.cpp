@@ -10,7 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kdflow/emit/emit.h"
+include "kdflow/emit/emit.h"
+#include "kdflow/ir/dataflow_json.h"
 #include "kdflow/extract.h"
 #include "kdflow/relax_vm.h"
 #include "kdflow/formats/vm_exec.h"

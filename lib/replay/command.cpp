@@ -7,7 +7,8 @@
 #include <ostream>
 
 #include "kdflow/commands.h"
-#include "kdflow/emit/emit.h"
+include "kdflow/emit/emit.h"
+#include "kdflow/ir/dataflow_json.h"
 #include "kdflow/extract.h"
 #include "kdflow/support/io.h"
 #include "kdflow/replay.h"

@@ -13,7 +13,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "kdflow/emit/emit.h"
+include "kdflow/emit/emit.h"
+#include "kdflow/ir/dataflow_json.h"
 
 using namespace kdflow;
 namespace fs = std::filesystem;

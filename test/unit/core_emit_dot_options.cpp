@@ -7,7 +7,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "kdflow/emit/emit.h"
+include "kdflow/emit/emit.h"
+#include "kdflow/ir/dataflow_json.h"
 #include "test_util.h"
 
 using namespace kdflow;

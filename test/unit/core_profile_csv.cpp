@@ -5,7 +5,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "kdflow/emit/emit.h"
+include "kdflow/emit/emit.h"
+#include "kdflow/ir/dataflow_json.h"
 #include "kdflow/formats/profile_csv.h"
 #include "test_util.h"
 

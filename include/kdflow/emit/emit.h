@@ -43,9 +43,7 @@ const char* relay_family(const Node& n);
 /// A short per-node text summary for people.
 std::string emit_text(const Dataflow& df);
 
-/// Reads the JSON form back into the IR (for tools that consume an extracted graph).
-/// Diagnostics name `file` and a JSON pointer.
-Expected<Dataflow> parse_dataflow_json(const std::string& text, const std::string& file);
+/// The JSON form's reader is parse_dataflow_json (ir/dataflow_json.h); emitters only render.
 
 enum class Format { Json, Dot, Text, Chakra };
 /// "json" | "dot" | "text" | "chakra" → Format; or from an output file's extension
