@@ -54,7 +54,7 @@ std::string protoc_decode(const std::string& type, const std::string& message, c
     std::fwrite(message.data(), 1, message.size(), f);
     std::fclose(f);
   }
-  std::string proto_dir = kdflow::test::source_dir() + "/lib/chakra";
+  std::string proto_dir = kdflow::test::source_dir() + "/lib/emit/chakra";
   std::string cmd = "protoc --decode " + type + " -I '" + proto_dir + "' '" + proto_dir + "/et_def.proto' <'" + in +
                     "' >'" + out + "' 2>&1";
   int rc = std::system(cmd.c_str());

@@ -16,7 +16,7 @@
 #include "kdflow/analysis/bounds.h"
 include "kdflow/emit/emit.h"
 #include "kdflow/ir/dataflow_json.h"
-#include "kdflow/extract.h"
+#include "kdflow/frontend/extract.h"
 #include "test_util.h"
 
 using namespace kdflow;

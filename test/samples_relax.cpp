@@ -12,8 +12,8 @@
 
 include "kdflow/emit/emit.h"
 #include "kdflow/ir/dataflow_json.h"
-#include "kdflow/extract.h"
-#include "kdflow/relax_vm.h"
+#include "kdflow/frontend/extract.h"
+#include "kdflow/frontend/relax_vm.h"
 #include "kdflow/formats/vm_exec.h"
 #include "test_util.h"
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "kdflow/emit/emit.h"
-#include "kdflow/extract.h"
+#include "kdflow/frontend/extract.h"
 
 namespace kdflow {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kdflow/ir/dataflow.h"
-#include "kdflow/extract.h"
+#include "kdflow/frontend/extract.h"
 #include "kdflow/support/diag.h"
 #include "kdflow/formats/npy.h"
 

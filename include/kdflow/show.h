@@ -10,7 +10,7 @@
 
 #include "kdflow/ir/dataflow.h"
 #include "kdflow/support/diag.h"
-#include "kdflow/extract.h"
+#include "kdflow/frontend/extract.h"
 #include "kdflow/formats/profile_csv.h"
 
 namespace kdflow {

@@ -12,7 +12,7 @@
 #include "kdflow/commands.h"
 #include "kdflow/analysis/costs.h"
 #include "kdflow/emit/emit_costs.h"
-#include "kdflow/extract.h"
+#include "kdflow/frontend/extract.h"
 #include "kdflow/support/io.h"
 #include "kdflow/formats/profile_csv.h"
 #include "kdflow/show.h"

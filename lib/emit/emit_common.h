@@ -1,4 +1,4 @@
-// emit_common.h — small helpers shared by the emitters (private to lib/core).
+// emit_common.h — small helpers shared by the emitters (private to lib/emit).
 // Pure functions of the IR; no output format lives here.
 #pragma once
 

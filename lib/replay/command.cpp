@@ -9,7 +9,7 @@
 #include "kdflow/commands.h"
 include "kdflow/emit/emit.h"
 #include "kdflow/ir/dataflow_json.h"
-#include "kdflow/extract.h"
+#include "kdflow/frontend/extract.h"
 #include "kdflow/support/io.h"
 #include "kdflow/replay.h"
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kdflow/support/dtype.h"
-#include "kdflow/host_analyzer.h"
+#include "kdflow/frontend/host_analyzer.h"
 
 namespace {
 

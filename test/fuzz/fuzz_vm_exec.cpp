@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "kdflow/relax_vm.h"
+#include "kdflow/frontend/relax_vm.h"
 #include "kdflow/formats/vm_exec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "kdflow/device_analyzer.h"
+#include "kdflow/frontend/device_analyzer.h"
 #include "kdflow/formats/function_table.h"
 #include "test_util.h"
 

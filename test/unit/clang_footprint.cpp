@@ -1,4 +1,4 @@
-// Static footprints (issue 12): the affine extraction (lib/clang/footprint_affine.cpp) and
+// Static footprints (issue 12): the affine extraction (lib/frontend/clang/footprint_affine.cpp) and
 // the isl bounds (lib/analysis/footprint/footprint_isl.cpp) on small hand-written kernels, one
 // construct per case (labelled: these are test snippets, not TVM output), and squeezenet's
 // padded-conv guard copied from the real sample.
@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "kdflow/device_analyzer.h"
+#include "kdflow/frontend/device_analyzer.h"
 #include "kdflow/analysis/footprint.h"
 
 using namespace kdflow;

@@ -2,7 +2,7 @@
 // TVM's packed-function shape. (Real TVM output is covered by the sample tests.)
 #include <catch2/catch.hpp>
 
-#include "kdflow/host_analyzer.h"
+#include "kdflow/frontend/host_analyzer.h"
 
 using namespace kdflow;
 

@@ -1,5 +1,5 @@
 // footprint.h — static footprints of kernel arguments (issue 12), in two stages as Polly
-// does it: the affine extraction (lib/clang/footprint_affine.cpp) turns every access a
+// does it: the affine extraction (lib/frontend/clang/footprint_affine.cpp) turns every access a
 // kernel makes through a pointer parameter into a quasi-affine model over blockIdx,
 // threadIdx, loop variables and scalar parameters, or records why it cannot (a typed
 // reject reason); the isl stage (lib/analysis/footprint/footprint_isl.cpp) builds each access's

@@ -16,7 +16,7 @@
 // operand, a lambda, an expression kind not modelled) "escapes": read+write. So the
 // result is sound (no missed write) and, on TVM's code, exact.
 
-#include "kdflow/device_analyzer.h"
+#include "kdflow/frontend/device_analyzer.h"
 
 #include <clang/AST/ASTContext.h>
 #include <clang/AST/RecursiveASTVisitor.h>

@@ -7,7 +7,7 @@
 //   - anything else that passes DLTensors or has a dotted name (tvm.contrib.cublas.matmul):
 //     an opaque library call, kept as such;
 //   - anything else: a kernel missing from the function table, an error.
-#include "kdflow/dataflow_builder.h"
+#include "kdflow/frontend/dataflow_builder.h"
 
 #include <algorithm>
 #include <cctype>

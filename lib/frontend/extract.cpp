@@ -1,5 +1,5 @@
 // extract.cpp — the `kdflow extract` pipeline and command.
-#include "kdflow/extract.h"
+#include "kdflow/frontend/extract.h"
 
 #include <unistd.h>
 
@@ -11,14 +11,14 @@
 
 #include <fmt/format.h>
 
-#include "extract_internal.h"
+#include "frontend/extract_internal.h"
 #include "kdflow/analysis/bounds.h"
 #include "kdflow/commands.h"
 #include "kdflow/analysis/costs.h"
 #include "kdflow/emit/emit_chakra.h"
-#include "kdflow/dataflow_builder.h"
+#include "kdflow/frontend/dataflow_builder.h"
 #include "kdflow/analysis/dependencies.h"
-#include "kdflow/device_analyzer.h"
+#include "kdflow/frontend/device_analyzer.h"
 #include "kdflow/analysis/footprint.h"
 #include "kdflow/formats/relay.h"
 include "kdflow/emit/emit.h"

@@ -7,7 +7,7 @@
 // a call of a function the host module defines becomes a graph node: a tensor passed to it that
 // no call has written yet is one of its outputs (destination-passing style), every other tensor
 // an input. Anything else is an error naming the builtin and the instruction.
-#include "kdflow/relax_vm.h"
+#include "kdflow/frontend/relax_vm.h"
 
 #include <algorithm>
 #include <map>

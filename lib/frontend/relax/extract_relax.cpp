@@ -10,13 +10,13 @@
 
 #include <fmt/format.h>
 
-#include "extract_internal.h"
-#include "kdflow/dataflow_builder.h"
+#include "frontend/extract_internal.h"
+#include "kdflow/frontend/dataflow_builder.h"
 #include "kdflow/formats/device_module.h"
 #include "kdflow/formats/elf_symbols.h"
-#include "kdflow/host_analyzer.h"
+#include "kdflow/frontend/host_analyzer.h"
 #include "kdflow/support/io.h"
-#include "kdflow/relax_vm.h"
+#include "kdflow/frontend/relax_vm.h"
 #include "kdflow/formats/relay.h"
 #include "kdflow/formats/vm_exec.h"
 

@@ -13,7 +13,7 @@
 // with its host.c position, never a guess. Internally failures are thrown as Failure
 // and caught in exactly one place (HostProgram::run / parse).
 
-#include "kdflow/host_analyzer.h"
+#include "kdflow/frontend/host_analyzer.h"
 
 #include <clang/AST/ASTContext.h>
 #include <clang/AST/Decl.h>

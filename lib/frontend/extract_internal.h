@@ -6,7 +6,7 @@
 
 #include "kdflow/ir/dataflow.h"
 #include "kdflow/support/diag.h"
-#include "kdflow/extract.h"
+#include "kdflow/frontend/extract.h"
 #include "kdflow/formats/function_table.h"
 #include "kdflow/formats/graph_json.h"
 

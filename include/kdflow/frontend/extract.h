@@ -6,7 +6,7 @@
 
 #include "kdflow/ir/dataflow.h"
 #include "kdflow/support/diag.h"
-#include "kdflow/host_analyzer.h"
+#include "kdflow/frontend/host_analyzer.h"
 
 namespace kdflow {
 
