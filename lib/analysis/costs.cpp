@@ -13,7 +13,7 @@
 #include "kdflow/analysis/bounds.h"
 #include "kdflow/support/dtype.h"
 #include "kdflow/formats/profile_csv.h"
-#include "json_read.h"
+#include "formats/json_read.h"
 #include "kdflow/formats/relay.h"
 
 namespace kdflow {

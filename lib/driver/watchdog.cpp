@@ -1,5 +1,5 @@
 // watchdog.cpp — see watchdog.h.
-#include "kdflow/watchdog.h"
+#include "kdflow/driver/watchdog.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -314,6 +314,13 @@ void write_value(std::string& out, const ojson& j, int depth) {
   out += close;
 }
 
+std::string printable(const std::string& s) {
+  std::string out;
+  for (char c : s) out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
+  return out;
+}
+
+}  // namespace
 
 std::string emit_json(const Dataflow& df) {
   std::string out;

@@ -516,7 +516,6 @@ std::string parse_error_text(const std::string& what) {
 }
 
 }  // namespace
-}  // namespace
 
 Expected<Dataflow> parse_dataflow_json(const std::string& text, const std::string& file) {
   try {

@@ -33,7 +33,7 @@
 #include "kdflow/formats/device_module.h"
 #include "kdflow/support/io.h"
 #include "kdflow/analysis/launch_graph.h"
-#include "kdflow/replay.h"
+#include "kdflow/replay/replay.h"
 
 namespace kdflow {
 namespace {

@@ -20,7 +20,7 @@
 #include "kdflow/support/io.h"
 #include "kdflow/formats/params.h"
 #include "kdflow/formats/vm_exec.h"
-#include "kdflow/replay.h"
+#include "kdflow/replay/replay.h"
 
 namespace kdflow {
 namespace {

@@ -147,7 +147,7 @@ Expected<MappedFile> map_file(const std::string& path, uint64_t max_bytes) {
       if (p != MAP_FAILED) {
         out.map_ = p;
         out.size_ = static_cast<size_t>(size);
-        return std::move(out);  // NOLINT: Expected takes it by value
+        return out;
       }
       // A file system without mmap: fall back to reading it.
     }
@@ -155,7 +155,7 @@ Expected<MappedFile> map_file(const std::string& path, uint64_t max_bytes) {
   Expected<std::string> text = read_file(path, max_bytes);
   if (!text) return text.error();
   out.owned_ = text.take();
-  return std::move(out);  // NOLINT: Expected takes it by value
+  return out;
 }
 
 namespace {

@@ -72,7 +72,6 @@ struct AffFree {
   void operator()(isl_aff* a) const { isl_aff_free(a); }
 };
 using AffPtr = std::unique_ptr<isl_aff, AffFree>;
-SetPtr copy(const SetPtr& s) { return SetPtr(isl_set_copy(s.get())); }
 
 void text(std::ostringstream& o, const LinExpr& e) {
   o << e.c;

@@ -533,7 +533,7 @@ class Extractor {
   Val lvalue_or_value(const Expr* e, bool read, bool write) {
     if (!e->isGLValue()) return value(e);
     e = e->IgnoreParens();
-    if (const auto* dr = dyn_cast<DeclRefExpr>(e)) {
+    if (isa<DeclRefExpr>(e)) {
       if (read && !write) return value(e);
       return Val::data(reject::kNonAffine);
     }

@@ -15,7 +15,7 @@
 
 #include <fmt/format.h>
 
-#include "json_read.h"  // detail::quote_input
+#include "formats/json_read.h"  // detail::quote_input
 
 namespace kdflow {
 namespace {

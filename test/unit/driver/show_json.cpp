@@ -1,4 +1,4 @@
-// core_show_json.cpp — `kdflow show` / `explain` / `show --profile` on an extracted JSON
+// show_json.cpp — `kdflow show` / `explain` / `show --profile` on an extracted JSON
 // file: these need no clang, so they run in a -DKDFLOW_WITH_CLANG=OFF build too.
 #include <fstream>
 #include <string>

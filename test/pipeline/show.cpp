@@ -1,4 +1,4 @@
-// samples_show.cpp — `kdflow show`, `kdflow explain` and `show --profile` on the samples,
+// show.cpp — `kdflow show`, `kdflow explain` and `show --profile` on the samples,
 // through the binary: the real text, exit codes, plain output when piped, and the DOT
 // options of `kdflow extract`.
 #include <cstdlib>

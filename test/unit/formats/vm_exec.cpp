@@ -1,4 +1,4 @@
-// core_vm_exec.cpp — the Relax VM executable reader (vm_exec.h) on a hand-built executable:
+// vm_exec.cpp — the Relax VM executable reader (vm_exec.h) on a hand-built executable:
 // every field, every truncation, and each kind of malformed header, plus the device blob's
 // relax.VMExecutable entry. The real executables are tested in samples_relax.cpp.
 #include <catch2/catch.hpp>

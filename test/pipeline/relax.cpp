@@ -1,4 +1,4 @@
-// samples_relax.cpp — the Relax front end (TVM 0.20 builds) on the two real Relax samples:
+// relax.cpp — the Relax front end (TVM 0.20 builds) on the two real Relax samples:
 // every launch against truth.json (the launches TVM's own host C performs, recorded by the
 // sample generator), the two exec modes giving the same flow, goldens, access sets, the CLI,
 // and bad executables (each a one-line error with exit 65).
@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-include "kdflow/emit/emit.h"
+#include "kdflow/emit/emit.h"
 #include "kdflow/ir/dataflow_json.h"
 #include "kdflow/frontend/extract.h"
 #include "kdflow/frontend/relax_vm.h"

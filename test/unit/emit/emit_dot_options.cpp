@@ -1,4 +1,4 @@
-// core_emit_dot_options.cpp — the DOT emitter's options on the samples' golden IR (read
+// emit_dot_options.cpp — the DOT emitter's options on the samples' golden IR (read
 // back from test/golden/*.json, so no clang is needed): the defaults reproduce the golden
 // DOT byte for byte, each variant draws what it promises and renders with Graphviz.
 #include <cstdlib>
@@ -7,7 +7,7 @@
 
 #include <catch2/catch.hpp>
 
-include "kdflow/emit/emit.h"
+#include "kdflow/emit/emit.h"
 #include "kdflow/ir/dataflow_json.h"
 #include "test_util.h"
 

@@ -1,22 +1,27 @@
-// inspect.h — `kdflow inspect FILE`: what a model.so (its __tvm_dev_mblob), cubin, fatbin or
-// PTX file holds, as plain text; and loading model.so's pieces for the extract pipeline.
-// Reads only; never loads or runs device code or the library.
+// model_library.h — an exported model.so (TVM's export_library) read as data: the pieces of its
+// __tvm_dev_mblob for the extract pipeline and for `kdflow inspect`. Reads only; never loads or runs it.
 #pragma once
 
-#include <iosfwd>
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kdflow/formats/device_module.h"
-#include "kdflow/support/diag.h"
 #include "kdflow/formats/function_table.h"
+#include "kdflow/support/diag.h"
 
 namespace kdflow {
 
-/// `kdflow inspect FILE`: prints a deterministic description on `out`; errors as one line
-/// on `err`. Returns the exit code (0; 65 bad input; 66 missing file; 69 when FILE is a
-/// model.so and kdflow was built without LLVM).
-int run_inspect_command(const std::string& path, std::ostream& out, std::ostream& err);
+/// An ELF file whose e_machine is EM_CUDA (a cubin).
+bool is_cuda_elf(std::string_view b);
+
+/// "model.so(__tvm_dev_mblob)": how diagnostics about the blob name it.
+std::string blob_label(const std::string& path);
+
+/// Reads and parses model.so's device blob. `size` (optional) receives the blob's byte count.
+/// Errors: no blob / malformed (65); built without LLVM (69).
+Expected<DeviceBlob> read_device_blob(const std::string& bytes, const std::string& path, uint64_t* size);
 
 /// What an exported model.so carries, from its first `cuda` module and its first
 /// `GraphExecutorFactory` entry.

@@ -1,4 +1,4 @@
-// samples_costs.cpp — `kdflow costs` and `kdflow extract --format chakra` end to end on every
+// costs.cpp — `kdflow costs` and `kdflow extract --format chakra` end to end on every
 // sample: the table, the dataset for all samples in one call, every Chakra trace decoded with
 // protoc against lib/emit/chakra/et_def.proto (Chakra's field numbers), and the usage errors.
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// core_emit.cpp — the emitters (JSON, DOT, text) and the JSON reader on a hand-built IR
+// emit.cpp — the emitters (JSON, DOT, text) and the JSON reader on a hand-built IR
 // shaped like the mlp sample's tail: a dense node with scalar arguments and a library
 // call, then log_softmax's two kernels sharing a workspace.
 #include <unistd.h>
@@ -13,7 +13,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-include "kdflow/emit/emit.h"
+#include "kdflow/emit/emit.h"
 #include "kdflow/ir/dataflow_json.h"
 
 using namespace kdflow;
@@ -87,7 +87,9 @@ SourceLoc loc(unsigned line, unsigned col) { return SourceLoc{"host.c", line, co
 
 Dataflow sample_ir() {
   Dataflow df;
-  df.sources = {"graph.json", "host.c", "device.tvm_meta.json", ""};
+  df.sources.graph = "graph.json";
+  df.sources.host = "host.c";
+  df.sources.meta = "device.tvm_meta.json";
 
   df.buffers.push_back(graph_buffer(0, BufferKind::Input, 0, "input0", {1, 10}, 0));
   df.buffers.push_back(graph_buffer(1, BufferKind::Param, 1, kWeird, {10, 10}, 1));

@@ -1,4 +1,4 @@
-// replay_cublas.cpp — replay of cuBLAS library calls against the fake CUDA driver and the fake
+// cublas.cpp — replay of cuBLAS library calls against the fake CUDA driver and the fake
 // cuBLAS (test/fake_cublas), on the real sample samples/mlp_cublas (TVM 0.14, -libs=cublas:
 // four tvm.contrib.cublas.matmul calls, each followed by a fused kernel reading the workspace
 // the call wrote). Every logged cuBLAS call is checked against the IR's tensor views, and the
@@ -15,13 +15,13 @@
 #include <optional>
 #include <sstream>
 
-include "kdflow/emit/emit.h"
+#include "kdflow/emit/emit.h"
 #include "kdflow/ir/dataflow_json.h"
 #include "kdflow/support/io.h"
 #include "kdflow/analysis/launch_graph.h"
 #include "kdflow/formats/npy.h"
 #include "kdflow/formats/params.h"
-#include "kdflow/replay.h"
+#include "kdflow/replay/replay.h"
 #include "test_util.h"
 
 using namespace kdflow;

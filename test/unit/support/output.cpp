@@ -1,4 +1,4 @@
-// core_output.cpp — write_output (include/kdflow/io.h) on every kind of path it can be
+// output.cpp — write_output (include/kdflow/io.h) on every kind of path it can be
 // pointed at: regular files keep their permissions, symlinks stay links, FIFOs and devices
 // are written in place, write errors are exit 74, and an interrupted write leaves nothing.
 // These tests never point the code at the system's own /dev nodes while running as root:

@@ -1,4 +1,4 @@
-// replay_outputs.cpp — `kdflow replay --trace` and `--output-dir` write through what they are
+// outputs.cpp — `kdflow replay --trace` and `--output-dir` write through what they are
 // pointed at (issue 10): a symlink stays a link, a FIFO's reader gets the whole trace.
 // Runs the kdflow binary on the fake driver (test/fake_cuda).
 #include <fcntl.h>

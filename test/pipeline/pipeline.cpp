@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kdflow/analysis/dependencies.h"
-include "kdflow/emit/emit.h"
+#include "kdflow/emit/emit.h"
 #include "kdflow/ir/dataflow_json.h"
 #include "kdflow/frontend/extract.h"
 #include "test_util.h"

@@ -1,11 +1,11 @@
-// core_profile_csv.cpp — the CSV reader's edge cases, the Nsight Compute / Nsight Systems
+// profile_csv.cpp — the CSV reader's edge cases, the Nsight Compute / Nsight Systems
 // layouts, and the join of the forum's ncu export to mlp_v08's graph (read from its golden
 // JSON, so this runs without clang).
 #include <string>
 
 #include <catch2/catch.hpp>
 
-include "kdflow/emit/emit.h"
+#include "kdflow/emit/emit.h"
 #include "kdflow/ir/dataflow_json.h"
 #include "kdflow/formats/profile_csv.h"
 #include "test_util.h"

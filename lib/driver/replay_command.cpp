@@ -6,12 +6,12 @@
 #include <filesystem>
 #include <ostream>
 
-#include "kdflow/commands.h"
-include "kdflow/emit/emit.h"
+#include "kdflow/driver/commands.h"
+#include "kdflow/emit/emit.h"
 #include "kdflow/ir/dataflow_json.h"
 #include "kdflow/frontend/extract.h"
 #include "kdflow/support/io.h"
-#include "kdflow/replay.h"
+#include "kdflow/replay/replay.h"
 
 namespace kdflow {
 namespace {

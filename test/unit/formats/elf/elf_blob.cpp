@@ -12,7 +12,8 @@
 #include "kdflow/formats/elf_symbols.h"
 #include "kdflow/formats/function_table.h"
 #include "kdflow/formats/graph_json.h"
-#include "kdflow/inspect.h"
+#include "kdflow/driver/inspect.h"
+#include "kdflow/formats/model_library.h"
 #include "kdflow/formats/params.h"
 #include "test_util.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "kdflow/analysis/costs.h"
-include "kdflow/emit/emit.h"
+#include "kdflow/emit/emit.h"
 #include "kdflow/ir/dataflow_json.h"
 #include "kdflow/emit/emit_costs.h"
 #include "kdflow/formats/profile_csv.h"

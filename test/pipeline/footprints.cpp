@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kdflow/analysis/bounds.h"
-include "kdflow/emit/emit.h"
+#include "kdflow/emit/emit.h"
 #include "kdflow/ir/dataflow_json.h"
 #include "kdflow/frontend/extract.h"
 #include "test_util.h"

@@ -1,4 +1,4 @@
-// samples_library_call.cpp — library calls (cuBLAS) end to end, through the binary, on the
+// library_call.cpp — library calls (cuBLAS) end to end, through the binary, on the
 // real sample samples/mlp_cublas (the forum MLP built with `-libs=cublas`: each nn.dense is
 // a packed call to tvm.contrib.cublas.matmul with three DLTensors the host code builds on
 // its stack, writing a workspace that the node's fused add/relu kernel then reads).

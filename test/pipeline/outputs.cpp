@@ -1,4 +1,4 @@
-// samples_outputs.cpp — `kdflow extract -o` on what users point it at (issue 10): a FIFO with
+// outputs.cpp — `kdflow extract -o` on what users point it at (issue 10): a FIFO with
 // a reader, a symlink, /dev/stdout, a device, a link to an input. Run on a copy of the mlp
 // sample so that a regression could never damage the repository's files; as root, device
 // nodes are private ones made with mknod, never the system's.

@@ -12,14 +12,14 @@
 #include <set>
 #include <sstream>
 
-include "kdflow/emit/emit.h"
+#include "kdflow/emit/emit.h"
 #include "kdflow/ir/dataflow_json.h"
 #include <fmt/format.h>
 
 #include "kdflow/support/io.h"
 #include "kdflow/analysis/launch_graph.h"
 #include "kdflow/formats/params.h"
-#include "kdflow/replay.h"
+#include "kdflow/replay/replay.h"
 #include "kdflow/formats/vm_exec.h"
 #include "test_util.h"
 
