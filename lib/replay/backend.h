@@ -30,6 +30,11 @@
 // and memset complete before they return and wait for nothing queued (the engine calls
 // synchronize() first where it matters).
 //
+// Since the first cut (bab3f12): memory calls return a Fault (the engine names the buffer);
+// prepare() (checks, before any allocation) and bind() (addresses, after) are two calls;
+// DeviceInfo::library_calls names what runs library calls; kernel_fault_error() and friends
+// format faults alike for every back end.
+//
 // Errors: set-up calls return Status with a finished one-line message. Calls on the run path
 // return a Fault, which the engine turns into a message naming the kernel or library call
 // ("<api> of kernel 3 (fused_add) failed: <text>"), so every back end's failures read alike.
