@@ -275,3 +275,28 @@ TEST_CASE("issue 23 (2): the times table claims no launch overhead it did not me
     CHECK(text.find("no launch overhead measured") != std::string::npos);
   }
 }
+
+// Point 3: timed runs are gated, so a short kernel's time is its device time, not the
+// host's enqueue rate; the ungated warm-up runs give the end-to-end time, and the difference
+// is the launch overhead (point 2).
+TEST_CASE("issue 23 (3): gated timed runs measure device time; the enqueue rate shows as launch overhead",
+          "[replay][issue23]") {
+  Fakes fake;
+  Env cost("KDFLOW_FAKE_CUDA_LAUNCH_US", "5");  // the host needs 5 µs per launch
+  Env dur("KDFLOW_FAKE_CUDA_DURATION", "*=1");  // every kernel runs for 1 µs
+  Dataflow df = golden("sort_scan");
+  const size_t n = df.kernels.size();
+  std::ostringstream log;
+  Expected<ReplayReport> rep = replay(df, options("sort_scan"), log);
+  INFO(log.str());
+  REQUIRE(rep);
+  CHECK(rep->gated);
+  REQUIRE(rep->times.size() == n);
+  for (const KernelTime& t : rep->times) CHECK(t.median_us == Approx(1.0).epsilon(1e-3));
+  CHECK(rep->gated_run_median_us == Approx(1.0 * n).epsilon(1e-3));
+  CHECK(rep->eager_run_median_us >= 5.0 * n);  // ungated: the host's pace
+  CHECK(rep->timing_method.find("behind a gate (cuStreamWaitValue32 on a host-pinned word") != std::string::npos);
+  std::string text = format_times(*rep, df);
+  CHECK(text.find("launch overhead (ungated − gated run): ") != std::string::npos);
+  CHECK(fake.lines("cuStreamWaitValue32").size() == 2);  // one per timed run
+}

@@ -246,7 +246,11 @@ std::string format_times(const ReplayReport& r, const Dataflow& df) {
   if (r.kernel < 0 && r.slice_kernels.empty()) {
     // Kernel intervals tile a run (event i → i + 1), so only a gated run, whose kernels start
     // once it is queued whole, against the same run ungated measures launch overhead.
-    if (r.gated)
+    if (r.gated && r.warmup == 0)
+      out += fmt::format("gated run: {:.2f} us (min {:.2f}); no ungated run (--warmup 0), so no launch overhead "
+                         "measured\n",
+                         r.gated_run_median_us, r.gated_run_min_us);
+    else if (r.gated)
       out += fmt::format(
           "eager end to end: {:.2f} us per run (min {:.2f}) ungated, {:.2f} us (min {:.2f}) gated; launch overhead "
           "(ungated − gated run): {:.2f} us\n",

@@ -38,8 +38,16 @@
 //                                      terminated and relaunched"): releasing or creating a
 //                                      context does not clear it; only kdflow_fake_cuda_reset does
 //                                      (the tests' stand-in for a new process)
-//   KDFLOW_FAKE_CUDA_DURATION=name=US[,name=US]  kernel `name` takes US µs of device time
-//                                      (default 10); the device clock honours stream order
+//   KDFLOW_FAKE_CUDA_DURATION=name=US[,name=US]  kernel `name` (`*`: every kernel) takes US µs
+//                                      of device time (default 10)
+//   KDFLOW_FAKE_CUDA_LAUNCH_US=US      each cuLaunchKernel costs the host US µs (default 0)
+//
+// The clocks honour stream order: a host clock (advanced by launches) and one per stream;
+// work starts at max(its stream's clock, the host clock when it was queued) — an idle stream
+// starts a kernel when the host gets to it — and an event's time is when the stream reaches
+// it. cuStreamWaitValue32_v2 (GEQ) on a host-pinned word (cuMemHostAlloc with DEVICEMAP,
+// cuMemHostGetDevicePointer_v2) holds the stream's later work until the word is written:
+// the fake looks at the word at each driver call and then runs what was held, in order.
 //   KDFLOW_FAKE_CUDA_SLOW_MS=name=MS   kernel `name` also takes MS ms of real time: events
 //                                      recorded after it are not ready until then
 //   KDFLOW_FAKE_CUDA_JIT_MS=MS         cuModuleLoadDataEx takes MS ms of real time (a slow JIT)
@@ -83,6 +91,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <algorithm>
 #include <map>
 #include <new>
 #include <random>
@@ -195,6 +204,19 @@ struct State {
   bool capture_invalidated = false;
   unsigned long long allocated = 0;
   std::map<uintptr_t, double> stream_clock;         // stream → device time its queued work ends (µs)
+  double host_us = 0;                               // host time (µs): launches advance it
+  struct Gate {
+    const volatile uint32_t* word;
+    uint32_t value;
+  };
+  std::map<uintptr_t, Gate> gates;                  // stream → the wait holding it
+  struct Held {
+    bool event = false;
+    uintptr_t ev = 0;
+    Launch launch;
+  };
+  std::map<uintptr_t, std::vector<Held>> held;      // stream → work queued behind its gate
+  std::set<void*> host_allocs;                      // cuMemHostAlloc'd
   std::map<uintptr_t, std::chrono::steady_clock::time_point> slow_until;  // stream → real time it drains
   std::map<uintptr_t, std::chrono::steady_clock::time_point> event_ready;  // event → real time it is ready
 };
@@ -237,6 +259,40 @@ bool refused_in_capture(const char* call) {
   log_line("%s refused during stream capture -> %d", call, kCaptureUnsupported);
   return true;
 }
+
+/// An event reached by its stream: its time, and whether it waits on slow or hung work.
+void record_now(uintptr_t e, uintptr_t sh) {
+  State& s = st();
+  s.events[e] = std::max(s.stream_clock[sh], s.host_us);
+  if (auto sl = s.slow_until.find(sh); sl != s.slow_until.end()) s.event_ready[e] = sl->second;
+  else s.event_ready.erase(e);
+  if (s.hung_streams.count(sh)) s.pending_events.insert(e);
+  else s.pending_events.erase(e);
+}
+
+void execute(const Launch& l, uintptr_t stream);
+
+/// Releases every stream whose gate word has been written, running what it held in order.
+void drain_gates() {
+  State& s = st();
+  for (auto it = s.gates.begin(); it != s.gates.end();) {
+    if (*it->second.word < it->second.value) {
+      ++it;
+      continue;
+    }
+    uintptr_t sh = it->first;
+    it = s.gates.erase(it);
+    std::vector<State::Held> held = std::move(s.held[sh]);
+    s.held.erase(sh);
+    log_line("gate released stream=0x%lx held=%zu host_us=%g", static_cast<unsigned long>(sh), held.size(), s.host_us);
+    for (const State::Held& h : held) {
+      if (h.event) record_now(h.ev, sh);
+      else execute(h.launch, sh);
+    }
+  }
+}
+
+bool gated(uintptr_t sh) { return st().gates.count(sh) > 0; }
 
 bool blocking_stream(uintptr_t stream) {
   if (stream == 0) return true;
@@ -462,8 +518,11 @@ void execute(const Launch& l, uintptr_t stream) {
       std::string spec = std::string(",") + d + ",";
       size_t at = spec.find("," + name + "=");
       if (at != std::string::npos) duration = std::atof(spec.c_str() + at + name.size() + 2);
+      else if ((at = spec.find(",*=")) != std::string::npos) duration = std::atof(spec.c_str() + at + 3);
     }
-  st_.clock_us += duration;
+  double& clock = st_.stream_clock[stream];
+  clock = std::max(clock, st_.host_us) + duration;
+  st_.clock_us = clock;
   if (!l.host)
     if (const char* sl = std::getenv("KDFLOW_FAKE_CUDA_SLOW_MS"); sl && *sl) {
       const std::string& name = st_.functions[l.function].name;
@@ -560,6 +619,43 @@ CUresult cuDeviceGetAttribute(int* value, int attrib, int dev) {
   return kSuccess;
 }
 
+CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned flags) {
+  *p = std::calloc(1, bytes ? bytes : 1);
+  st().host_allocs.insert(*p);
+  log_line("cuMemHostAlloc bytes=%zu flags=%u -> 0", bytes, flags);
+  return kSuccess;
+}
+
+CUresult cuMemFreeHost(void* p) {
+  CUresult r = st().host_allocs.erase(p) ? kSuccess : kInvalidValue;
+  if (r == kSuccess) std::free(p);
+  log_line("cuMemFreeHost -> %d", r);
+  return r;
+}
+
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* d, void* p, unsigned flags) {
+  CUresult r = st().host_allocs.count(p) && flags == 0 ? kSuccess : kInvalidValue;
+  if (r == kSuccess) *d = reinterpret_cast<CUdeviceptr>(p);  // unified addressing: the same address
+  log_line("cuMemHostGetDevicePointer flags=%u -> %d", flags, r);
+  return r;
+}
+
+CUresult cuStreamWaitValue32_v2(Handle stream, CUdeviceptr addr, uint32_t value, unsigned flags) {
+  uintptr_t sh = reinterpret_cast<uintptr_t>(stream);
+  void* host = reinterpret_cast<void*>(addr);
+  CUresult r = st().sticky ? st().sticky
+               : !st().host_allocs.count(host) || flags != 0 ? kInvalidValue  // the fake knows GEQ on pinned words
+               : sh != 0 && !st().stream_flags.count(sh)    ? kInvalidHandle
+                                                            : kSuccess;
+  if (r == kSuccess) {
+    drain_gates();
+    if (gated(sh)) r = kInvalidValue;  // one gate at a time is all the fake models
+    else st().gates[sh] = State::Gate{static_cast<const volatile uint32_t*>(host), value};
+  }
+  log_line("cuStreamWaitValue32 stream=%p value=%u flags=%u -> %d", stream, value, flags, r);
+  return r;
+}
+
 CUresult cuDeviceTotalMem_v2(size_t* bytes, int dev) {
   unsigned long long total = kDefaultTotalMem;
   if (const char* t = std::getenv("KDFLOW_FAKE_CUDA_TOTAL_MEM"); t && *t) total = std::strtoull(t, nullptr, 10);
@@ -616,7 +712,8 @@ CUresult cuCtxSetCurrent(Handle ctx) {
 CUresult cuCtxSynchronize() {
   if (refused_in_capture("cuCtxSynchronize")) return kCaptureUnsupported;
   flush_null_stream();
-  if (!st().hung_streams.empty()) {
+  drain_gates();
+  if (!st().hung_streams.empty() || !st().gates.empty()) {
     CUresult r = block_forever("cuCtxSynchronize");
     log_line("cuCtxSynchronize -> %d", r);
     return r;
@@ -634,6 +731,7 @@ CUresult cuDriverGetVersion(int* version) {
 
 CUresult cuEventQuery(Handle ev) {
   if (refused_in_capture("cuEventQuery")) return kCaptureUnsupported;
+  drain_gates();
   uintptr_t e = reinterpret_cast<uintptr_t>(ev);
   bool slow = st().event_ready.count(e) && std::chrono::steady_clock::now() < st().event_ready[e];
   CUresult r = st().sticky ? st().sticky
@@ -905,7 +1003,10 @@ CUresult cuLaunchKernel(Handle f, unsigned gx, unsigned gy, unsigned gz, unsigne
            fn.name.c_str(), gx, gy, gz, bx, by, bz, smem, static_cast<unsigned long>(sh), captured ? 1 : 0,
            l.params.size(), hex(l.params).c_str(), args.empty() ? "-" : args.c_str(), racing, r, why.c_str());
   if (r != kSuccess) return r;
+  if (const char* c = std::getenv("KDFLOW_FAKE_CUDA_LAUNCH_US"); c && *c && !captured) s.host_us += std::atof(c);
+  drain_gates();
   if (captured) s.graphs[s.capturing[sh]].push_back(l);
+  else if (gated(sh)) s.held[sh].push_back({false, 0, l});
   else execute(l, sh);
   return kSuccess;
 }
@@ -923,11 +1024,13 @@ CUresult cuEventRecord(Handle ev, Handle stream) {
   CUresult r = st().sticky ? st().sticky : st().events.count(e) ? kSuccess : kInvalidHandle;
   if (r == kSuccess) {
     if (blocking_stream(sh)) flush_null_stream();
-    st().events[e] = st().clock_us;
-    if (auto sl = st().slow_until.find(sh); sl != st().slow_until.end()) st().event_ready[e] = sl->second;
-    else st().event_ready.erase(e);
-    if (st().hung_streams.count(sh)) st().pending_events.insert(e);
-    else st().pending_events.erase(e);
+    drain_gates();
+    if (gated(sh)) {
+      st().held[sh].push_back({true, e, {}});
+      st().pending_events.insert(e);  // not reached until the gate opens
+    } else {
+      record_now(e, sh);
+    }
   }
   log_line("cuEventRecord event=%p stream=%p -> %d", ev, stream, r);
   return r;
@@ -935,6 +1038,7 @@ CUresult cuEventRecord(Handle ev, Handle stream) {
 
 CUresult cuEventSynchronize(Handle ev) {
   if (refused_in_capture("cuEventSynchronize")) return kCaptureUnsupported;
+  drain_gates();
   uintptr_t e = reinterpret_cast<uintptr_t>(ev);
   CUresult r = st().sticky;
   if (r == kSuccess && st().pending_events.count(e)) r = block_forever("cuEventSynchronize");
@@ -943,6 +1047,7 @@ CUresult cuEventSynchronize(Handle ev) {
 }
 
 CUresult cuEventElapsedTime(float* ms, Handle a, Handle b) {
+  drain_gates();
   if (st().sticky || st().pending_events.count(reinterpret_cast<uintptr_t>(a)) ||
       st().pending_events.count(reinterpret_cast<uintptr_t>(b))) {
     CUresult r = st().sticky ? st().sticky : kNotReady;
@@ -1258,6 +1363,10 @@ static const ProcEntry kProcs[] = {
     {"cuDeviceGetAttribute", reinterpret_cast<void*>(&cuDeviceGetAttribute)},
     {"cuDeviceGetName", reinterpret_cast<void*>(&cuDeviceGetName)},
     {"cuDeviceTotalMem", reinterpret_cast<void*>(&cuDeviceTotalMem_v2)},
+    {"cuMemHostAlloc", reinterpret_cast<void*>(&cuMemHostAlloc)},
+    {"cuMemFreeHost", reinterpret_cast<void*>(&cuMemFreeHost)},
+    {"cuMemHostGetDevicePointer", reinterpret_cast<void*>(&cuMemHostGetDevicePointer_v2)},
+    {"cuStreamWaitValue32", reinterpret_cast<void*>(&cuStreamWaitValue32_v2)},
     {"cuDevicePrimaryCtxRetain", reinterpret_cast<void*>(&cuDevicePrimaryCtxRetain)},
     {"cuDevicePrimaryCtxRelease", reinterpret_cast<void*>(&cuDevicePrimaryCtxRelease_v2)},
     {"cuCtxCreate", reinterpret_cast<void*>(&cuCtxCreate_v2)},
@@ -1347,7 +1456,9 @@ CUresult kdflow_fake_cuda_enqueue(Handle stream, const char* what, void (*fn)(vo
     if (captured) s.graphs[s.capturing[sh]].push_back(l);
     else {
       if (blocking_stream(sh)) flush_null_stream();
-      execute(l, sh);
+      drain_gates();
+      if (gated(sh)) s.held[sh].push_back({false, 0, l});
+      else execute(l, sh);
     }
   }
   log_line("enqueue what=%s stream=0x%lx captured=%d racing=%zu -> %d", what ? what : "?",

@@ -86,6 +86,7 @@ class CudaBackend final : public Backend {
     // process exit, which tears the context down.
     if (abandoned_) return;
     // Best effort, in reverse order of creation; errors here change nothing for the user.
+    if (word_ && d_.cuMemFreeHost) d_.cuMemFreeHost(word_);
     if (exec_) d_.cuGraphExecDestroy(exec_);
     if (graph_) d_.cuGraphDestroy(graph_);
     for (CUevent e : events_)
@@ -109,7 +110,10 @@ class CudaBackend final : public Backend {
     Capabilities c;
     c.asynchronous = true;
     c.timing = true;
-    c.gate = false;
+    c.gate = word_ != nullptr;
+    // The launch queue: past about this many pending launches cuLaunchKernel blocks (so a
+    // gated run must fit in it, and an ungated one is waited on in between).
+    c.queue_depth = 1000;
     c.graphs = true;
     c.dag = d_.cuGraphCreate && d_.cuGraphAddKernelNode;
     c.library_calls = blas_.has_value();
@@ -147,6 +151,20 @@ class CudaBackend final : public Backend {
     if (CUresult r = d_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS)
       return fail(r, "cuStreamCreate");
     log_ << fmt::format("replay: device {}: {}, driver {}\n", opt_.device, info_.name, d_.library);
+    // The gate of timed runs: a host-pinned word, mapped for the device, that the stream waits
+    // on (cuStreamWaitValue32_v2, GEQ) until the host writes it once a run is queued.
+    if (d_.cuMemHostAlloc && d_.cuMemHostGetDevicePointer && d_.cuStreamWaitValue32 && d_.cuMemFreeHost) {
+      void* p = nullptr;
+      if (d_.cuMemHostAlloc(&p, sizeof(uint32_t), CU_MEMHOSTALLOC_DEVICEMAP) == CUDA_SUCCESS) {
+        word_ = static_cast<uint32_t*>(p);
+        *word_ = 0;
+        if (d_.cuMemHostGetDevicePointer(&word_dev_, p, 0) != CUDA_SUCCESS) {
+          d_.cuMemFreeHost(p);
+          word_ = nullptr;
+        }
+      }
+      if (!word_) log_ << "replay: note: no host-pinned word for the gate; timed runs are not gated\n";
+    }
     return Status::ok();
   }
 
@@ -340,6 +358,18 @@ class CudaBackend final : public Backend {
   Fault launch_graph() override {
     if (CUresult r = d_.cuGraphLaunch(exec_, stream_); r != CUDA_SUCCESS) return fault(r, "cuGraphLaunch");
     return Fault::none();
+  }
+
+  Fault hold_queue() override {
+    if (!word_) return Fault::none();
+    ++target_;
+    if (CUresult r = d_.cuStreamWaitValue32(stream_, word_dev_, target_, CU_STREAM_WAIT_VALUE_GEQ); r != CUDA_SUCCESS)
+      return fault(r, "cuStreamWaitValue32");
+    return Fault::none();
+  }
+
+  void release_queue() override {
+    if (word_) __atomic_store_n(word_, target_, __ATOMIC_RELEASE);
   }
 
   void abandon() override { abandoned_ = true; }
@@ -606,6 +636,9 @@ class CudaBackend final : public Backend {
   CUdeviceptr blas_workspace_ = 0;
   CUgraph graph_ = nullptr;
   CUgraphExec exec_ = nullptr;
+  uint32_t* word_ = nullptr;   ///< the gate's host-pinned word
+  CUdeviceptr word_dev_ = 0;   ///< its device address
+  uint32_t target_ = 0;        ///< the value the last hold waits for
 };
 
 }  // namespace
