@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -299,4 +300,24 @@ TEST_CASE("issue 23 (3): gated timed runs measure device time; the enqueue rate 
   std::string text = format_times(*rep, df);
   CHECK(text.find("launch overhead (ungated − gated run): ") != std::string::npos);
   CHECK(fake.lines("cuStreamWaitValue32").size() == 2);  // one per timed run
+}
+
+// Point 7: after a time-out, kdflow ends without static destructors (a library's teardown
+// that synchronises the hung device would block forever).
+TEST_CASE("issue 23 (7): after a hung kernel kdflow replay exits at once, whatever a library's teardown does",
+          "[replay][issue23]") {
+  Fakes fake;
+  Dataflow df = golden("sort_scan");
+  Env hang("KDFLOW_FAKE_CUDA_HANG", df.kernels[2].name);
+  Env blocks("KDFLOW_FAKE_CUDA_TEARDOWN_BLOCKS", "1");
+  Env hang_s("KDFLOW_FAKE_CUDA_HANG_S", "30");
+  auto start = std::chrono::steady_clock::now();
+  test::RunResult r = test::run_kdflow({"replay", test::sample_dir("sort_scan"), "--flow",
+                                        test::source_dir() + "/test/golden/sort_scan.json", "--params",
+                                        params_file("sort_scan"), "--time-limit", "0.5", "--no-expect", "-q"});
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(r.err);
+  CHECK(r.exit_code == 65);
+  CHECK(r.err.find("kernel 2 (" + df.kernels[2].name + ") did not finish within 0.5 s") != std::string::npos);
+  CHECK(s < 20);  // exit() would have waited 30 s in the teardown
 }

@@ -41,6 +41,9 @@
 //   KDFLOW_FAKE_CUDA_DURATION=name=US[,name=US]  kernel `name` (`*`: every kernel) takes US µs
 //                                      of device time (default 10)
 //   KDFLOW_FAKE_CUDA_LAUNCH_US=US      each cuLaunchKernel costs the host US µs (default 0)
+//   KDFLOW_FAKE_CUDA_TEARDOWN_BLOCKS=1 at process exit (static destructors), with a hung kernel,
+//                                      block for KDFLOW_FAKE_CUDA_HANG_S as libcublas's static
+//                                      runtime does when its teardown synchronises a hung device
 //
 // The clocks honour stream order: a host clock (advanced by launches) and one per stream;
 // work starts at max(its stream's clock, the host clock when it was queued) — an idle stream
@@ -240,6 +243,18 @@ void reset_context() {
 
 /// Lands every deferred NULL-stream copy and memset, in issue order.
 void flush_null_stream();
+
+/// A kernel hung in this process (for the teardown below); cleared by kdflow_fake_cuda_reset.
+bool g_hung = false;
+
+/// Static teardown of a library that synchronises the device at exit (KDFLOW_FAKE_CUDA_TEARDOWN_BLOCKS).
+struct Teardown {
+  ~Teardown() {
+    if (!g_hung || !env_on("KDFLOW_FAKE_CUDA_TEARDOWN_BLOCKS")) return;
+    const char* v = std::getenv("KDFLOW_FAKE_CUDA_HANG_S");
+    std::this_thread::sleep_for(std::chrono::seconds(v && *v ? std::atoi(v) : 20));
+  }
+} g_teardown;
 
 /// What a blocking wait on work that never finishes does: block, then give up.
 CUresult block_forever(const char* call) {
@@ -539,6 +554,7 @@ void execute(const Launch& l, uintptr_t stream) {
   int n = ++st_.executions[fname];
   if (const char* h = std::getenv("KDFLOW_FAKE_CUDA_HANG"); h && fname == h) {
     st_.hung_streams.insert(stream);
+    g_hung = true;
     log_line("hang kernel=%s stream=0x%lx", fname.c_str(), static_cast<unsigned long>(stream));
     return;
   }
@@ -1426,6 +1442,7 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, unsign
 /// that held a hung context had exited.
 void kdflow_fake_cuda_reset() {
   st() = State{};
+  g_hung = false;
   log_line("kdflow_fake_cuda_reset");
 }
 
