@@ -321,3 +321,28 @@ TEST_CASE("issue 23 (7): after a hung kernel kdflow replay exits at once, whatev
   CHECK(r.err.find("kernel 2 (" + df.kernels[2].name + ") did not finish within 0.5 s") != std::string::npos);
   CHECK(s < 20);  // exit() would have waited 30 s in the teardown
 }
+
+// The fake's cuGetProcAddress honours the requested version, as the driver does: replay
+// (every test above) resolves each entry point at the version of the ABI it declares.
+TEST_CASE("the fake cuGetProcAddress resolves a name to the ABI of the requested version", "[replay][issue23]") {
+  Fakes fake;
+  void* h = ::dlopen(KDFLOW_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(h);
+  using GetProc = int (*)(const char*, void**, int, unsigned long long, int*);
+  auto get = reinterpret_cast<GetProc>(::dlsym(h, "cuGetProcAddress_v2"));
+  REQUIRE(get);
+  void* v2 = nullptr;
+  void* v4 = nullptr;
+  void* v1 = nullptr;
+  int status = -1;
+  CHECK(get("cuCtxCreate", &v2, 3020, 0, &status) == 0);
+  CHECK(v2 == ::dlsym(h, "cuCtxCreate_v2"));
+  CHECK(get("cuCtxCreate", &v4, 13000, 0, &status) == 0);
+  CHECK(v4 != v2);  // cuCtxCreate_v4: another signature
+  CHECK(get("cuMemAlloc", &v1, 2000, 0, &status) == 0);
+  CHECK(v1 != ::dlsym(h, "cuMemAlloc_v2"));  // the 32-bit cuMemAlloc
+  void* none = nullptr;
+  CHECK(get("cuGraphAddKernelNode", &none, 9020, 0, &status) == 500);
+  CHECK(status == 2);  // CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+  CHECK(none == nullptr);
+}

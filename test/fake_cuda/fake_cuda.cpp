@@ -1368,73 +1368,111 @@ CUresult cuGetErrorString(CUresult err, const char** str) {
   return kSuccess;
 }
 
+/// cuGetProcAddress's table: per base name, the CUDA version from which each ABI is what
+/// the name resolves to (as cuda.h's versioned symbols: "cuMemAlloc" at 2000 is the 32-bit
+/// cuMemAlloc, at 3020 cuMemAlloc_v2; "cuCtxCreate" at 11040 is _v3, at 12050 _v4). The fake
+/// implements one ABI per name; a request that resolves to another one gets wrong_abi, which
+/// fails loudly when called, and a version older than the name's first one gets nothing
+/// (CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT).
 struct ProcEntry {
   const char* name;
-  void* fn;
+  int since;
+  void* fn;  // null: an ABI the fake does not implement
 };
 
+CUresult wrong_abi() {
+  log_line("called an entry point with an ABI the fake does not implement (cuGetProcAddress asked for another "
+           "version) -> %d",
+           kInvalidValue);
+  return kInvalidValue;
+}
+
 static const ProcEntry kProcs[] = {
-    {"cuInit", reinterpret_cast<void*>(&cuInit)},
-    {"cuDeviceGet", reinterpret_cast<void*>(&cuDeviceGet)},
-    {"cuDeviceGetAttribute", reinterpret_cast<void*>(&cuDeviceGetAttribute)},
-    {"cuDeviceGetName", reinterpret_cast<void*>(&cuDeviceGetName)},
-    {"cuDeviceTotalMem", reinterpret_cast<void*>(&cuDeviceTotalMem_v2)},
-    {"cuMemHostAlloc", reinterpret_cast<void*>(&cuMemHostAlloc)},
-    {"cuMemFreeHost", reinterpret_cast<void*>(&cuMemFreeHost)},
-    {"cuMemHostGetDevicePointer", reinterpret_cast<void*>(&cuMemHostGetDevicePointer_v2)},
-    {"cuStreamWaitValue32", reinterpret_cast<void*>(&cuStreamWaitValue32_v2)},
-    {"cuDevicePrimaryCtxRetain", reinterpret_cast<void*>(&cuDevicePrimaryCtxRetain)},
-    {"cuDevicePrimaryCtxRelease", reinterpret_cast<void*>(&cuDevicePrimaryCtxRelease_v2)},
-    {"cuCtxCreate", reinterpret_cast<void*>(&cuCtxCreate_v2)},
-    {"cuCtxDestroy", reinterpret_cast<void*>(&cuCtxDestroy_v2)},
-    {"cuCtxSetCurrent", reinterpret_cast<void*>(&cuCtxSetCurrent)},
-    {"cuCtxSynchronize", reinterpret_cast<void*>(&cuCtxSynchronize)},
-    {"cuModuleLoadDataEx", reinterpret_cast<void*>(&cuModuleLoadDataEx)},
-    {"cuModuleGetFunction", reinterpret_cast<void*>(&cuModuleGetFunction)},
-    {"cuModuleUnload", reinterpret_cast<void*>(&cuModuleUnload)},
-    {"cuFuncSetAttribute", reinterpret_cast<void*>(&cuFuncSetAttribute)},
-    {"cuFuncGetAttribute", reinterpret_cast<void*>(&cuFuncGetAttribute)},
-    {"cuMemAlloc", reinterpret_cast<void*>(&cuMemAlloc_v2)},
-    {"cuMemFree", reinterpret_cast<void*>(&cuMemFree_v2)},
-    {"cuMemcpyHtoD", reinterpret_cast<void*>(&cuMemcpyHtoD_v2)},
-    {"cuMemcpyDtoH", reinterpret_cast<void*>(&cuMemcpyDtoH_v2)},
-    {"cuMemsetD8", reinterpret_cast<void*>(&cuMemsetD8_v2)},
-    {"cuLaunchKernel", reinterpret_cast<void*>(&cuLaunchKernel)},
-    {"cuEventCreate", reinterpret_cast<void*>(&cuEventCreate)},
-    {"cuEventRecord", reinterpret_cast<void*>(&cuEventRecord)},
-    {"cuEventSynchronize", reinterpret_cast<void*>(&cuEventSynchronize)},
-    {"cuEventElapsedTime", reinterpret_cast<void*>(&cuEventElapsedTime)},
-    {"cuEventDestroy", reinterpret_cast<void*>(&cuEventDestroy_v2)},
-    {"cuStreamCreate", reinterpret_cast<void*>(&cuStreamCreate)},
-    {"cuStreamDestroy", reinterpret_cast<void*>(&cuStreamDestroy_v2)},
-    {"cuStreamBeginCapture", reinterpret_cast<void*>(&cuStreamBeginCapture_v2)},
-    {"cuStreamEndCapture", reinterpret_cast<void*>(&cuStreamEndCapture)},
-    {"cuGraphInstantiateWithFlags", reinterpret_cast<void*>(&cuGraphInstantiateWithFlags)},
-    {"cuGraphInstantiate", reinterpret_cast<void*>(&cuGraphInstantiateWithFlags)},
-    {"cuGraphLaunch", reinterpret_cast<void*>(&cuGraphLaunch)},
-    {"cuGraphCreate", reinterpret_cast<void*>(&cuGraphCreate)},
-    {"cuGraphAddKernelNode", reinterpret_cast<void*>(&cuGraphAddKernelNode_v2)},
-    {"cuGraphAddChildGraphNode", reinterpret_cast<void*>(&cuGraphAddChildGraphNode)},
-    {"cuEventQuery", reinterpret_cast<void*>(&cuEventQuery)},
-    {"cuDriverGetVersion", reinterpret_cast<void*>(&cuDriverGetVersion)},
-    {"cuGraphDestroy", reinterpret_cast<void*>(&cuGraphDestroy)},
-    {"cuGraphExecDestroy", reinterpret_cast<void*>(&cuGraphExecDestroy)},
-    {"cuGetErrorName", reinterpret_cast<void*>(&cuGetErrorName)},
-    {"cuGetErrorString", reinterpret_cast<void*>(&cuGetErrorString)},
+    {"cuInit", 2000, reinterpret_cast<void*>(&cuInit)},
+    {"cuDeviceGet", 2000, reinterpret_cast<void*>(&cuDeviceGet)},
+    {"cuDeviceGetAttribute", 2000, reinterpret_cast<void*>(&cuDeviceGetAttribute)},
+    {"cuDeviceGetName", 2000, reinterpret_cast<void*>(&cuDeviceGetName)},
+    {"cuDeviceTotalMem", 2000, nullptr},  // an older ABI
+    {"cuDeviceTotalMem", 3020, reinterpret_cast<void*>(&cuDeviceTotalMem_v2)},
+    {"cuMemHostAlloc", 2020, reinterpret_cast<void*>(&cuMemHostAlloc)},
+    {"cuMemFreeHost", 2000, reinterpret_cast<void*>(&cuMemFreeHost)},
+    {"cuMemHostGetDevicePointer", 2020, nullptr},  // an older ABI
+    {"cuMemHostGetDevicePointer", 3020, reinterpret_cast<void*>(&cuMemHostGetDevicePointer_v2)},
+    {"cuStreamWaitValue32", 8000, nullptr},  // an older ABI
+    {"cuStreamWaitValue32", 11070, reinterpret_cast<void*>(&cuStreamWaitValue32_v2)},
+    {"cuDevicePrimaryCtxRetain", 7000, reinterpret_cast<void*>(&cuDevicePrimaryCtxRetain)},
+    {"cuDevicePrimaryCtxRelease", 7000, nullptr},  // an older ABI
+    {"cuDevicePrimaryCtxRelease", 11000, reinterpret_cast<void*>(&cuDevicePrimaryCtxRelease_v2)},
+    {"cuCtxCreate", 2000, nullptr},  // an older ABI
+    {"cuCtxCreate", 3020, reinterpret_cast<void*>(&cuCtxCreate_v2)},
+    {"cuCtxCreate", 11040, nullptr},  // a newer ABI
+    {"cuCtxCreate", 12050, nullptr},  // a newer ABI
+    {"cuCtxDestroy", 2000, nullptr},  // an older ABI
+    {"cuCtxDestroy", 4000, reinterpret_cast<void*>(&cuCtxDestroy_v2)},
+    {"cuCtxSetCurrent", 4000, reinterpret_cast<void*>(&cuCtxSetCurrent)},
+    {"cuCtxSynchronize", 2000, reinterpret_cast<void*>(&cuCtxSynchronize)},
+    {"cuModuleLoadDataEx", 2010, reinterpret_cast<void*>(&cuModuleLoadDataEx)},
+    {"cuModuleGetFunction", 2000, reinterpret_cast<void*>(&cuModuleGetFunction)},
+    {"cuModuleUnload", 2000, reinterpret_cast<void*>(&cuModuleUnload)},
+    {"cuFuncSetAttribute", 9000, reinterpret_cast<void*>(&cuFuncSetAttribute)},
+    {"cuFuncGetAttribute", 2020, reinterpret_cast<void*>(&cuFuncGetAttribute)},
+    {"cuMemAlloc", 2000, nullptr},  // an older ABI
+    {"cuMemAlloc", 3020, reinterpret_cast<void*>(&cuMemAlloc_v2)},
+    {"cuMemFree", 2000, nullptr},  // an older ABI
+    {"cuMemFree", 3020, reinterpret_cast<void*>(&cuMemFree_v2)},
+    {"cuMemcpyHtoD", 2000, nullptr},  // an older ABI
+    {"cuMemcpyHtoD", 3020, reinterpret_cast<void*>(&cuMemcpyHtoD_v2)},
+    {"cuMemcpyDtoH", 2000, nullptr},  // an older ABI
+    {"cuMemcpyDtoH", 3020, reinterpret_cast<void*>(&cuMemcpyDtoH_v2)},
+    {"cuMemsetD8", 2000, nullptr},  // an older ABI
+    {"cuMemsetD8", 3020, reinterpret_cast<void*>(&cuMemsetD8_v2)},
+    {"cuLaunchKernel", 4000, reinterpret_cast<void*>(&cuLaunchKernel)},
+    {"cuEventCreate", 2000, reinterpret_cast<void*>(&cuEventCreate)},
+    {"cuEventRecord", 2000, reinterpret_cast<void*>(&cuEventRecord)},
+    {"cuEventSynchronize", 2000, reinterpret_cast<void*>(&cuEventSynchronize)},
+    {"cuEventElapsedTime", 2000, reinterpret_cast<void*>(&cuEventElapsedTime)},
+    {"cuEventDestroy", 2000, nullptr},  // an older ABI
+    {"cuEventDestroy", 4000, reinterpret_cast<void*>(&cuEventDestroy_v2)},
+    {"cuStreamCreate", 2000, reinterpret_cast<void*>(&cuStreamCreate)},
+    {"cuStreamDestroy", 2000, nullptr},  // an older ABI
+    {"cuStreamDestroy", 4000, reinterpret_cast<void*>(&cuStreamDestroy_v2)},
+    {"cuStreamBeginCapture", 10000, nullptr},  // an older ABI
+    {"cuStreamBeginCapture", 10010, reinterpret_cast<void*>(&cuStreamBeginCapture_v2)},
+    {"cuStreamEndCapture", 10000, reinterpret_cast<void*>(&cuStreamEndCapture)},
+    {"cuGraphInstantiateWithFlags", 11040, reinterpret_cast<void*>(&cuGraphInstantiateWithFlags)},
+    {"cuGraphInstantiate", 12000, reinterpret_cast<void*>(&cuGraphInstantiateWithFlags)},
+    {"cuGraphLaunch", 10000, reinterpret_cast<void*>(&cuGraphLaunch)},
+    {"cuGraphCreate", 10000, reinterpret_cast<void*>(&cuGraphCreate)},
+    {"cuGraphAddKernelNode", 10000, nullptr},  // an older ABI
+    {"cuGraphAddKernelNode", 12000, reinterpret_cast<void*>(&cuGraphAddKernelNode_v2)},
+    {"cuGraphAddChildGraphNode", 10000, reinterpret_cast<void*>(&cuGraphAddChildGraphNode)},
+    {"cuEventQuery", 2000, reinterpret_cast<void*>(&cuEventQuery)},
+    {"cuDriverGetVersion", 2020, reinterpret_cast<void*>(&cuDriverGetVersion)},
+    {"cuGraphDestroy", 10000, reinterpret_cast<void*>(&cuGraphDestroy)},
+    {"cuGraphExecDestroy", 10000, reinterpret_cast<void*>(&cuGraphExecDestroy)},
+    {"cuGetErrorName", 6000, reinterpret_cast<void*>(&cuGetErrorName)},
+    {"cuGetErrorString", 6000, reinterpret_cast<void*>(&cuGetErrorString)},
 };
 
 CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, unsigned long long flags, int* status) {
   *pfn = nullptr;
   CUresult r = kNotFound;
+  int why = 1;  // CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND
+  const ProcEntry* best = nullptr;
   if (!env_on("KDFLOW_FAKE_CUDA_NO_PROC_ADDRESS"))
     for (const ProcEntry& e : kProcs)
       if (std::strcmp(e.name, symbol) == 0) {
-        *pfn = e.fn;
-        r = kSuccess;
-        break;
+        why = 2;  // CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, unless a row fits
+        if (e.since <= version && (!best || e.since > best->since)) best = &e;
       }
-  if (status) *status = r == kSuccess ? 0 : 1;
-  log_line("cuGetProcAddress symbol=%s version=%d flags=%llu -> %d", symbol, version, flags, r);
+  if (best) {
+    *pfn = best->fn ? best->fn : reinterpret_cast<void*>(&wrong_abi);
+    r = kSuccess;
+    why = 0;
+  }
+  if (status) *status = why;
+  log_line("cuGetProcAddress symbol=%s version=%d flags=%llu -> %d%s", symbol, version, flags, r,
+           best && !best->fn ? " abi=not_the_fakes" : "");
   return r;
 }
 
