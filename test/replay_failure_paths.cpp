@@ -346,3 +346,35 @@ TEST_CASE("the fake cuGetProcAddress resolves a name to the ABI of the requested
   CHECK(status == 2);  // CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
   CHECK(none == nullptr);
 }
+
+// Point 9: a driver other than libcuda.so.1 together with cuBLAS, whose runtime opens the
+// system's driver by its soname, would put two drivers in the process: refused.
+TEST_CASE("issue 23 (9): cuBLAS loading a second CUDA driver beside KDFLOW_CUDA_LIBRARY is one line, exit 69",
+          "[replay][issue23]") {
+  if (params_file("mlp_cublas").empty()) {
+    WARN("SKIPPED: ../shared/samples/mlp_cublas/params.bin is absent");
+    return;
+  }
+  Fakes fake;
+  std::string other = fake.dir + "/libcuda.so.1";
+  {
+    std::ifstream in(KDFLOW_FAKE_CUDA, std::ios::binary);
+    std::ofstream out(other, std::ios::binary);
+    out << in.rdbuf();
+  }
+  Env loads("KDFLOW_FAKE_CUBLAS_LOADS_DRIVER", other);
+  Dataflow df = golden("mlp_cublas");
+  std::ostringstream log;
+  Expected<ReplayReport> rep = replay(df, options("mlp_cublas"), log);
+  REQUIRE_FALSE(rep);
+  INFO(rep.error().message);
+  CHECK(rep.error().code == ExitCode::Unavailable);
+  CHECK(one_line(rep.error().message));
+  CHECK(rep.error().message.find("cuBLAS loaded a second CUDA driver (" + other + ")") != std::string::npos);
+  // Unload it again (the fake cuBLAS's reference and ours), or later replays in this process would see it.
+  if (void* o = ::dlopen(other.c_str(), RTLD_NOW | RTLD_NOLOAD)) {
+    ::dlclose(o);
+    ::dlclose(o);
+  }
+  CHECK(::dlopen(other.c_str(), RTLD_NOW | RTLD_NOLOAD) == nullptr);
+}

@@ -209,6 +209,12 @@ Status cublasCreate_v2(Handle** out) {
     log_line("cublasCreate -> %d error=fake_driver_not_loaded", kNotInitialized);
     return kNotInitialized;
   }
+  // As cuBLAS's static runtime opens the driver by its soname at the first call:
+  // KDFLOW_FAKE_CUBLAS_LOADS_DRIVER=PATH opens PATH (a driver other than the engine's).
+  if (const char* drv = std::getenv("KDFLOW_FAKE_CUBLAS_LOADS_DRIVER"); drv && *drv) {
+    void* other = ::dlopen(drv, RTLD_NOW | RTLD_LOCAL);
+    log_line("cublasCreate loads driver=%s -> %s", drv, other ? "loaded" : "failed");
+  }
   Handle* h = new Handle{d};
   handles().insert(h);
   *out = h;

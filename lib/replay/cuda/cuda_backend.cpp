@@ -8,7 +8,9 @@
 // cuMemsetD8); the work stream is CU_STREAM_NON_BLOCKING, which does not wait for the NULL
 // stream: the engine calls synchronize() between them. Parameters are passed packed,
 // through `extra` (CU_LAUNCH_PARAM_BUFFER_POINTER/SIZE), in the layout plan.cpp computed.
+#include <dlfcn.h>
 #include <fmt/format.h>
+#include <link.h>
 
 #include <algorithm>
 #include <cctype>
@@ -17,6 +19,7 @@
 #include <map>
 #include <optional>
 #include <ostream>
+#include <vector>
 
 #include "../backend.h"
 #include "cublas.h"
@@ -74,6 +77,33 @@ std::string describe_module(const std::string& path, const std::string& bytes) {
     }
   }
   return out;
+}
+
+/// Every loaded library named libcuda.so* (full paths, resolved).
+std::vector<std::string> loaded_drivers() {
+  std::vector<std::string> out;
+  dl_iterate_phdr(
+      [](struct dl_phdr_info* info, size_t, void* data) {
+        if (!info->dlpi_name || !*info->dlpi_name) return 0;
+        std::string path = info->dlpi_name;
+        if (std::filesystem::path(path).filename().string().rfind("libcuda.so", 0) == 0) {
+          std::error_code ec;
+          std::string real = std::filesystem::canonical(path, ec).string();
+          static_cast<std::vector<std::string>*>(data)->push_back(ec ? path : real);
+        }
+        return 0;
+      },
+      &out);
+  return out;
+}
+
+/// The file `handle` was loaded from (resolved), or "".
+std::string loaded_path(void* handle) {
+  struct link_map* lm = nullptr;
+  if (!handle || dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || !lm || !lm->l_name) return "";
+  std::error_code ec;
+  std::string real = std::filesystem::canonical(lm->l_name, ec).string();
+  return ec ? std::string(lm->l_name) : real;
 }
 
 class CudaBackend final : public Backend {
@@ -505,6 +535,17 @@ class CudaBackend final : public Backend {
       return file_error(blas_->library, fmt::format("cublasCreate_v2 failed: {}", blas_->describe(r)),
                         ExitCode::Unavailable);
     }
+    // cuBLAS's runtime opens the driver by its soname (libcuda.so.1); with another driver
+    // (KDFLOW_CUDA_LIBRARY) two drivers would share the process, each with its own contexts.
+    std::string ours = loaded_path(d_.handle);
+    for (const std::string& other : loaded_drivers())
+      if (!ours.empty() && other != ours)
+        return file_error(blas_->library,
+                          fmt::format("cuBLAS loaded a second CUDA driver ({}) beside the one replay uses ({}): the "
+                                      "two would not share contexts; set KDFLOW_CUDA_LIBRARY to the driver cuBLAS "
+                                      "loads, or unset it",
+                                      other, ours),
+                          ExitCode::Unavailable);
     if (cublas::cublasStatus_t r = blas_->cublasSetStream(blas_handle_, stream_); r != cublas::CUBLAS_STATUS_SUCCESS)
       return file_error(blas_->library, fmt::format("cublasSetStream_v2 failed: {}", blas_->describe(r)),
                         ExitCode::Software);
