@@ -201,13 +201,25 @@ class Backend {
 
   /// caps().graphs / caps().dag: builds the device graph of `steps` (chain: a captured
   /// sequence, as TVM's CUDA graph executor; else one node per step, an edge per pred).
-  virtual Status build_graph(const std::vector<GraphStep>& steps, bool chain) = 0;
+  /// Defaults: no graphs (the engine never calls them when caps() says so).
+  virtual Status build_graph(const std::vector<GraphStep>&, bool) {
+    return Error{fmt_no_graphs(), ExitCode::Unavailable};
+  }
   /// Queues one run of the built graph.
-  virtual Fault launch_graph() = 0;
+  virtual Fault launch_graph() {
+    Fault f;
+    f.code = -1;
+    f.api = "launch_graph";
+    f.text = fmt_no_graphs();
+    return f;
+  }
 
   /// After a sticky fault or a hang: make no further device call, not even to release
   /// (process exit tears the context down).
   virtual void abandon() = 0;
+
+ private:
+  std::string fmt_no_graphs() const { return std::string("the ") + name() + " back end has no graphs"; }
 };
 
 /// The messages every back end's failures share (engine.cpp), so they read alike:
