@@ -378,3 +378,32 @@ TEST_CASE("issue 23 (9): cuBLAS loading a second CUDA driver beside KDFLOW_CUDA_
   }
   CHECK(::dlopen(other.c_str(), RTLD_NOW | RTLD_NOLOAD) == nullptr);
 }
+
+// The fake refuses during stream capture what the real driver refuses there, and the
+// capture is then invalidated.
+TEST_CASE("the fake driver refuses allocations, synchronous copies and event queries during capture",
+          "[replay][issue23]") {
+  Fakes fake;
+  void* h = ::dlopen(KDFLOW_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(h);
+  auto create = reinterpret_cast<int (*)(void**, unsigned)>(::dlsym(h, "cuStreamCreate"));
+  auto begin = reinterpret_cast<int (*)(void*, int)>(::dlsym(h, "cuStreamBeginCapture_v2"));
+  auto end = reinterpret_cast<int (*)(void*, void**)>(::dlsym(h, "cuStreamEndCapture"));
+  auto alloc = reinterpret_cast<int (*)(unsigned long long*, size_t)>(::dlsym(h, "cuMemAlloc_v2"));
+  auto sync = reinterpret_cast<int (*)()>(::dlsym(h, "cuCtxSynchronize"));
+  REQUIRE((create && begin && end && alloc && sync));
+  void* stream = nullptr;
+  REQUIRE(create(&stream, 1) == 0);
+  void* graph = nullptr;
+  unsigned long long p = 0;
+  REQUIRE(begin(stream, 0) == 0);
+  CHECK(alloc(&p, 256) == 900);  // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+  CHECK(end(stream, &graph) == 901);  // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+  CHECK(graph == nullptr);
+  REQUIRE(begin(stream, 0) == 0);
+  CHECK(sync() == 900);
+  CHECK(end(stream, &graph) == 901);
+  REQUIRE(begin(stream, 0) == 0);  // a clean capture still works
+  CHECK(end(stream, &graph) == 0);
+  CHECK(alloc(&p, 256) == 0);  // and allocations outside capture
+}
