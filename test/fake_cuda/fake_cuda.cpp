@@ -33,8 +33,41 @@
 //                                      fake gives up with CUDA_ERROR_LAUNCH_TIMEOUT (default 20;
 //                                      a real driver never returns)
 //   KDFLOW_FAKE_CUDA_FAULT=name@N      the Nth execution of `name` in a context faults: a sticky
-//                                      CUDA_ERROR_ILLEGAL_ADDRESS that every later call in that
-//                                      context returns (the launch itself succeeds: it is async)
+//                                      CUDA_ERROR_ILLEGAL_ADDRESS that every later call returns
+//                                      until the process ends (cuda.h: "the process must be
+//                                      terminated and relaunched"): releasing or creating a
+//                                      context does not clear it; only kdflow_fake_cuda_reset does
+//                                      (the tests' stand-in for a new process)
+//   KDFLOW_FAKE_CUDA_DURATION=name=US[,name=US]  kernel `name` (`*`: every kernel) takes US µs
+//                                      of device time (default 10)
+//   KDFLOW_FAKE_CUDA_LAUNCH_US=US      each cuLaunchKernel costs the host US µs (default 0)
+//   KDFLOW_FAKE_CUDA_TEARDOWN_BLOCKS=1 at process exit (static destructors), with a hung kernel,
+//                                      block for KDFLOW_FAKE_CUDA_HANG_S as libcublas's static
+//                                      runtime does when its teardown synchronises a hung device
+//
+// The clocks honour stream order: a host clock (advanced by launches) and one per stream;
+// work starts at max(its stream's clock, the host clock when it was queued) — an idle stream
+// starts a kernel when the host gets to it — and an event's time is when the stream reaches
+// it. cuStreamWaitValue32_v2 (GEQ) on a host-pinned word (cuMemHostAlloc with DEVICEMAP,
+// cuMemHostGetDevicePointer_v2) holds the stream's later work until the word is written:
+// the fake looks at the word at each driver call and then runs what was held, in order.
+//   KDFLOW_FAKE_CUDA_SLOW_MS=name=MS   kernel `name` also takes MS ms of real time: events
+//                                      recorded after it are not ready until then
+//   KDFLOW_FAKE_CUDA_JIT_MS=MS         cuModuleLoadDataEx takes MS ms of real time (a slow JIT)
+//   KDFLOW_FAKE_CUDA_TOTAL_MEM=BYTES   the device's memory (default 80 GiB): cuMemAlloc beyond
+//                                      what is free returns CUDA_ERROR_OUT_OF_MEMORY, never throws
+//   KDFLOW_FAKE_CUDA_SEED=N            the seed of the random topological order in which an
+//                                      explicit graph's nodes run (default: random; logged)
+//
+// Explicit graphs (cuGraphCreate) run their nodes in a random valid topological order, not
+// the order they were added in. Host work that names a workspace ("ws=0x...+BYTES", the fake
+// cuBLAS) in two child-graph nodes that no path orders, with overlapping ranges, fails the
+// launch (cublas_api.h: a workspace must not be used by concurrently running work).
+//
+// During stream capture (global mode) the calls the real driver refuses fail with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidate the capture (cuStreamEndCapture then
+// returns CUDA_ERROR_STREAM_CAPTURE_INVALIDATED): cuMemAlloc, synchronous copies and
+// memsets, cuCtxSynchronize, cuEventQuery and cuEventSynchronize.
 //
 // Stream ordering is modelled as CUDA 13 defines it, as strictly as a real driver may behave:
 // cuMemcpyHtoD from pageable memory and cuMemsetD8 go on the legacy NULL stream and may
@@ -61,7 +94,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <algorithm>
 #include <map>
+#include <new>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -76,7 +112,9 @@ using Handle = void*;
 
 constexpr CUresult kSuccess = 0, kInvalidValue = 1, kInvalidDevice = 101, kNoDevice = 100, kInvalidHandle = 400,
                    kNotFound = 500, kNoBinary = 209, kInvalidImage = 200, kNotReady = 600, kIllegalAddress = 700,
-                   kLaunchTimeout = 702;
+                   kLaunchTimeout = 702, kOutOfMemory = 2, kCaptureUnsupported = 900,
+                   kCaptureInvalidated = 901;
+constexpr unsigned long long kDefaultTotalMem = 80ull << 30;
 constexpr int kDefaultSmem = 48 * 1024, kOptinSmem = 232448;
 
 bool env_on(const char* name) {
@@ -165,6 +203,25 @@ struct State {
   CUresult sticky = 0;                       // a fault poisons the context until it is destroyed
   std::map<std::string, int> executions;     // per kernel name, in this context
   std::map<uintptr_t, std::vector<GraphNode>> explicit_graphs;  // cuGraphCreate'd: nodes with edges
+  std::map<uintptr_t, std::string> exec_conflict;  // exec → why its launch fails (shared workspace)
+  bool capture_invalidated = false;
+  unsigned long long allocated = 0;
+  std::map<uintptr_t, double> stream_clock;         // stream → device time its queued work ends (µs)
+  double host_us = 0;                               // host time (µs): launches advance it
+  struct Gate {
+    const volatile uint32_t* word;
+    uint32_t value;
+  };
+  std::map<uintptr_t, Gate> gates;                  // stream → the wait holding it
+  struct Held {
+    bool event = false;
+    uintptr_t ev = 0;
+    Launch launch;
+  };
+  std::map<uintptr_t, std::vector<Held>> held;      // stream → work queued behind its gate
+  std::set<void*> host_allocs;                      // cuMemHostAlloc'd
+  std::map<uintptr_t, std::chrono::steady_clock::time_point> slow_until;  // stream → real time it drains
+  std::map<uintptr_t, std::chrono::steady_clock::time_point> event_ready;  // event → real time it is ready
 };
 
 State& st() {
@@ -177,7 +234,7 @@ uintptr_t new_handle() { return st().next_handle++; }
 /// A fresh context: no fault, no hung work, no counts.
 void reset_context() {
   State& s = st();
-  s.sticky = 0;
+  // The sticky fault stays: it lasts until the process ends.
   s.executions.clear();
   s.hung_streams.clear();
   s.pending_events.clear();
@@ -187,6 +244,18 @@ void reset_context() {
 /// Lands every deferred NULL-stream copy and memset, in issue order.
 void flush_null_stream();
 
+/// A kernel hung in this process (for the teardown below); cleared by kdflow_fake_cuda_reset.
+bool g_hung = false;
+
+/// Static teardown of a library that synchronises the device at exit (KDFLOW_FAKE_CUDA_TEARDOWN_BLOCKS).
+struct Teardown {
+  ~Teardown() {
+    if (!g_hung || !env_on("KDFLOW_FAKE_CUDA_TEARDOWN_BLOCKS")) return;
+    const char* v = std::getenv("KDFLOW_FAKE_CUDA_HANG_S");
+    std::this_thread::sleep_for(std::chrono::seconds(v && *v ? std::atoi(v) : 20));
+  }
+} g_teardown;
+
 /// What a blocking wait on work that never finishes does: block, then give up.
 CUresult block_forever(const char* call) {
   const char* v = std::getenv("KDFLOW_FAKE_CUDA_HANG_S");
@@ -195,6 +264,50 @@ CUresult block_forever(const char* call) {
   std::this_thread::sleep_for(std::chrono::seconds(seconds));
   return kLaunchTimeout;
 }
+
+/// A call the driver refuses while a stream is being captured (global mode): it fails and
+/// invalidates every capture in progress.
+bool refused_in_capture(const char* call) {
+  State& s = st();
+  if (s.capturing.empty()) return false;
+  s.capture_invalidated = true;
+  log_line("%s refused during stream capture -> %d", call, kCaptureUnsupported);
+  return true;
+}
+
+/// An event reached by its stream: its time, and whether it waits on slow or hung work.
+void record_now(uintptr_t e, uintptr_t sh) {
+  State& s = st();
+  s.events[e] = std::max(s.stream_clock[sh], s.host_us);
+  if (auto sl = s.slow_until.find(sh); sl != s.slow_until.end()) s.event_ready[e] = sl->second;
+  else s.event_ready.erase(e);
+  if (s.hung_streams.count(sh)) s.pending_events.insert(e);
+  else s.pending_events.erase(e);
+}
+
+void execute(const Launch& l, uintptr_t stream);
+
+/// Releases every stream whose gate word has been written, running what it held in order.
+void drain_gates() {
+  State& s = st();
+  for (auto it = s.gates.begin(); it != s.gates.end();) {
+    if (*it->second.word < it->second.value) {
+      ++it;
+      continue;
+    }
+    uintptr_t sh = it->first;
+    it = s.gates.erase(it);
+    std::vector<State::Held> held = std::move(s.held[sh]);
+    s.held.erase(sh);
+    log_line("gate released stream=0x%lx held=%zu host_us=%g", static_cast<unsigned long>(sh), held.size(), s.host_us);
+    for (const State::Held& h : held) {
+      if (h.event) record_now(h.ev, sh);
+      else execute(h.launch, sh);
+    }
+  }
+}
+
+bool gated(uintptr_t sh) { return st().gates.count(sh) > 0; }
 
 bool blocking_stream(uintptr_t stream) {
   if (stream == 0) return true;
@@ -413,7 +526,26 @@ void flush_null_stream() {
 void execute(const Launch& l, uintptr_t stream) {
   State& st_ = st();
   if (st_.hung_streams.count(stream)) return;  // queued behind a kernel that never ends
-  st_.clock_us += 10;
+  double duration = 10;
+  if (!l.host)
+    if (const char* d = std::getenv("KDFLOW_FAKE_CUDA_DURATION"); d && *d) {
+      const std::string& name = st_.functions[l.function].name;
+      std::string spec = std::string(",") + d + ",";
+      size_t at = spec.find("," + name + "=");
+      if (at != std::string::npos) duration = std::atof(spec.c_str() + at + name.size() + 2);
+      else if ((at = spec.find(",*=")) != std::string::npos) duration = std::atof(spec.c_str() + at + 3);
+    }
+  double& clock = st_.stream_clock[stream];
+  clock = std::max(clock, st_.host_us) + duration;
+  st_.clock_us = clock;
+  if (!l.host)
+    if (const char* sl = std::getenv("KDFLOW_FAKE_CUDA_SLOW_MS"); sl && *sl) {
+      const std::string& name = st_.functions[l.function].name;
+      std::string spec = sl;
+      size_t eq = spec.rfind('=');
+      if (eq != std::string::npos && spec.substr(0, eq) == name)
+        st_.slow_until[stream] = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::atoi(spec.c_str() + eq + 1));
+    }
   if (l.host) {
     if (st_.sticky == 0) l.host();
     return;
@@ -422,6 +554,7 @@ void execute(const Launch& l, uintptr_t stream) {
   int n = ++st_.executions[fname];
   if (const char* h = std::getenv("KDFLOW_FAKE_CUDA_HANG"); h && fname == h) {
     st_.hung_streams.insert(stream);
+    g_hung = true;
     log_line("hang kernel=%s stream=0x%lx", fname.c_str(), static_cast<unsigned long>(stream));
     return;
   }
@@ -502,6 +635,51 @@ CUresult cuDeviceGetAttribute(int* value, int attrib, int dev) {
   return kSuccess;
 }
 
+CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned flags) {
+  *p = std::calloc(1, bytes ? bytes : 1);
+  st().host_allocs.insert(*p);
+  log_line("cuMemHostAlloc bytes=%zu flags=%u -> 0", bytes, flags);
+  return kSuccess;
+}
+
+CUresult cuMemFreeHost(void* p) {
+  CUresult r = st().host_allocs.erase(p) ? kSuccess : kInvalidValue;
+  if (r == kSuccess) std::free(p);
+  log_line("cuMemFreeHost -> %d", r);
+  return r;
+}
+
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* d, void* p, unsigned flags) {
+  CUresult r = st().host_allocs.count(p) && flags == 0 ? kSuccess : kInvalidValue;
+  if (r == kSuccess) *d = reinterpret_cast<CUdeviceptr>(p);  // unified addressing: the same address
+  log_line("cuMemHostGetDevicePointer flags=%u -> %d", flags, r);
+  return r;
+}
+
+CUresult cuStreamWaitValue32_v2(Handle stream, CUdeviceptr addr, uint32_t value, unsigned flags) {
+  uintptr_t sh = reinterpret_cast<uintptr_t>(stream);
+  void* host = reinterpret_cast<void*>(addr);
+  CUresult r = st().sticky ? st().sticky
+               : !st().host_allocs.count(host) || flags != 0 ? kInvalidValue  // the fake knows GEQ on pinned words
+               : sh != 0 && !st().stream_flags.count(sh)    ? kInvalidHandle
+                                                            : kSuccess;
+  if (r == kSuccess) {
+    drain_gates();
+    if (gated(sh)) r = kInvalidValue;  // one gate at a time is all the fake models
+    else st().gates[sh] = State::Gate{static_cast<const volatile uint32_t*>(host), value};
+  }
+  log_line("cuStreamWaitValue32 stream=%p value=%u flags=%u -> %d", stream, value, flags, r);
+  return r;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t* bytes, int dev) {
+  unsigned long long total = kDefaultTotalMem;
+  if (const char* t = std::getenv("KDFLOW_FAKE_CUDA_TOTAL_MEM"); t && *t) total = std::strtoull(t, nullptr, 10);
+  *bytes = static_cast<size_t>(total);
+  log_line("cuDeviceTotalMem device=%d -> 0 bytes=%llu", dev, total);
+  return kSuccess;
+}
+
 CUresult cuDeviceGetName(char* name, int len, int dev) {
   std::snprintf(name, static_cast<size_t>(len), "%s", "kdflow fake CUDA device");
   log_line("cuDeviceGetName device=%d -> 0", dev);
@@ -509,6 +687,10 @@ CUresult cuDeviceGetName(char* name, int len, int dev) {
 }
 
 CUresult cuDevicePrimaryCtxRetain(Handle* ctx, int dev) {
+  if (st().sticky) {
+    log_line("cuDevicePrimaryCtxRetain device=%d -> %d", dev, st().sticky);
+    return st().sticky;
+  }
   if (st().ctx_refs++ == 0) reset_context();
   *ctx = reinterpret_cast<Handle>(uintptr_t{0xc0});
   log_line("cuDevicePrimaryCtxRetain device=%d -> 0 ctx=0xc0", dev);
@@ -522,6 +704,10 @@ CUresult cuDevicePrimaryCtxRelease_v2(int dev) {
 }
 
 CUresult cuCtxCreate_v2(Handle* ctx, unsigned flags, int dev) {
+  if (st().sticky) {
+    log_line("cuCtxCreate flags=%u device=%d -> %d", flags, dev, st().sticky);
+    return st().sticky;
+  }
   reset_context();
   *ctx = reinterpret_cast<Handle>(uintptr_t{0xc1});
   log_line("cuCtxCreate flags=%u device=%d -> 0 ctx=0xc1", flags, dev);
@@ -540,8 +726,10 @@ CUresult cuCtxSetCurrent(Handle ctx) {
 }
 
 CUresult cuCtxSynchronize() {
+  if (refused_in_capture("cuCtxSynchronize")) return kCaptureUnsupported;
   flush_null_stream();
-  if (!st().hung_streams.empty()) {
+  drain_gates();
+  if (!st().hung_streams.empty() || !st().gates.empty()) {
     CUresult r = block_forever("cuCtxSynchronize");
     log_line("cuCtxSynchronize -> %d", r);
     return r;
@@ -558,16 +746,21 @@ CUresult cuDriverGetVersion(int* version) {
 }
 
 CUresult cuEventQuery(Handle ev) {
+  if (refused_in_capture("cuEventQuery")) return kCaptureUnsupported;
+  drain_gates();
   uintptr_t e = reinterpret_cast<uintptr_t>(ev);
+  bool slow = st().event_ready.count(e) && std::chrono::steady_clock::now() < st().event_ready[e];
   CUresult r = st().sticky ? st().sticky
                : !st().events.count(e) ? kInvalidHandle
-               : st().pending_events.count(e) ? kNotReady
-                                              : kSuccess;
+               : st().pending_events.count(e) || slow ? kNotReady
+                                                      : kSuccess;
   log_line("cuEventQuery event=%p -> %d", ev, r);
   return r;
 }
 
 CUresult cuModuleLoadDataEx(Handle* module, const void* image, unsigned n, int* options, void** values) {
+  if (const char* j = std::getenv("KDFLOW_FAKE_CUDA_JIT_MS"); j && *j)
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(j)));
   const unsigned char* p = static_cast<const unsigned char*>(image);
   Module m;
   if (std::memcmp(p, "\x7f" "ELF", 4) == 0 || std::memcmp(p, "\x50\xed\x55\xba", 4) == 0) {
@@ -679,7 +872,18 @@ CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
     log_line("cuMemAlloc bytes=0 -> %d", kInvalidValue);
     return kInvalidValue;
   }
+  if (refused_in_capture("cuMemAlloc")) return kCaptureUnsupported;
   State& s = st();
+  if (s.sticky) {
+    log_line("cuMemAlloc bytes=%zu -> %d", bytes, s.sticky);
+    return s.sticky;
+  }
+  unsigned long long total = kDefaultTotalMem;
+  if (const char* t = std::getenv("KDFLOW_FAKE_CUDA_TOTAL_MEM"); t && *t) total = std::strtoull(t, nullptr, 10);
+  if (bytes > total || s.allocated > total - bytes) {
+    log_line("cuMemAlloc bytes=%zu -> %d error=more_than_the_free_device_memory", bytes, kOutOfMemory);
+    return kOutOfMemory;
+  }
   if (s.allocs.empty()) {  // each replay in a process sees the same addresses and indices
     s.next_addr = 0x100000000ull;
     s.next_index = 0;
@@ -687,8 +891,14 @@ CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
   CUdeviceptr a = s.next_addr;
   s.next_addr += (bytes + 255) / 256 * 256 + 0x10000;  // a gap: overruns land nowhere valid
   Alloc al;
+  try {
+    al.mem.assign(bytes, 0);
+  } catch (const std::bad_alloc&) {  // the host cannot back it: what the device would say
+    log_line("cuMemAlloc bytes=%zu -> %d error=host_cannot_back_the_fake_allocation", bytes, kOutOfMemory);
+    return kOutOfMemory;
+  }
   al.index = s.next_index++;
-  al.mem.assign(bytes, 0);
+  s.allocated += bytes;
   s.allocs[a] = std::move(al);
   *ptr = a;
   log_line("cuMemAlloc bytes=%zu -> 0 ptr=0x%llx index=%d", bytes, a, s.allocs[a].index);
@@ -702,6 +912,7 @@ CUresult cuMemFree_v2(CUdeviceptr ptr) {
   int index = -1;
   if (it != m.end()) {
     index = it->second.index;
+    st().allocated -= it->second.mem.size();
     m.erase(it);
     r = kSuccess;
   }
@@ -710,6 +921,7 @@ CUresult cuMemFree_v2(CUdeviceptr ptr) {
 }
 
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
+  if (refused_in_capture("cuMemcpyHtoD")) return kCaptureUnsupported;
   CUdeviceptr base = 0;
   Alloc* a = find(dst, bytes, &base);
   CUresult r = st().sticky ? st().sticky : a ? kSuccess : kInvalidValue;
@@ -723,6 +935,7 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
 }
 
 CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
+  if (refused_in_capture("cuMemcpyDtoH")) return kCaptureUnsupported;
   flush_null_stream();  // synchronous, on the NULL stream: after everything queued there
   CUdeviceptr base = 0;
   Alloc* a = find(src, bytes, &base);
@@ -734,6 +947,7 @@ CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
 }
 
 CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t count) {
+  if (refused_in_capture("cuMemsetD8")) return kCaptureUnsupported;
   CUdeviceptr base = 0;
   Alloc* a = find(dst, count, &base);
   CUresult r = st().sticky ? st().sticky : a ? kSuccess : kInvalidValue;
@@ -805,7 +1019,10 @@ CUresult cuLaunchKernel(Handle f, unsigned gx, unsigned gy, unsigned gz, unsigne
            fn.name.c_str(), gx, gy, gz, bx, by, bz, smem, static_cast<unsigned long>(sh), captured ? 1 : 0,
            l.params.size(), hex(l.params).c_str(), args.empty() ? "-" : args.c_str(), racing, r, why.c_str());
   if (r != kSuccess) return r;
+  if (const char* c = std::getenv("KDFLOW_FAKE_CUDA_LAUNCH_US"); c && *c && !captured) s.host_us += std::atof(c);
+  drain_gates();
   if (captured) s.graphs[s.capturing[sh]].push_back(l);
+  else if (gated(sh)) s.held[sh].push_back({false, 0, l});
   else execute(l, sh);
   return kSuccess;
 }
@@ -823,15 +1040,21 @@ CUresult cuEventRecord(Handle ev, Handle stream) {
   CUresult r = st().sticky ? st().sticky : st().events.count(e) ? kSuccess : kInvalidHandle;
   if (r == kSuccess) {
     if (blocking_stream(sh)) flush_null_stream();
-    st().events[e] = st().clock_us;
-    if (st().hung_streams.count(sh)) st().pending_events.insert(e);
-    else st().pending_events.erase(e);
+    drain_gates();
+    if (gated(sh)) {
+      st().held[sh].push_back({true, e, {}});
+      st().pending_events.insert(e);  // not reached until the gate opens
+    } else {
+      record_now(e, sh);
+    }
   }
   log_line("cuEventRecord event=%p stream=%p -> %d", ev, stream, r);
   return r;
 }
 
 CUresult cuEventSynchronize(Handle ev) {
+  if (refused_in_capture("cuEventSynchronize")) return kCaptureUnsupported;
+  drain_gates();
   uintptr_t e = reinterpret_cast<uintptr_t>(ev);
   CUresult r = st().sticky;
   if (r == kSuccess && st().pending_events.count(e)) r = block_forever("cuEventSynchronize");
@@ -840,6 +1063,7 @@ CUresult cuEventSynchronize(Handle ev) {
 }
 
 CUresult cuEventElapsedTime(float* ms, Handle a, Handle b) {
+  drain_gates();
   if (st().sticky || st().pending_events.count(reinterpret_cast<uintptr_t>(a)) ||
       st().pending_events.count(reinterpret_cast<uintptr_t>(b))) {
     CUresult r = st().sticky ? st().sticky : kNotReady;
@@ -886,6 +1110,14 @@ CUresult cuStreamEndCapture(Handle stream, Handle* graph) {
     log_line("cuStreamEndCapture stream=%p -> %d", stream, kInvalidValue);
     return kInvalidValue;
   }
+  if (st().capture_invalidated) {
+    st().graphs.erase(it->second);
+    c.erase(it);
+    if (c.empty()) st().capture_invalidated = false;
+    *graph = nullptr;
+    log_line("cuStreamEndCapture stream=%p -> %d error=capture_invalidated", stream, kCaptureInvalidated);
+    return kCaptureInvalidated;
+  }
   *graph = reinterpret_cast<Handle>(it->second);
   log_line("cuStreamEndCapture stream=%p -> 0 graph=0x%lx kernels=%zu", stream, static_cast<unsigned long>(it->second),
            st().graphs[it->second].size());
@@ -901,16 +1133,62 @@ CUresult cuGraphInstantiateWithFlags(Handle* exec, Handle graph, unsigned long l
   }
   uintptr_t h = new_handle();
   st().execs[h] = it->second;
+  unsigned seed = 0;
   if (auto eg = st().explicit_graphs.find(reinterpret_cast<uintptr_t>(graph)); eg != st().explicit_graphs.end()) {
-    // Kernel nodes run in an order that respects the edges: the order they were added in.
-    for (const GraphNode& n : eg->second) {
-      if (!n.child) st().execs[h].push_back(n.launch);
-      else st().execs[h].insert(st().execs[h].end(), n.children.begin(), n.children.end());
+    // Nodes run in a random order that respects the edges (seeded, logged), as the device may.
+    const std::vector<GraphNode>& nodes = eg->second;
+    const char* sv = std::getenv("KDFLOW_FAKE_CUDA_SEED");
+    seed = sv && *sv ? static_cast<unsigned>(std::strtoul(sv, nullptr, 10)) : std::random_device{}();
+    std::mt19937 rng(seed);
+    size_t n = nodes.size();
+    std::map<uintptr_t, size_t> index;
+    for (size_t i = 0; i < n; ++i) index[nodes[i].id] = i;
+    std::vector<std::set<size_t>> ancestors(n);
+    for (size_t i = 0; i < n; ++i)
+      for (uintptr_t d : nodes[i].deps) {
+        size_t j = index[d];
+        ancestors[i].insert(j);
+        ancestors[i].insert(ancestors[j].begin(), ancestors[j].end());
+      }
+    std::vector<size_t> waiting(n, 0);
+    for (size_t i = 0; i < n; ++i) waiting[i] = nodes[i].deps.size();
+    std::vector<size_t> ready;
+    for (size_t i = 0; i < n; ++i)
+      if (!waiting[i]) ready.push_back(i);
+    while (!ready.empty()) {
+      size_t pick = std::uniform_int_distribution<size_t>(0, ready.size() - 1)(rng);
+      size_t i = ready[pick];
+      ready.erase(ready.begin() + static_cast<long>(pick));
+      if (!nodes[i].child) st().execs[h].push_back(nodes[i].launch);
+      else st().execs[h].insert(st().execs[h].end(), nodes[i].children.begin(), nodes[i].children.end());
+      for (size_t k = 0; k < n; ++k)
+        for (uintptr_t d : nodes[k].deps)
+          if (d == nodes[i].id && --waiting[k] == 0) ready.push_back(k);
     }
+    // Host work naming a workspace in two nodes no path orders: they may run concurrently.
+    auto workspace = [](const GraphNode& g, unsigned long long* lo, unsigned long long* hi) {
+      for (const Launch& l : g.children) {
+        size_t at = l.what.find("ws=");
+        if (at == std::string::npos) continue;
+        char* end = nullptr;
+        *lo = std::strtoull(l.what.c_str() + at + 3, &end, 0);
+        *hi = *lo + (end && *end == '+' ? std::strtoull(end + 1, nullptr, 10) : 0);
+        return *hi > *lo;
+      }
+      return false;
+    };
+    for (size_t i = 0; i < n; ++i)
+      for (size_t k = i + 1; k < n; ++k) {
+        unsigned long long a0, a1, b0, b1;
+        if (!nodes[i].child || !nodes[k].child || ancestors[k].count(i) || ancestors[i].count(k)) continue;
+        if (workspace(nodes[i], &a0, &a1) && workspace(nodes[k], &b0, &b1) && a0 < b1 && b0 < a1)
+          st().exec_conflict[h] = "nodes " + std::to_string(i) + " and " + std::to_string(k) +
+                                  " may run concurrently and share a library workspace";
+      }
   }
   *exec = reinterpret_cast<Handle>(h);
-  log_line("cuGraphInstantiate graph=%p flags=%llu -> 0 exec=0x%lx kernels=%zu", graph, flags,
-           static_cast<unsigned long>(h), it->second.size());
+  log_line("cuGraphInstantiate graph=%p flags=%llu -> 0 exec=0x%lx kernels=%zu seed=%u", graph, flags,
+           static_cast<unsigned long>(h), it->second.size(), seed);
   return kSuccess;
 }
 
@@ -924,6 +1202,11 @@ CUresult cuGraphLaunch(Handle exec, Handle stream) {
   if (st().sticky) {
     log_line("cuGraphLaunch exec=%p -> %d", exec, st().sticky);
     return st().sticky;
+  }
+  if (auto c = st().exec_conflict.find(reinterpret_cast<uintptr_t>(exec)); c != st().exec_conflict.end()) {
+    st().sticky = kIllegalAddress;  // what a shared split-K workspace does to a real run, made loud
+    log_line("cuGraphLaunch exec=%p -> %d error=%s", exec, kIllegalAddress, c->second.c_str());
+    return kIllegalAddress;
   }
   if (blocking_stream(sh)) flush_null_stream();
   size_t racing = st().pending.size();
@@ -1085,68 +1368,111 @@ CUresult cuGetErrorString(CUresult err, const char** str) {
   return kSuccess;
 }
 
+/// cuGetProcAddress's table: per base name, the CUDA version from which each ABI is what
+/// the name resolves to (as cuda.h's versioned symbols: "cuMemAlloc" at 2000 is the 32-bit
+/// cuMemAlloc, at 3020 cuMemAlloc_v2; "cuCtxCreate" at 11040 is _v3, at 12050 _v4). The fake
+/// implements one ABI per name; a request that resolves to another one gets wrong_abi, which
+/// fails loudly when called, and a version older than the name's first one gets nothing
+/// (CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT).
 struct ProcEntry {
   const char* name;
-  void* fn;
+  int since;
+  void* fn;  // null: an ABI the fake does not implement
 };
 
+CUresult wrong_abi() {
+  log_line("called an entry point with an ABI the fake does not implement (cuGetProcAddress asked for another "
+           "version) -> %d",
+           kInvalidValue);
+  return kInvalidValue;
+}
+
 static const ProcEntry kProcs[] = {
-    {"cuInit", reinterpret_cast<void*>(&cuInit)},
-    {"cuDeviceGet", reinterpret_cast<void*>(&cuDeviceGet)},
-    {"cuDeviceGetAttribute", reinterpret_cast<void*>(&cuDeviceGetAttribute)},
-    {"cuDeviceGetName", reinterpret_cast<void*>(&cuDeviceGetName)},
-    {"cuDevicePrimaryCtxRetain", reinterpret_cast<void*>(&cuDevicePrimaryCtxRetain)},
-    {"cuDevicePrimaryCtxRelease", reinterpret_cast<void*>(&cuDevicePrimaryCtxRelease_v2)},
-    {"cuCtxCreate", reinterpret_cast<void*>(&cuCtxCreate_v2)},
-    {"cuCtxDestroy", reinterpret_cast<void*>(&cuCtxDestroy_v2)},
-    {"cuCtxSetCurrent", reinterpret_cast<void*>(&cuCtxSetCurrent)},
-    {"cuCtxSynchronize", reinterpret_cast<void*>(&cuCtxSynchronize)},
-    {"cuModuleLoadDataEx", reinterpret_cast<void*>(&cuModuleLoadDataEx)},
-    {"cuModuleGetFunction", reinterpret_cast<void*>(&cuModuleGetFunction)},
-    {"cuModuleUnload", reinterpret_cast<void*>(&cuModuleUnload)},
-    {"cuFuncSetAttribute", reinterpret_cast<void*>(&cuFuncSetAttribute)},
-    {"cuFuncGetAttribute", reinterpret_cast<void*>(&cuFuncGetAttribute)},
-    {"cuMemAlloc", reinterpret_cast<void*>(&cuMemAlloc_v2)},
-    {"cuMemFree", reinterpret_cast<void*>(&cuMemFree_v2)},
-    {"cuMemcpyHtoD", reinterpret_cast<void*>(&cuMemcpyHtoD_v2)},
-    {"cuMemcpyDtoH", reinterpret_cast<void*>(&cuMemcpyDtoH_v2)},
-    {"cuMemsetD8", reinterpret_cast<void*>(&cuMemsetD8_v2)},
-    {"cuLaunchKernel", reinterpret_cast<void*>(&cuLaunchKernel)},
-    {"cuEventCreate", reinterpret_cast<void*>(&cuEventCreate)},
-    {"cuEventRecord", reinterpret_cast<void*>(&cuEventRecord)},
-    {"cuEventSynchronize", reinterpret_cast<void*>(&cuEventSynchronize)},
-    {"cuEventElapsedTime", reinterpret_cast<void*>(&cuEventElapsedTime)},
-    {"cuEventDestroy", reinterpret_cast<void*>(&cuEventDestroy_v2)},
-    {"cuStreamCreate", reinterpret_cast<void*>(&cuStreamCreate)},
-    {"cuStreamDestroy", reinterpret_cast<void*>(&cuStreamDestroy_v2)},
-    {"cuStreamBeginCapture", reinterpret_cast<void*>(&cuStreamBeginCapture_v2)},
-    {"cuStreamEndCapture", reinterpret_cast<void*>(&cuStreamEndCapture)},
-    {"cuGraphInstantiateWithFlags", reinterpret_cast<void*>(&cuGraphInstantiateWithFlags)},
-    {"cuGraphInstantiate", reinterpret_cast<void*>(&cuGraphInstantiateWithFlags)},
-    {"cuGraphLaunch", reinterpret_cast<void*>(&cuGraphLaunch)},
-    {"cuGraphCreate", reinterpret_cast<void*>(&cuGraphCreate)},
-    {"cuGraphAddKernelNode", reinterpret_cast<void*>(&cuGraphAddKernelNode_v2)},
-    {"cuGraphAddChildGraphNode", reinterpret_cast<void*>(&cuGraphAddChildGraphNode)},
-    {"cuEventQuery", reinterpret_cast<void*>(&cuEventQuery)},
-    {"cuDriverGetVersion", reinterpret_cast<void*>(&cuDriverGetVersion)},
-    {"cuGraphDestroy", reinterpret_cast<void*>(&cuGraphDestroy)},
-    {"cuGraphExecDestroy", reinterpret_cast<void*>(&cuGraphExecDestroy)},
-    {"cuGetErrorName", reinterpret_cast<void*>(&cuGetErrorName)},
-    {"cuGetErrorString", reinterpret_cast<void*>(&cuGetErrorString)},
+    {"cuInit", 2000, reinterpret_cast<void*>(&cuInit)},
+    {"cuDeviceGet", 2000, reinterpret_cast<void*>(&cuDeviceGet)},
+    {"cuDeviceGetAttribute", 2000, reinterpret_cast<void*>(&cuDeviceGetAttribute)},
+    {"cuDeviceGetName", 2000, reinterpret_cast<void*>(&cuDeviceGetName)},
+    {"cuDeviceTotalMem", 2000, nullptr},  // an older ABI
+    {"cuDeviceTotalMem", 3020, reinterpret_cast<void*>(&cuDeviceTotalMem_v2)},
+    {"cuMemHostAlloc", 2020, reinterpret_cast<void*>(&cuMemHostAlloc)},
+    {"cuMemFreeHost", 2000, reinterpret_cast<void*>(&cuMemFreeHost)},
+    {"cuMemHostGetDevicePointer", 2020, nullptr},  // an older ABI
+    {"cuMemHostGetDevicePointer", 3020, reinterpret_cast<void*>(&cuMemHostGetDevicePointer_v2)},
+    {"cuStreamWaitValue32", 8000, nullptr},  // an older ABI
+    {"cuStreamWaitValue32", 11070, reinterpret_cast<void*>(&cuStreamWaitValue32_v2)},
+    {"cuDevicePrimaryCtxRetain", 7000, reinterpret_cast<void*>(&cuDevicePrimaryCtxRetain)},
+    {"cuDevicePrimaryCtxRelease", 7000, nullptr},  // an older ABI
+    {"cuDevicePrimaryCtxRelease", 11000, reinterpret_cast<void*>(&cuDevicePrimaryCtxRelease_v2)},
+    {"cuCtxCreate", 2000, nullptr},  // an older ABI
+    {"cuCtxCreate", 3020, reinterpret_cast<void*>(&cuCtxCreate_v2)},
+    {"cuCtxCreate", 11040, nullptr},  // a newer ABI
+    {"cuCtxCreate", 12050, nullptr},  // a newer ABI
+    {"cuCtxDestroy", 2000, nullptr},  // an older ABI
+    {"cuCtxDestroy", 4000, reinterpret_cast<void*>(&cuCtxDestroy_v2)},
+    {"cuCtxSetCurrent", 4000, reinterpret_cast<void*>(&cuCtxSetCurrent)},
+    {"cuCtxSynchronize", 2000, reinterpret_cast<void*>(&cuCtxSynchronize)},
+    {"cuModuleLoadDataEx", 2010, reinterpret_cast<void*>(&cuModuleLoadDataEx)},
+    {"cuModuleGetFunction", 2000, reinterpret_cast<void*>(&cuModuleGetFunction)},
+    {"cuModuleUnload", 2000, reinterpret_cast<void*>(&cuModuleUnload)},
+    {"cuFuncSetAttribute", 9000, reinterpret_cast<void*>(&cuFuncSetAttribute)},
+    {"cuFuncGetAttribute", 2020, reinterpret_cast<void*>(&cuFuncGetAttribute)},
+    {"cuMemAlloc", 2000, nullptr},  // an older ABI
+    {"cuMemAlloc", 3020, reinterpret_cast<void*>(&cuMemAlloc_v2)},
+    {"cuMemFree", 2000, nullptr},  // an older ABI
+    {"cuMemFree", 3020, reinterpret_cast<void*>(&cuMemFree_v2)},
+    {"cuMemcpyHtoD", 2000, nullptr},  // an older ABI
+    {"cuMemcpyHtoD", 3020, reinterpret_cast<void*>(&cuMemcpyHtoD_v2)},
+    {"cuMemcpyDtoH", 2000, nullptr},  // an older ABI
+    {"cuMemcpyDtoH", 3020, reinterpret_cast<void*>(&cuMemcpyDtoH_v2)},
+    {"cuMemsetD8", 2000, nullptr},  // an older ABI
+    {"cuMemsetD8", 3020, reinterpret_cast<void*>(&cuMemsetD8_v2)},
+    {"cuLaunchKernel", 4000, reinterpret_cast<void*>(&cuLaunchKernel)},
+    {"cuEventCreate", 2000, reinterpret_cast<void*>(&cuEventCreate)},
+    {"cuEventRecord", 2000, reinterpret_cast<void*>(&cuEventRecord)},
+    {"cuEventSynchronize", 2000, reinterpret_cast<void*>(&cuEventSynchronize)},
+    {"cuEventElapsedTime", 2000, reinterpret_cast<void*>(&cuEventElapsedTime)},
+    {"cuEventDestroy", 2000, nullptr},  // an older ABI
+    {"cuEventDestroy", 4000, reinterpret_cast<void*>(&cuEventDestroy_v2)},
+    {"cuStreamCreate", 2000, reinterpret_cast<void*>(&cuStreamCreate)},
+    {"cuStreamDestroy", 2000, nullptr},  // an older ABI
+    {"cuStreamDestroy", 4000, reinterpret_cast<void*>(&cuStreamDestroy_v2)},
+    {"cuStreamBeginCapture", 10000, nullptr},  // an older ABI
+    {"cuStreamBeginCapture", 10010, reinterpret_cast<void*>(&cuStreamBeginCapture_v2)},
+    {"cuStreamEndCapture", 10000, reinterpret_cast<void*>(&cuStreamEndCapture)},
+    {"cuGraphInstantiateWithFlags", 11040, reinterpret_cast<void*>(&cuGraphInstantiateWithFlags)},
+    {"cuGraphInstantiate", 12000, reinterpret_cast<void*>(&cuGraphInstantiateWithFlags)},
+    {"cuGraphLaunch", 10000, reinterpret_cast<void*>(&cuGraphLaunch)},
+    {"cuGraphCreate", 10000, reinterpret_cast<void*>(&cuGraphCreate)},
+    {"cuGraphAddKernelNode", 10000, nullptr},  // an older ABI
+    {"cuGraphAddKernelNode", 12000, reinterpret_cast<void*>(&cuGraphAddKernelNode_v2)},
+    {"cuGraphAddChildGraphNode", 10000, reinterpret_cast<void*>(&cuGraphAddChildGraphNode)},
+    {"cuEventQuery", 2000, reinterpret_cast<void*>(&cuEventQuery)},
+    {"cuDriverGetVersion", 2020, reinterpret_cast<void*>(&cuDriverGetVersion)},
+    {"cuGraphDestroy", 10000, reinterpret_cast<void*>(&cuGraphDestroy)},
+    {"cuGraphExecDestroy", 10000, reinterpret_cast<void*>(&cuGraphExecDestroy)},
+    {"cuGetErrorName", 6000, reinterpret_cast<void*>(&cuGetErrorName)},
+    {"cuGetErrorString", 6000, reinterpret_cast<void*>(&cuGetErrorString)},
 };
 
 CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, unsigned long long flags, int* status) {
   *pfn = nullptr;
   CUresult r = kNotFound;
+  int why = 1;  // CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND
+  const ProcEntry* best = nullptr;
   if (!env_on("KDFLOW_FAKE_CUDA_NO_PROC_ADDRESS"))
     for (const ProcEntry& e : kProcs)
       if (std::strcmp(e.name, symbol) == 0) {
-        *pfn = e.fn;
-        r = kSuccess;
-        break;
+        why = 2;  // CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, unless a row fits
+        if (e.since <= version && (!best || e.since > best->since)) best = &e;
       }
-  if (status) *status = r == kSuccess ? 0 : 1;
-  log_line("cuGetProcAddress symbol=%s version=%d flags=%llu -> %d", symbol, version, flags, r);
+  if (best) {
+    *pfn = best->fn ? best->fn : reinterpret_cast<void*>(&wrong_abi);
+    r = kSuccess;
+    why = 0;
+  }
+  if (status) *status = why;
+  log_line("cuGetProcAddress symbol=%s version=%d flags=%llu -> %d%s", symbol, version, flags, r,
+           best && !best->fn ? " abi=not_the_fakes" : "");
   return r;
 }
 
@@ -1154,7 +1480,15 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, unsign
 /// that held a hung context had exited.
 void kdflow_fake_cuda_reset() {
   st() = State{};
+  g_hung = false;
   log_line("kdflow_fake_cuda_reset");
+}
+
+/// Not a driver entry point: the fake cuBLAS plants a fault in its queued work (a sticky
+/// error, as a faulting kernel of the library would leave).
+void kdflow_fake_cuda_fault(CUresult r) {
+  if (st().sticky == 0) st().sticky = r;
+  log_line("fault host-work result=%d", r);
 }
 
 /// Not a driver entry point (see the header): host bytes behind [p, p + n), or null.
@@ -1177,7 +1511,9 @@ CUresult kdflow_fake_cuda_enqueue(Handle stream, const char* what, void (*fn)(vo
     if (captured) s.graphs[s.capturing[sh]].push_back(l);
     else {
       if (blocking_stream(sh)) flush_null_stream();
-      execute(l, sh);
+      drain_gates();
+      if (gated(sh)) s.held[sh].push_back({false, 0, l});
+      else execute(l, sh);
     }
   }
   log_line("enqueue what=%s stream=0x%lx captured=%d racing=%zu -> %d", what ? what : "?",

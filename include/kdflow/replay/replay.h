@@ -144,13 +144,19 @@ std::string format_plan(const ReplayPlan& plan, const Dataflow& df);
 /// with an edge per transitively reduced dependency, so independent launches may overlap.
 enum class ReplayMode { Eager, Graph, Dag };
 const char* to_string(ReplayMode m);  ///< "eager" | "graph" | "dag"
-enum class ModuleFormat { Unknown, Ptx, Cubin, Fatbin };
-const char* to_string(ModuleFormat f);  ///< "ptx" | "cubin" | "fatbin" | "unknown"
-/// By magic bytes: \x7fELF → cubin, 50 ED 55 BA → fatbin, text with ".version" → PTX.
+enum class ModuleFormat { Unknown, Ptx, Cubin, Fatbin, CudaSource };
+const char* to_string(ModuleFormat f);  ///< "ptx" | "cubin" | "fatbin" | "cuda source" | "unknown"
+/// By magic bytes: \x7fELF → cubin, 50 ED 55 BA → fatbin, text with ".version" and ".target"
+/// → PTX, other text with "__global__" → CUDA source (what the CPU back end compiles).
 ModuleFormat detect_module_format(std::string_view bytes);
+
+/// Who runs the kernels: the CUDA driver (default) or the host CPU (lib/replay/cpu/).
+enum class ReplayBackend { Cuda, Cpu };
+const char* to_string(ReplayBackend b);  ///< "cuda" | "cpu"
 
 struct ReplayOptions {
   ReplayInputs inputs;
+  ReplayBackend backend = ReplayBackend::Cuda;
   /// Device code files, format by content. Files named alike but for the extension are one
   /// module's alternatives (binaries tried before PTX); others are separate modules, all
   /// loaded, each kernel run from the one module that defines it (a Relax build's device_<i>).
@@ -222,17 +228,28 @@ struct ReplayReport {
   int warmup = 0;
   int repeat = 0;
   int kernel = -1;                  ///< the --kernel run, or -1
+  ReplayBackend backend = ReplayBackend::Cuda;
   std::vector<KernelTime> times;    ///< one per launch, in launch order (timed eager runs, every mode)
+  /// One per library call, in call order (`kernel` holds the call id): each timed between
+  /// its own markers (kernel times exclude them).
+  std::vector<KernelTime> library_call_times;
   double total_median_us = 0;       ///< eager: sum of kernel medians; graph/dag: median graph launch
   double total_min_us = 0;
   double kernel_sum_median_us = 0;  ///< Σ kernel medians (eager runs)
   double kernel_sum_min_us = 0;
-  double eager_run_median_us = 0;  ///< end to end, first launch to last, per eager run
-  double eager_run_min_us = 0;
+  double eager_run_median_us = 0;  ///< end to end, first launch to last, per eager run, not gated: what a
+  double eager_run_min_us = 0;     ///< host loop achieves (launch overhead included)
+  /// Gated eager runs (the back end could hold the queue until a run was queued whole): the
+  /// step times then come from these, so they are device time, and eager_run − gated_run is
+  /// the launch overhead. false: step times come from the ungated runs (their sum is then
+  /// eager_run by construction: the intervals tile the run).
+  bool gated = false;
+  double gated_run_median_us = 0;
+  double gated_run_min_us = 0;
   double graph_run_median_us = 0;  ///< graph/dag: per graph launch
   double graph_run_min_us = 0;
-  /// dag: edges of the CUDA graph, the longest dependency chain (launches) and the
-  /// critical path's time from the kernel medians (the floor any concurrency could reach).
+  /// dag: edges of the graph, the longest dependency chain (steps: kernels and library calls)
+  /// and the critical path's time from the step medians (the floor any concurrency could reach).
   size_t dag_edges = 0;
   int dag_longest_chain = 0;
   double dag_critical_path_us = 0;
@@ -252,6 +269,15 @@ struct ReplayReport {
 /// Errors: no driver → ExitCode::Unavailable; bad inputs → DataError / NoInput; a failing
 /// driver call → Software (launch failures name the kernel).
 Expected<ReplayReport> replay(const Dataflow& df, const ReplayOptions& opt, std::ostream& log);
+
+/// The libcublas names replay tries, in order (`override_path`, else $KDFLOW_CUBLAS_LIBRARY,
+/// else the loader path's libcublas.so.13/.12/.11/.so, then the CUDA toolkit folders).
+std::vector<std::string> replay_cublas_candidates(const std::string& override_path);
+
+/// True once a replay in this process left a device hung or poisoned (a time-out or a sticky
+/// fault): the process should end with _Exit() after printing, without running static
+/// destructors or atexit handlers (a library's teardown may wait on the device forever).
+bool replay_device_abandoned();
 
 /// Compares an array with its expected value (rtol/atol for floats, exact for integers).
 OutputCheck compare_arrays(const NpyArray& actual, const NpyArray& expected, double rtol, double atol);
@@ -287,6 +313,7 @@ struct ReplayCommand {
   std::vector<std::string> expect;   ///< --expect FILE (repeatable, in output order); default DIR/output_<i>.npy
   bool no_expect = false;            ///< --no-expect: compare nothing
   std::string mode = "eager";        ///< --mode eager|graph|dag
+  std::string backend = "cuda";      ///< --backend cuda|cpu
   std::string timing_json;           ///< --timing-json FILE
   double time_limit = 600;           ///< --time-limit SECONDS (0: none)
   int warmup = 1;                    ///< --warmup N
