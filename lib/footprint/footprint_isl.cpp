@@ -17,9 +17,11 @@
 #include <isl/val.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -636,10 +638,17 @@ Footprint compute_footprint(const KernelModel& model, size_t param, const Launch
   return Computer(ctx, count_variables).run(model, param, launch);
 }
 
-void attach_footprints(Dataflow& df, const std::vector<KernelModel>& models) {
-  IslCtx ctx;
-  Computer computer(ctx, kCountVariables);
-  std::map<std::string, std::vector<std::optional<Footprint>>> cache;  // launch key → per argument
+void attach_footprints(Dataflow& df, const std::vector<KernelModel>& models, int jobs) {
+  // 1. The distinct launches, in first-launch order: (model, shape, which arguments).
+  struct Work {
+    const KernelModel* model = nullptr;
+    LaunchShape launch;
+    std::vector<bool> pointer;                 ///< per argument: a buffer with a modelled pointer parameter
+    std::vector<std::optional<Footprint>> out;  ///< per argument
+  };
+  std::vector<Work> work;
+  std::map<std::string, size_t> index;  // launch key → work item
+  std::vector<std::pair<Kernel*, size_t>> uses;
   for (Kernel& k : df.kernels) {
     if (k.device_function < 0 || static_cast<size_t>(k.device_function) >= models.size()) continue;
     const KernelModel& m = models[k.device_function];
@@ -654,27 +663,49 @@ void attach_footprints(Dataflow& df, const std::vector<KernelModel>& models) {
         key += fmt::format("|{}", a.int_value);
       } else {
         launch.scalars.push_back(std::nullopt);
-        key += "|-";
+        key += a.kind == Arg::Kind::Buffer ? "|b" : "|-";
       }
     }
-    auto [it, inserted] = cache.emplace(key, std::vector<std::optional<Footprint>>());
+    auto [it, inserted] = index.emplace(key, work.size());
     if (inserted) {
-      for (size_t j = 0; j < k.args.size(); ++j) {
-        std::optional<Footprint> f;
-        if (j < m.params.size() && m.params[j].pointer && k.args[j].kind == Arg::Kind::Buffer) {
-          if (!ctx.get()) {
-            f = Footprint{};
-            f->unknown = "isl: no context";
-          } else {
-            f = computer.run(m, j, launch);
-          }
+      Work w;
+      w.model = &m;
+      w.launch = std::move(launch);
+      for (size_t j = 0; j < k.args.size(); ++j)
+        w.pointer.push_back(j < m.params.size() && m.params[j].pointer && k.args[j].kind == Arg::Kind::Buffer);
+      w.out.resize(k.args.size());
+      work.push_back(std::move(w));
+    }
+    uses.push_back({&k, it->second});
+  }
+  // 2. Each distinct launch once, on `jobs` threads taking the next item in turn; each
+  //    thread has its own isl context. Results land in their item: order-independent.
+  auto worker = [&](std::atomic<size_t>* next) {
+    IslCtx ctx;
+    Computer computer(ctx, kCountVariables);
+    for (size_t i; (i = next->fetch_add(1)) < work.size();) {
+      Work& w = work[i];
+      for (size_t j = 0; j < w.pointer.size(); ++j) {
+        if (!w.pointer[j]) continue;
+        if (!ctx.get()) {
+          w.out[j] = Footprint{};
+          w.out[j]->unknown = "isl: no context";
+        } else {
+          w.out[j] = computer.run(*w.model, j, w.launch);
         }
-        it->second.push_back(std::move(f));
       }
     }
-    for (size_t j = 0; j < k.args.size() && j < it->second.size(); ++j)
-      if (k.args[j].kind == Arg::Kind::Buffer) k.args[j].footprint = it->second[j];
-  }
+  };
+  std::atomic<size_t> next{0};
+  const size_t threads = std::min<size_t>(jobs > 1 ? static_cast<size_t>(jobs) : 1, work.size());
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker, &next);
+  worker(&next);
+  for (std::thread& t : pool) t.join();
+  // 3. Every launch gets its item's footprints.
+  for (auto& [k, i] : uses)
+    for (size_t j = 0; j < k->args.size() && j < work[i].out.size(); ++j)
+      if (k->args[j].kind == Arg::Kind::Buffer) k->args[j].footprint = work[i].out[j];
 }
 
 }  // namespace kdflow
