@@ -17,6 +17,7 @@
 #include <isl/val.h>
 
 #include <algorithm>
+#include <cstring>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -511,16 +512,74 @@ class Computer {
     for (size_t i = 0; i < live.size(); ++i) {
       const AffAccess& a = *live[i];
       std::vector<Dim>& ds = dims[i];
+      const uint8_t m = static_cast<uint8_t>((a.read ? 1 : 0) | (a.write ? 2 : 0));
+      auto mark_at = [&](__int128 at) {
+        if (at < lo || at + a.size > hi) return false;  // outside the proven range: never expected
+        uint8_t* p = mark.data() + static_cast<size_t>(at - lo);
+        for (int64_t b = 0; b < a.size; ++b) p[b] |= m;
+        return true;
+      };
+      // A conjunctive domain: along the first variable every constraint is one interval, so
+      // each row of points is marked without testing the domain point by point.
+      std::vector<std::vector<detail::LinConstraint>> dnf;
+      const bool rows = !ds.empty() && detail::to_dnf(a.domain, 1, &dnf);
+      if (rows && dnf.empty()) continue;  // never runs
+      const int x0 = ds.empty() ? -1 : ds[0].var;
+      auto coef = [x0](const LinExpr& e) {
+        for (const auto& [v, k] : e.terms)
+          if (v == x0) return k;
+        return int64_t(0);
+      };
       for (const Dim& d : ds) val[d.var] = d.lo;
       for (;;) {
-        if (holds(a.domain, val)) {
-          const __int128 at = eval(a.offset, val);
-          if (at < lo || at + a.size > hi) return false;  // outside the proven range: never expected
-          const uint8_t m = static_cast<uint8_t>((a.read ? 1 : 0) | (a.write ? 2 : 0));
-          uint8_t* p = mark.data() + static_cast<size_t>(at - lo);
-          for (int64_t b = 0; b < a.size; ++b) p[b] |= m;
+        if (rows) {
+          val[x0] = 0;
+          __int128 from = ds[0].lo, to = ds[0].hi;
+          for (const detail::LinConstraint& k : dnf[0]) {
+            const __int128 base = eval(k.e, val);
+            const int64_t c = coef(k.e);
+            auto fdiv = [](__int128 x, __int128 y) { return x / y - ((x % y != 0) && ((x < 0) != (y < 0))); };
+            if (k.eq) {
+              if (c == 0) {
+                if (base != 0) from = to + 1;
+              } else if (base % c != 0) {
+                from = to + 1;
+              } else {
+                from = std::max(from, -base / c);
+                to = std::min(to, -base / c);
+              }
+            } else if (c > 0) {
+              from = std::max(from, -fdiv(base, c));  // x ≥ ⌈−base/c⌉
+            } else if (c < 0) {
+              to = std::min(to, fdiv(base, -c));      // x ≤ ⌊base/−c⌋
+            } else if (base < 0) {
+              from = to + 1;
+            }
+          }
+          const __int128 ob = eval(a.offset, val);
+          const int64_t c0 = coef(a.offset);
+          if (from <= to && c0 != 0 && (c0 < 0 ? -c0 : c0) <= a.size) {
+            // Consecutive points overlap or touch: one contiguous range of bytes.
+            const __int128 first = ob + c0 * (c0 > 0 ? from : to), last = ob + c0 * (c0 > 0 ? to : from) + a.size;
+            if (first < lo || last > hi) return false;
+            uint8_t* p = mark.data() + static_cast<size_t>(first - lo);
+            const size_t n = static_cast<size_t>(last - first);
+            for (size_t b = 0; b < n; ++b) p[b] |= m;
+          } else if (from <= to && c0 == 0) {
+            if (!mark_at(ob)) return false;
+          } else if (from <= to) {
+            // Strided: the row's extremes are in range, so every point between is.
+            const __int128 a0 = ob + c0 * from, a1 = ob + c0 * to;
+            if (std::min(a0, a1) < lo || std::max(a0, a1) + a.size > hi) return false;
+            uint8_t* p = mark.data() + static_cast<size_t>(a0 - lo);
+            for (__int128 x = from; x <= to; ++x, p += c0)
+              for (int64_t b = 0; b < a.size; ++b) p[b] |= m;
+          }
+          val[x0] = ds[0].lo;
+        } else if (holds(a.domain, val) && !mark_at(eval(a.offset, val))) {
+          return false;
         }
-        size_t j = 0;  // the next point (odometer)
+        size_t j = rows ? 1 : 0;  // the next point or row (odometer)
         for (; j < ds.size(); ++j) {
           if (val[ds[j].var] < ds[j].hi) {
             ++val[ds[j].var];
@@ -532,10 +591,20 @@ class Computer {
       }
     }
     int64_t nr = 0, nw = 0, nu = 0;
-    for (uint8_t k : mark) {
-      nr += k & 1;
-      nw += k >> 1;
-      nu += k != 0;
+    // Eight marks a word: bit 0 of each byte read, bit 1 written.
+    constexpr uint64_t kLow = 0x0101010101010101ull;
+    size_t k = 0;
+    for (; k + 8 <= mark.size(); k += 8) {
+      uint64_t w;
+      std::memcpy(&w, mark.data() + k, 8);
+      nr += __builtin_popcountll(w & kLow);
+      nw += __builtin_popcountll((w >> 1) & kLow);
+      nu += __builtin_popcountll((w | (w >> 1)) & kLow);
+    }
+    for (; k < mark.size(); ++k) {
+      nr += mark[k] & 1;
+      nw += mark[k] >> 1;
+      nu += mark[k] != 0;
     }
     if (!reads.empty) f->read_bytes = nr;
     if (!writes.empty) f->write_bytes = nw;
