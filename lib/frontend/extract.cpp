@@ -98,20 +98,41 @@ Status check_host_abi(const std::string& host_text, const std::string& file) {
   return Status::ok();
 }
 
-Status finish_extract(Dataflow& out, const Graph& graph, const FunctionTable& table, const ExtractInputs& in) {
+DeviceAnalyses analyze_devices(const ExtractInputs& in) {
+  DeviceAnalyses out;
+  out.paths = in.devices;
+  if (out.paths.empty() && !in.device.empty()) out.paths.push_back(in.device);
+  for (const std::string& path : out.paths) {
+    Expected<std::string> cu = read_file(path, 256ull << 20);
+    if (!cu) {
+      out.sources.push_back(cu.error());
+      break;  // as the sequential reading stops at the first error
+    }
+    out.sources.push_back(analyze_device_source(*cu, path, in.strict_device, !in.no_footprints));
+    if (!out.sources.back()) break;
+  }
+  return out;
+}
+
+std::future<DeviceAnalyses> start_device_analysis(const ExtractInputs& in) {
+  if (in.jobs <= 1 || (in.devices.empty() && in.device.empty())) return {};
+  return std::async(std::launch::async, [in] { return analyze_devices(in); });
+}
+
+Status finish_extract(Dataflow& out, const Graph& graph, const FunctionTable& table, const ExtractInputs& in,
+                      std::future<DeviceAnalyses>* early) {
   Dataflow* df = &out;
-  std::vector<std::string> devices = in.devices;
-  if (devices.empty() && !in.device.empty()) devices.push_back(in.device);
+  DeviceAnalyses analyses = early && early->valid() ? early->get() : analyze_devices(in);
+  const std::vector<std::string>& devices = analyses.paths;
   // Device side: what each kernel does through each buffer argument.
   // (Relax builds: one CUDA module per kernel, so several sources, their kernels in file order.)
   if (!devices.empty()) {
     std::vector<DeviceFunction> functions;
     std::vector<KernelModel> footprint_models;
     std::string label, names;
-    for (const std::string& path : devices) {
-      Expected<std::string> cu = read_file(path, 256ull << 20);
-      if (!cu) return cu.error();
-      Expected<DeviceSource> device = analyze_device_source(*cu, path, in.strict_device, !in.no_footprints);
+    for (size_t i = 0; i < analyses.sources.size(); ++i) {
+      const std::string& path = devices[i];
+      Expected<DeviceSource>& device = analyses.sources[i];
       if (!device) return device.error();
       for (auto& model : device->footprint_models) footprint_models.push_back(std::move(model));
       // Reasons name device.cu as sources.device does (no directory), like every position in the IR.
@@ -139,7 +160,7 @@ Status finish_extract(Dataflow& out, const Graph& graph, const FunctionTable& ta
                        [](const KernelModel& a, const KernelModel& b) { return a.name < b.name; });
     }
     if (Status s = apply_device_functions(*df, functions, table, label); !s) return s.error();
-    if (!in.no_footprints) attach_footprints(*df, footprint_models);
+    if (!in.no_footprints) attach_footprints(*df, footprint_models, in.jobs);
     df->sources.device = names;
     // Positions in the IR name the device sources by base name; error messages keep the path.
     for (auto& f : df->device_functions)
@@ -269,6 +290,7 @@ Expected<Dataflow> extract(const ExtractInputs& given, const InterpreterLimits& 
   Expected<std::string> host_text = read_file(in.host, 256ull << 20);
   if (!host_text) return host_text.error();
   if (Status s = check_host_abi(*host_text, in.host); !s) return s.error();
+  std::future<DeviceAnalyses> device = start_device_analysis(in);  // in.jobs > 1: parsed meanwhile
   Expected<std::unique_ptr<HostProgram>> program = HostProgram::parse(*host_text, in.host, limits);
   if (!program) return program.error();
 
@@ -295,7 +317,7 @@ Expected<Dataflow> extract(const ExtractInputs& given, const InterpreterLimits& 
   if (progress) progress(progress_ctx, total, total, "");
   if (!df) return df;
 
-  if (Status s = finish_extract(*df, *graph, *table, in); !s) return s.error();
+  if (Status s = finish_extract(*df, *graph, *table, in, &device); !s) return s.error();
   return df;
 #endif
 }

@@ -1,8 +1,10 @@
 // kdflow — the command line. Parses options with CLI11 and calls the library
 // (include/kdflow/commands.h, inspect.h, replay.h, show.h); nothing else happens here.
 #include <cstdlib>
+#include <algorithm>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 
@@ -63,6 +65,12 @@ int main(int argc, char** argv) {
                     "A kernel argument proven out of bounds is a warning instead of an error (exit 65)");
   extract->add_flag("--no-footprints", ex.inputs.no_footprints,
                     "Do not compute static footprints (byte ranges each kernel touches) from device.cu");
+  ex.inputs.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  extract->add_option("--jobs,-j", ex.inputs.jobs,
+                      "Threads: host.c and device.cu parsed concurrently, footprints of distinct launches in "
+                      "parallel (the output is the same for any value)")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   kdflow::WatchdogLimits limits;
   const char* time_limit_help = "Give up (exit 65) after this many seconds; 0: no limit";
   const char* memory_limit_help = "Give up (exit 65) past this many MiB of memory; 0: no limit";

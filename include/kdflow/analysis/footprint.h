@@ -97,6 +97,9 @@ Footprint compute_footprint(const KernelModel& model, size_t param, const Launch
 
 /// Sets Arg::footprint of every pointer argument of every kernel launch whose device
 /// function has a model (`models` indexed like df.device_functions; an empty name: none).
-void attach_footprints(Dataflow& df, const std::vector<KernelModel>& models);
+/// Each distinct (kernel, grid, block, scalar arguments) is computed once; with jobs > 1 the
+/// distinct launches are computed on that many threads (one isl context each), and the
+/// result is the same as with one.
+void attach_footprints(Dataflow& df, const std::vector<KernelModel>& models, int jobs = 1);
 
 }  // namespace kdflow

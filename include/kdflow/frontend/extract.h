@@ -28,6 +28,9 @@ struct ExtractInputs {
   bool no_device = false;  ///< do not read device.cu (accesses stay unknown)
   bool no_relay = false;   ///< do not read relay.txt (Relay ops decoded from function names)
   bool no_footprints = false;  ///< do not compute static footprints (footprint.h) from device.cu
+  /// Threads: > 1 parses host.c and device.cu concurrently and computes the footprints of
+  /// distinct launches in parallel. The output is the same for every value.
+  int jobs = 1;
   /// Any clang error in device.cu fails the extraction (exit 65). Without it, kernels whose
   /// body does not type-check are left unanalyzed (access unknown, DeviceFunction::access_error)
   /// and the others are analyzed.

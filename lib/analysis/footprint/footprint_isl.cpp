@@ -7,6 +7,9 @@
 // No isl type leaves this file.
 
 #include <isl/aff.h>
+#include <isl/constraint.h>
+#include <isl/local_space.h>
+#include <isl/space.h>
 #include <isl/ctx.h>
 #include <isl/ilp.h>
 #include <isl/options.h>
@@ -14,13 +17,16 @@
 #include <isl/val.h>
 
 #include <algorithm>
+#include <cstring>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <set>
-#include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
+#include "footprint_search.h"
 #include "kdflow/analysis/footprint.h"
 
 namespace kdflow {
@@ -73,29 +79,6 @@ struct AffFree {
 };
 using AffPtr = std::unique_ptr<isl_aff, AffFree>;
 
-void text(std::ostringstream& o, const LinExpr& e) {
-  o << e.c;
-  for (const auto& t : e.terms) o << (t.second < 0 ? " - " : " + ") << (t.second < 0 ? -t.second : t.second) << "*v" << t.first;
-}
-void text(std::ostringstream& o, const AffCond& c) {
-  switch (c.op) {
-    case AffCond::Op::True: o << "0 = 0"; return;
-    case AffCond::Op::False: o << "1 = 0"; return;
-    case AffCond::Op::Ge0: text(o, c.e); o << " >= 0"; return;
-    case AffCond::Op::Eq0: text(o, c.e); o << " = 0"; return;
-    case AffCond::Op::And:
-    case AffCond::Op::Or:
-      o << "(";
-      for (size_t i = 0; i < c.kids.size(); ++i) {
-        if (i) o << (c.op == AffCond::Op::And ? " and " : " or ");
-        o << "(";
-        text(o, c.kids[i]);
-        o << ")";
-      }
-      o << ")";
-      return;
-  }
-}
 void collect(const LinExpr& e, std::set<int>& out) {
   for (const auto& t : e.terms) out.insert(t.first);
 }
@@ -133,6 +116,14 @@ class Computer {
       if (box == Box::Empty) continue;  // never runs in this launch
       if (!why.empty()) return unknown(why);
       if (box == Box::No) {
+        // 2. The exact search (footprint_search.h): cheap on TVM's quotient-heavy indexing.
+        const Searched found = search(m, a, launch, &l, &h, &why);
+        if (found == Searched::Empty) continue;
+        if (!why.empty()) return unknown(why);
+        if (found == Searched::Yes) box = Box::Yes;
+      }
+      if (box == Box::No) {
+        // 3. isl decides what the search gave up on.
         Access acc;
         if (!build(m, a, launch, &acc, &why)) return unknown(why.empty() ? ctx_.failure() : why);
         ValPtr lo(isl_set_min_val(acc.domain.get(), acc.offset.get()));
@@ -168,11 +159,17 @@ class Computer {
   static constexpr int64_t kMaxByte = int64_t(1) << 60;
   static constexpr unsigned long kCountOperations = 200'000;
   static constexpr int64_t kMaxCountSpan = int64_t(1) << 18;
+  static constexpr int kMaxCountPieces = 16;
+  static constexpr int64_t kMaxCountPoints = int64_t(1) << 21;  // points visited per count
+  static constexpr int64_t kMaxCountBitmap = int64_t(1) << 26;  // bytes of range per count    // pieces of a union compared with its range
+  static constexpr size_t kMaxDisjuncts = 64;  // conjunctions searched per access before isl decides
+  static constexpr long kSearchNodes = 20'000;   // branch-and-bound nodes per conjunction
 
   struct Access {
     SetPtr domain;  ///< { [vars] : domain and launch bounds }
     AffPtr offset;  ///< { [vars] -> [offset] }
-    std::string vars, constraints, offset_text;
+    std::map<int, int> pos;                          ///< model variable → set dimension
+    std::vector<std::pair<LinExpr, bool>> bounds;  ///< the launch's constraints (bool: equality)
   };
 
   enum class Box { No, Yes, Empty };
@@ -265,6 +262,35 @@ class Computer {
     return Box::Yes;
   }
 
+  enum class Searched { Yes, Empty, GiveUp };
+
+  /// The exact min and max of the access's offset by bounds propagation and branch and
+  /// bound, without isl; GiveUp when its budget runs out or the domain has too many
+  /// disjuncts. `why` on a scalar not known at this launch (as build() would say).
+  static Searched search(const KernelModel& m, const AffAccess& a, const LaunchShape& launch, int64_t* lo,
+                         int64_t* hi, std::string* why) {
+    std::map<int, int> pos;
+    std::vector<std::pair<LinExpr, bool>> bounds;
+    if (!dims_of(m, a, &pos, why) || !launch_conds(m, pos, launch, &bounds, why)) return Searched::GiveUp;
+    std::vector<std::vector<detail::LinConstraint>> dnf;
+    if (!detail::to_dnf(a.domain, kMaxDisjuncts, &dnf)) return Searched::GiveUp;
+    bool any = false;
+    int64_t mn = 0, mx = 0;
+    for (auto& conj : dnf) {
+      for (const auto& [e, eq] : bounds) conj.push_back({eq, e});
+      detail::SearchRange r = detail::search_range(conj, {}, a.offset, kSearchNodes);
+      if (r.kind == detail::SearchRange::Kind::GiveUp) return Searched::GiveUp;
+      if (r.kind == detail::SearchRange::Kind::Empty) continue;
+      mn = any ? std::min(mn, r.lo) : r.lo;
+      mx = any ? std::max(mx, r.hi) : r.hi;
+      any = true;
+    }
+    if (!any) return Searched::Empty;
+    *lo = mn;
+    *hi = mx;
+    return Searched::Yes;
+  }
+
   static Footprint unknown(const std::string& why) {
     Footprint f;
     f.unknown = why;
@@ -276,64 +302,319 @@ class Computer {
     return SetPtr(isl_set_union(a.release(), b.release()));
   }
 
-  bool build(const KernelModel& m, const AffAccess& a, const LaunchShape& launch, Access* out, std::string* why) {
+  /// The isl dimension of each model variable the access uses (sorted), and the launch's
+  /// constraints on them; `why` when a variable is not known at this launch.
+  static bool dims_of(const KernelModel& m, const AffAccess& a, std::map<int, int>* pos, std::string* why) {
     std::set<int> vars;
     collect(a.offset, vars);
     collect(a.domain, vars);
-    std::ostringstream names, o;
-    bool first = true;
-    for (int v : vars) {
-      names << (first ? "" : ", ") << "v" << v;
-      first = false;
-    }
-    text(o, a.domain);
     for (int v : vars) {
       if (v < 0 || static_cast<size_t>(v) >= m.vars.size()) {
         *why = reject::kUnsupported;
         return false;
       }
+      pos->emplace(v, static_cast<int>(pos->size()));
+    }
+    return true;
+  }
+
+  /// { [dims] : e >= 0 } (or e = 0) in `space` (consumed), built through isl's API.
+  static isl_set* constraint_set(isl_space* space, const LinExpr& e, bool eq, const std::map<int, int>& pos) {
+    isl_ctx* ctx = isl_space_get_ctx(space);
+    isl_local_space* ls = isl_local_space_from_space(isl_space_copy(space));
+    isl_constraint* c = eq ? isl_constraint_alloc_equality(ls) : isl_constraint_alloc_inequality(ls);
+    c = isl_constraint_set_constant_val(c, isl_val_int_from_si(ctx, e.c));
+    for (const auto& [v, k] : e.terms)
+      c = isl_constraint_set_coefficient_val(c, isl_dim_set, pos.at(v), isl_val_int_from_si(ctx, k));
+    isl_basic_set* b = isl_basic_set_universe(space);
+    return isl_set_from_basic_set(isl_basic_set_add_constraint(b, c));
+  }
+
+  /// The set of `c` in `space` (consumed): And → intersection, Or → union.
+  static isl_set* cond_set(isl_space* space, const AffCond& c, const std::map<int, int>& pos) {
+    switch (c.op) {
+      case AffCond::Op::True: return isl_set_universe(space);
+      case AffCond::Op::False: return isl_set_empty(space);
+      case AffCond::Op::Ge0: return constraint_set(space, c.e, false, pos);
+      case AffCond::Op::Eq0: return constraint_set(space, c.e, true, pos);
+      case AffCond::Op::And:
+      case AffCond::Op::Or: {
+        const bool conj = c.op == AffCond::Op::And;
+        isl_set* s = conj ? isl_set_universe(isl_space_copy(space)) : isl_set_empty(isl_space_copy(space));
+        for (const AffCond& k : c.kids) {
+          isl_set* ks = cond_set(isl_space_copy(space), k, pos);
+          s = conj ? isl_set_intersect(s, ks) : isl_set_union(s, ks);
+        }
+        isl_space_free(space);
+        return s;
+      }
+    }
+    isl_space_free(space);
+    return nullptr;
+  }
+
+  /// The launch bounds of each variable as constraints (BlockIdx < grid, ThreadIdx < block,
+  /// BlockDim/GridDim/Param fixed); `why` when a scalar is not known at this launch.
+  static bool launch_conds(const KernelModel& m, const std::map<int, int>& pos, const LaunchShape& launch,
+                           std::vector<std::pair<LinExpr, bool>>* out, std::string* why) {
+    auto lin = [](int v, int64_t k, int64_t c) {
+      LinExpr e;
+      e.c = c;
+      e.terms.push_back({v, k});
+      return e;
+    };
+    for (const auto& [v, p] : pos) {
+      (void)p;
       const AffVar& av = m.vars[v];
-      int d = av.index;
+      const int d = av.index;
       switch (av.kind) {
-        case AffVar::Kind::BlockIdx: o << " and 0 <= v" << v << " < " << launch.grid[d]; break;
-        case AffVar::Kind::ThreadIdx: o << " and 0 <= v" << v << " < " << launch.block[d]; break;
-        case AffVar::Kind::BlockDim: o << " and v" << v << " = " << launch.block[d]; break;
-        case AffVar::Kind::GridDim: o << " and v" << v << " = " << launch.grid[d]; break;
+        case AffVar::Kind::BlockIdx:
+          out->push_back({lin(v, 1, 0), false});
+          out->push_back({lin(v, -1, launch.grid[d] - 1), false});
+          break;
+        case AffVar::Kind::ThreadIdx:
+          out->push_back({lin(v, 1, 0), false});
+          out->push_back({lin(v, -1, launch.block[d] - 1), false});
+          break;
+        case AffVar::Kind::BlockDim: out->push_back({lin(v, 1, -launch.block[d]), true}); break;
+        case AffVar::Kind::GridDim: out->push_back({lin(v, 1, -launch.grid[d]), true}); break;
         case AffVar::Kind::Param:
           if (d < 0 || static_cast<size_t>(d) >= launch.scalars.size() || !launch.scalars[d]) {
             *why = reject::kScalarArgument;
             return false;
           }
-          o << " and v" << v << " = " << *launch.scalars[d];
+          out->push_back({lin(v, 1, -*launch.scalars[d]), true});
           break;
         case AffVar::Kind::Local: break;
       }
     }
-    std::ostringstream off;
-    text(off, a.offset);
-    out->vars = names.str();
-    out->constraints = o.str();
-    out->offset_text = off.str();
-    std::string set = "{ [" + out->vars + "] : " + out->constraints + " }";
-    std::string aff = "{ [" + out->vars + "] -> [(" + out->offset_text + ")] }";
-    out->domain.reset(isl_set_read_from_str(ctx_.get(), set.c_str()));
-    out->offset.reset(isl_aff_read_from_str(ctx_.get(), aff.c_str()));
+    return true;
+  }
+
+  /// The access's domain with `extra` set dimensions after the variables (for the touched
+  /// byte), intersected with the launch bounds.
+  isl_set* domain_set(const AffAccess& a, const std::map<int, int>& pos,
+                      const std::vector<std::pair<LinExpr, bool>>& bounds, unsigned extra) {
+    isl_space* space = isl_space_set_alloc(ctx_.get(), 0, static_cast<unsigned>(pos.size()) + extra);
+    isl_set* s = cond_set(isl_space_copy(space), a.domain, pos);
+    for (const auto& [e, eq] : bounds) s = isl_set_intersect(s, constraint_set(isl_space_copy(space), e, eq, pos));
+    isl_space_free(space);
+    return s;
+  }
+
+  bool build(const KernelModel& m, const AffAccess& a, const LaunchShape& launch, Access* out, std::string* why) {
+    std::map<int, int> pos;
+    std::vector<std::pair<LinExpr, bool>> bounds;
+    if (!dims_of(m, a, &pos, why) || !launch_conds(m, pos, launch, &bounds, why)) return false;
+    out->domain.reset(domain_set(a, pos, bounds, 0));
+    isl_space* space = isl_space_set_alloc(ctx_.get(), 0, static_cast<unsigned>(pos.size()));
+    isl_aff* off = isl_aff_zero_on_domain(isl_local_space_from_space(space));
+    off = isl_aff_set_constant_val(off, isl_val_int_from_si(ctx_.get(), a.offset.c));
+    for (const auto& [v, k] : a.offset.terms)
+      off = isl_aff_set_coefficient_val(off, isl_dim_in, pos.at(v), isl_val_int_from_si(ctx_.get(), k));
+    out->offset.reset(off);
+    out->pos = std::move(pos);
+    out->bounds = std::move(bounds);
     return out->domain && out->offset;
   }
 
   /// { [b] : some point of the access's domain touches byte b }
   SetPtr touched(const AffAccess& a, const Access& acc) {
-    std::string sep = acc.vars.empty() ? "" : ", ";
-    std::string text = "{ [" + acc.vars + sep + "b] : " + acc.constraints + " and " + acc.offset_text + " <= b <= " +
-                       acc.offset_text + " + " + std::to_string(a.size - 1) + " }";
-    SetPtr s(isl_set_read_from_str(ctx_.get(), text.c_str()));
+    const int n = static_cast<int>(acc.pos.size());
+    std::map<int, int> pos = acc.pos;
+    const int b = -1;  // the byte: dimension n
+    pos.emplace(b, n);
+    isl_space* space = isl_space_set_alloc(ctx_.get(), 0, static_cast<unsigned>(n) + 1);
+    isl_set* s = domain_set(a, acc.pos, acc.bounds, 1);
+    LinExpr lo = a.offset, hi = a.offset;  // b − offset ≥ 0, offset + size − 1 − b ≥ 0
+    for (auto& t : lo.terms) t.second = -t.second;
+    lo.c = -lo.c;
+    lo.terms.push_back({b, 1});
+    std::sort(lo.terms.begin(), lo.terms.end());
+    hi.c += a.size - 1;
+    hi.terms.push_back({b, -1});
+    std::sort(hi.terms.begin(), hi.terms.end());
+    s = isl_set_intersect(s, constraint_set(isl_space_copy(space), lo, false, pos));
+    s = isl_set_intersect(s, constraint_set(isl_space_copy(space), hi, false, pos));
+    isl_space_free(space);
     if (!s) return nullptr;
-    size_t n = std::count(acc.vars.begin(), acc.vars.end(), 'v');
-    return SetPtr(isl_set_project_out(s.release(), isl_dim_set, 0, static_cast<unsigned>(n)));
+    return SetPtr(isl_set_project_out(s, isl_dim_set, 0, static_cast<unsigned>(n)));
+  }
+
+  static bool holds(const AffCond& c, const std::vector<int64_t>& val) {
+    switch (c.op) {
+      case AffCond::Op::True: return true;
+      case AffCond::Op::False: return false;
+      case AffCond::Op::Ge0: return eval(c.e, val) >= 0;
+      case AffCond::Op::Eq0: return eval(c.e, val) == 0;
+      case AffCond::Op::And:
+        for (const AffCond& k : c.kids)
+          if (!holds(k, val)) return false;
+        return true;
+      case AffCond::Op::Or:
+        for (const AffCond& k : c.kids)
+          if (holds(k, val)) return true;
+        return false;
+    }
+    return false;
+  }
+  static __int128 eval(const LinExpr& e, const std::vector<int64_t>& val) {
+    __int128 s = e.c;
+    for (const auto& [v, k] : e.terms) s += static_cast<__int128>(k) * val[v];
+    return s;
+  }
+
+  /// Distinct bytes by visiting every point: accesses over launch variables only (no loop or
+  /// quotient variable) have a finite box of points, and marking each point's bytes in a
+  /// bitmap of the range is exact and, up to kMaxCountPoints points, far cheaper than isl's
+  /// projection and set comparison. False (isl decides) past that budget.
+  static bool count_by_visit(const KernelModel& m, const std::vector<const AffAccess*>& live,
+                             const LaunchShape& launch, const Range& reads, const Range& writes, int64_t elem_size,
+                             Footprint* f) {
+    const int64_t lo = reads.empty ? writes.lo : writes.empty ? reads.lo : std::min(reads.lo, writes.lo);
+    const int64_t hi = reads.empty ? writes.hi : writes.empty ? reads.hi : std::max(reads.hi, writes.hi);
+    if (hi - lo > kMaxCountBitmap) return false;
+    int64_t points = 0;
+    struct Dim {
+      int var;
+      int64_t lo, hi;
+    };
+    std::vector<std::vector<Dim>> dims(live.size());
+    for (size_t i = 0; i < live.size(); ++i) {
+      std::set<int> vars;
+      collect(live[i]->offset, vars);
+      collect(live[i]->domain, vars);
+      int64_t n = 1;
+      for (int v : vars) {
+        const AffVar& av = m.vars[v];
+        const int d = av.index;
+        Dim dim{v, 0, 0};
+        switch (av.kind) {
+          case AffVar::Kind::BlockIdx: dim.hi = launch.grid[d] - 1; break;
+          case AffVar::Kind::ThreadIdx: dim.hi = launch.block[d] - 1; break;
+          case AffVar::Kind::BlockDim: dim.lo = dim.hi = launch.block[d]; break;
+          case AffVar::Kind::GridDim: dim.lo = dim.hi = launch.grid[d]; break;
+          case AffVar::Kind::Param:
+            if (d < 0 || static_cast<size_t>(d) >= launch.scalars.size() || !launch.scalars[d]) return false;
+            dim.lo = dim.hi = *launch.scalars[d];
+            break;
+          case AffVar::Kind::Local: return false;
+        }
+        n *= dim.hi - dim.lo + 1;
+        if (n > kMaxCountPoints) return false;
+        dims[i].push_back(dim);
+      }
+      points += n;
+      if (points > kMaxCountPoints) return false;
+    }
+    std::vector<uint8_t> mark(static_cast<size_t>(hi - lo), 0);  // bit 0: read, bit 1: written
+    std::vector<int64_t> val(m.vars.size(), 0);
+    for (size_t i = 0; i < live.size(); ++i) {
+      const AffAccess& a = *live[i];
+      std::vector<Dim>& ds = dims[i];
+      const uint8_t m = static_cast<uint8_t>((a.read ? 1 : 0) | (a.write ? 2 : 0));
+      auto mark_at = [&](__int128 at) {
+        if (at < lo || at + a.size > hi) return false;  // outside the proven range: never expected
+        uint8_t* p = mark.data() + static_cast<size_t>(at - lo);
+        for (int64_t b = 0; b < a.size; ++b) p[b] |= m;
+        return true;
+      };
+      // A conjunctive domain: along the first variable every constraint is one interval, so
+      // each row of points is marked without testing the domain point by point.
+      std::vector<std::vector<detail::LinConstraint>> dnf;
+      const bool rows = !ds.empty() && detail::to_dnf(a.domain, 1, &dnf);
+      if (rows && dnf.empty()) continue;  // never runs
+      const int x0 = ds.empty() ? -1 : ds[0].var;
+      auto coef = [x0](const LinExpr& e) {
+        for (const auto& [v, k] : e.terms)
+          if (v == x0) return k;
+        return int64_t(0);
+      };
+      for (const Dim& d : ds) val[d.var] = d.lo;
+      for (;;) {
+        if (rows) {
+          val[x0] = 0;
+          __int128 from = ds[0].lo, to = ds[0].hi;
+          for (const detail::LinConstraint& k : dnf[0]) {
+            const __int128 base = eval(k.e, val);
+            const int64_t c = coef(k.e);
+            auto fdiv = [](__int128 x, __int128 y) { return x / y - ((x % y != 0) && ((x < 0) != (y < 0))); };
+            if (k.eq) {
+              if (c == 0) {
+                if (base != 0) from = to + 1;
+              } else if (base % c != 0) {
+                from = to + 1;
+              } else {
+                from = std::max(from, -base / c);
+                to = std::min(to, -base / c);
+              }
+            } else if (c > 0) {
+              from = std::max(from, -fdiv(base, c));  // x ≥ ⌈−base/c⌉
+            } else if (c < 0) {
+              to = std::min(to, fdiv(base, -c));      // x ≤ ⌊base/−c⌋
+            } else if (base < 0) {
+              from = to + 1;
+            }
+          }
+          const __int128 ob = eval(a.offset, val);
+          const int64_t c0 = coef(a.offset);
+          if (from <= to && c0 != 0 && (c0 < 0 ? -c0 : c0) <= a.size) {
+            // Consecutive points overlap or touch: one contiguous range of bytes.
+            const __int128 first = ob + c0 * (c0 > 0 ? from : to), last = ob + c0 * (c0 > 0 ? to : from) + a.size;
+            if (first < lo || last > hi) return false;
+            uint8_t* p = mark.data() + static_cast<size_t>(first - lo);
+            const size_t n = static_cast<size_t>(last - first);
+            for (size_t b = 0; b < n; ++b) p[b] |= m;
+          } else if (from <= to && c0 == 0) {
+            if (!mark_at(ob)) return false;
+          } else if (from <= to) {
+            // Strided: the row's extremes are in range, so every point between is.
+            const __int128 a0 = ob + c0 * from, a1 = ob + c0 * to;
+            if (std::min(a0, a1) < lo || std::max(a0, a1) + a.size > hi) return false;
+            uint8_t* p = mark.data() + static_cast<size_t>(a0 - lo);
+            for (__int128 x = from; x <= to; ++x, p += c0)
+              for (int64_t b = 0; b < a.size; ++b) p[b] |= m;
+          }
+          val[x0] = ds[0].lo;
+        } else if (holds(a.domain, val) && !mark_at(eval(a.offset, val))) {
+          return false;
+        }
+        size_t j = rows ? 1 : 0;  // the next point or row (odometer)
+        for (; j < ds.size(); ++j) {
+          if (val[ds[j].var] < ds[j].hi) {
+            ++val[ds[j].var];
+            break;
+          }
+          val[ds[j].var] = ds[j].lo;
+        }
+        if (j == ds.size()) break;
+      }
+    }
+    int64_t nr = 0, nw = 0, nu = 0;
+    // Eight marks a word: bit 0 of each byte read, bit 1 written.
+    constexpr uint64_t kLow = 0x0101010101010101ull;
+    size_t k = 0;
+    for (; k + 8 <= mark.size(); k += 8) {
+      uint64_t w;
+      std::memcpy(&w, mark.data() + k, 8);
+      nr += __builtin_popcountll(w & kLow);
+      nw += __builtin_popcountll((w >> 1) & kLow);
+      nu += __builtin_popcountll((w | (w >> 1)) & kLow);
+    }
+    for (; k < mark.size(); ++k) {
+      nr += mark[k] & 1;
+      nw += mark[k] >> 1;
+      nu += mark[k] != 0;
+    }
+    if (!reads.empty) f->read_bytes = nr;
+    if (!writes.empty) f->write_bytes = nw;
+    if (elem_size > 0 && nu % elem_size == 0) f->elements = nu / elem_size;
+    return true;
   }
 
   void count_all(const KernelModel& m, const std::vector<const AffAccess*>& live, const LaunchShape& launch,
                  const Range& reads, const Range& writes, int64_t elem_size, Footprint* f) {
+    if (max_count_locals_ == 0 && count_by_visit(m, live, launch, reads, writes, elem_size, f)) return;
     isl_ctx_set_max_operations(ctx_.get(), kCountOperations);
     ctx_.reset();
     SetPtr r, w;
@@ -390,9 +671,18 @@ class Computer {
   /// The number of distinct bytes, when cheap: the whole range, or isl's count.
   std::optional<int64_t> count(const SetPtr& s, const Range& r) {
     if (!s) return std::nullopt;
-    std::string text = fmt::format("{{ [b] : {} <= b < {} }}", r.lo, r.hi);
-    SetPtr whole(isl_set_read_from_str(ctx_.get(), text.c_str()));
+    LinExpr lo, hi;  // b − lo ≥ 0, hi − 1 − b ≥ 0
+    lo.c = -r.lo;
+    lo.terms.push_back({0, 1});
+    hi.c = r.hi - 1;
+    hi.terms.push_back({0, -1});
+    const std::map<int, int> pos{{0, 0}};
+    isl_space* space = isl_space_set_alloc(ctx_.get(), 0, 1);
+    SetPtr whole(isl_set_intersect(constraint_set(isl_space_copy(space), lo, false, pos),
+                                   constraint_set(isl_space_copy(space), hi, false, pos)));
+    isl_space_free(space);
     if (!whole) return std::nullopt;
+    if (isl_set_n_basic_set(s.get()) > kMaxCountPieces) return std::nullopt;
     isl_bool eq = isl_set_is_equal(s.get(), whole.get());
     if (eq == isl_bool_true) return r.hi - r.lo;
     if (eq == isl_bool_error) return std::nullopt;
@@ -417,10 +707,17 @@ Footprint compute_footprint(const KernelModel& model, size_t param, const Launch
   return Computer(ctx, count_variables).run(model, param, launch);
 }
 
-void attach_footprints(Dataflow& df, const std::vector<KernelModel>& models) {
-  IslCtx ctx;
-  Computer computer(ctx, kCountVariables);
-  std::map<std::string, std::vector<std::optional<Footprint>>> cache;  // launch key → per argument
+void attach_footprints(Dataflow& df, const std::vector<KernelModel>& models, int jobs) {
+  // 1. The distinct launches, in first-launch order: (model, shape, which arguments).
+  struct Work {
+    const KernelModel* model = nullptr;
+    LaunchShape launch;
+    std::vector<bool> pointer;                 ///< per argument: a buffer with a modelled pointer parameter
+    std::vector<std::optional<Footprint>> out;  ///< per argument
+  };
+  std::vector<Work> work;
+  std::map<std::string, size_t> index;  // launch key → work item
+  std::vector<std::pair<Kernel*, size_t>> uses;
   for (Kernel& k : df.kernels) {
     if (k.device_function < 0 || static_cast<size_t>(k.device_function) >= models.size()) continue;
     const KernelModel& m = models[k.device_function];
@@ -435,27 +732,49 @@ void attach_footprints(Dataflow& df, const std::vector<KernelModel>& models) {
         key += fmt::format("|{}", a.int_value);
       } else {
         launch.scalars.push_back(std::nullopt);
-        key += "|-";
+        key += a.kind == Arg::Kind::Buffer ? "|b" : "|-";
       }
     }
-    auto [it, inserted] = cache.emplace(key, std::vector<std::optional<Footprint>>());
+    auto [it, inserted] = index.emplace(key, work.size());
     if (inserted) {
-      for (size_t j = 0; j < k.args.size(); ++j) {
-        std::optional<Footprint> f;
-        if (j < m.params.size() && m.params[j].pointer && k.args[j].kind == Arg::Kind::Buffer) {
-          if (!ctx.get()) {
-            f = Footprint{};
-            f->unknown = "isl: no context";
-          } else {
-            f = computer.run(m, j, launch);
-          }
+      Work w;
+      w.model = &m;
+      w.launch = std::move(launch);
+      for (size_t j = 0; j < k.args.size(); ++j)
+        w.pointer.push_back(j < m.params.size() && m.params[j].pointer && k.args[j].kind == Arg::Kind::Buffer);
+      w.out.resize(k.args.size());
+      work.push_back(std::move(w));
+    }
+    uses.push_back({&k, it->second});
+  }
+  // 2. Each distinct launch once, on `jobs` threads taking the next item in turn; each
+  //    thread has its own isl context. Results land in their item: order-independent.
+  auto worker = [&](std::atomic<size_t>* next) {
+    IslCtx ctx;
+    Computer computer(ctx, kCountVariables);
+    for (size_t i; (i = next->fetch_add(1)) < work.size();) {
+      Work& w = work[i];
+      for (size_t j = 0; j < w.pointer.size(); ++j) {
+        if (!w.pointer[j]) continue;
+        if (!ctx.get()) {
+          w.out[j] = Footprint{};
+          w.out[j]->unknown = "isl: no context";
+        } else {
+          w.out[j] = computer.run(*w.model, j, w.launch);
         }
-        it->second.push_back(std::move(f));
       }
     }
-    for (size_t j = 0; j < k.args.size() && j < it->second.size(); ++j)
-      if (k.args[j].kind == Arg::Kind::Buffer) k.args[j].footprint = it->second[j];
-  }
+  };
+  std::atomic<size_t> next{0};
+  const size_t threads = std::min<size_t>(jobs > 1 ? static_cast<size_t>(jobs) : 1, work.size());
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker, &next);
+  worker(&next);
+  for (std::thread& t : pool) t.join();
+  // 3. Every launch gets its item's footprints.
+  for (auto& [k, i] : uses)
+    for (size_t j = 0; j < k->args.size() && j < work[i].out.size(); ++j)
+      if (k->args[j].kind == Arg::Kind::Buffer) k->args[j].footprint = work[i].out[j];
 }
 
 }  // namespace kdflow

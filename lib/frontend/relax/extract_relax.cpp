@@ -171,6 +171,7 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
   Expected<std::string> host_text = read_file(in.host, 256ull << 20);
   if (!host_text) return host_text.error();
   if (Status s = check_host_abi(*host_text, in.host); !s) return s.error();
+  std::future<DeviceAnalyses> device = start_device_analysis(in);  // in.jobs > 1: parsed meanwhile
   Expected<std::unique_ptr<HostProgram>> program = HostProgram::parse(*host_text, in.host, limits);
   if (!program) return program.error();
 
@@ -252,7 +253,7 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
     b.input_index = vm->input_index[b.node];
     b.constant_index = vm->constant_index[b.node];
   }
-  if (Status s = finish_extract(*df, graph, table, in); !s) return s.error();
+  if (Status s = finish_extract(*df, graph, table, in, &device); !s) return s.error();
   // relax.txt holds the fused functions as TIR (no Relax ops per function), so the ops come
   // from the name. Relax makes names unique with a number on every op ("fused_matmul1_add1_relu1").
   for (Node& n : df->nodes) {
