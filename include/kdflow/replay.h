@@ -144,13 +144,19 @@ std::string format_plan(const ReplayPlan& plan, const Dataflow& df);
 /// with an edge per transitively reduced dependency, so independent launches may overlap.
 enum class ReplayMode { Eager, Graph, Dag };
 const char* to_string(ReplayMode m);  ///< "eager" | "graph" | "dag"
-enum class ModuleFormat { Unknown, Ptx, Cubin, Fatbin };
-const char* to_string(ModuleFormat f);  ///< "ptx" | "cubin" | "fatbin" | "unknown"
-/// By magic bytes: \x7fELF → cubin, 50 ED 55 BA → fatbin, text with ".version" → PTX.
+enum class ModuleFormat { Unknown, Ptx, Cubin, Fatbin, CudaSource };
+const char* to_string(ModuleFormat f);  ///< "ptx" | "cubin" | "fatbin" | "cuda source" | "unknown"
+/// By magic bytes: \x7fELF → cubin, 50 ED 55 BA → fatbin, text with ".version" and ".target"
+/// → PTX, other text with "__global__" → CUDA source (what the CPU back end compiles).
 ModuleFormat detect_module_format(std::string_view bytes);
+
+/// Who runs the kernels: the CUDA driver (default) or the host CPU (lib/replay/cpu/).
+enum class ReplayBackend { Cuda, Cpu };
+const char* to_string(ReplayBackend b);  ///< "cuda" | "cpu"
 
 struct ReplayOptions {
   ReplayInputs inputs;
+  ReplayBackend backend = ReplayBackend::Cuda;
   /// Device code files, format by content. Files named alike but for the extension are one
   /// module's alternatives (binaries tried before PTX); others are separate modules, all
   /// loaded, each kernel run from the one module that defines it (a Relax build's device_<i>).
@@ -287,6 +293,7 @@ struct ReplayCommand {
   std::vector<std::string> expect;   ///< --expect FILE (repeatable, in output order); default DIR/output_<i>.npy
   bool no_expect = false;            ///< --no-expect: compare nothing
   std::string mode = "eager";        ///< --mode eager|graph|dag
+  std::string backend = "cuda";      ///< --backend cuda|cpu
   std::string timing_json;           ///< --timing-json FILE
   double time_limit = 600;           ///< --time-limit SECONDS (0: none)
   int warmup = 1;                    ///< --warmup N

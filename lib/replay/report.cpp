@@ -99,9 +99,12 @@ const char* to_string(ModuleFormat f) {
     case ModuleFormat::Ptx: return "ptx";
     case ModuleFormat::Cubin: return "cubin";
     case ModuleFormat::Fatbin: return "fatbin";
+    case ModuleFormat::CudaSource: return "cuda source";
     default: return "unknown";
   }
 }
+
+const char* to_string(ReplayBackend b) { return b == ReplayBackend::Cpu ? "cpu" : "cuda"; }
 
 ModuleFormat detect_module_format(std::string_view bytes) {
   if (bytes.size() >= 4 && bytes.compare(0, 4, "\x7f" "ELF") == 0) return ModuleFormat::Cubin;
@@ -110,6 +113,8 @@ ModuleFormat detect_module_format(std::string_view bytes) {
   if (head.find('\0') == std::string_view::npos && head.find(".version") != std::string_view::npos &&
       head.find(".target") != std::string_view::npos)
     return ModuleFormat::Ptx;
+  if (head.find('\0') == std::string_view::npos && bytes.find("__global__") != std::string_view::npos)
+    return ModuleFormat::CudaSource;
   return ModuleFormat::Unknown;
 }
 

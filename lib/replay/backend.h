@@ -1,0 +1,208 @@
+// backend.h — what a replay back end is: the one interface between the shared replay engine
+// (engine.cpp: plan order, uploads, checked/warm-up/timed runs, dumps, slices, --kernel,
+// --expect, --output-dir, reports) and the thing that owns memory and runs kernels (the CUDA
+// driver in cuda/, the host CPU in cpu/). Modelled on alpaka's accelerator interface: one
+// interface, the back ends beside each other, each holding only what is its own.
+//
+// Private to kdflow_replay (moves to include/kdflow/replay/backend.h with the layout move).
+//
+// Contract, in the order the engine calls it:
+//   1. make_*_backend(options, log) → a back end; nothing on the device yet.
+//   2. open() → the device (or host) is ready; info() is filled (name, memory, limits).
+//   3. load_modules(modules) once: every device module of the build (a Relax build has
+//      several), each as its alternative files (device.cubin, device.ptx; or device.cu for
+//      the CPU back end, which compiles the CUDA source text). module_formats() says which
+//      formats a back end accepts; the engine passes only those.
+//   4. alloc()/upload()/memset() for every allocation of the plan; the engine has already
+//      checked each size against info().memory_bytes (one line, exit 65) before the first alloc.
+//   5. prepare() once with every launch and library call it will run: the back end resolves
+//      each kernel in the modules (exactly one module must define it), checks its block and
+//      shared memory against the device, and keeps what launch(i) needs.
+//   6. launch(i) / library_call(c) in plan order; record()/poll()/elapsed_us() around them when
+//      caps().timing; synchronize() where the engine needs everything finished.
+//   7. build_graph()/launch_graph() when the mode asks and the capability exists.
+//   8. Destruction releases everything, except after a fault marked sticky or a hang, when
+//      the back end must not call into the device again (abandon()).
+//
+// Work is queued in order on one work queue (a CUDA stream; the CPU back end may run it at
+// once): launch, library_call and record are ordered against each other; upload, download
+// and memset complete before they return and wait for nothing queued (the engine calls
+// synchronize() first where it matters).
+//
+// Errors: set-up calls return Status with a finished one-line message. Calls on the run path
+// return a Fault, which the engine turns into a message naming the kernel or library call
+// ("<api> of kernel 3 (fused_add) failed: <text>"), so every back end's failures read alike.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kdflow/diag.h"
+#include "kdflow/replay.h"
+
+namespace kdflow::replay_backend {
+
+/// A device address: CUdeviceptr for CUDA, a host address for the CPU back end. 0 is none.
+using DevicePtr = uint64_t;
+
+/// What went wrong on the run path. code 0 (ok()) is success.
+struct Fault {
+  int code = 0;            ///< the back end's own code (CUresult, cublasStatus_t, ...); 0: none
+  std::string api;         ///< the call that failed: "cuLaunchKernel", "cublasSgemm_v2", "cpu kernel"
+  std::string text;        ///< "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)"
+  /// The device is unusable until the process ends (CUDA_ERROR_ILLEGAL_ADDRESS, _LAUNCH_FAILED,
+  /// ...: cuda.h "the process must be terminated and relaunched"). The engine then makes no
+  /// further call into this back end and locates the fault in a child process.
+  bool sticky = false;
+  bool ok() const { return code == 0 && api.empty(); }
+  static Fault none() { return {}; }
+};
+
+/// A back end's optional abilities; the engine asks before it uses one and says in the
+/// report's timing method what it did instead.
+struct Capabilities {
+  bool asynchronous = true;  ///< launch() queues and returns; false: it has run when it returns
+  bool timing = true;        ///< record()/elapsed_us() measure device time (CUDA events)
+  bool gate = false;         ///< hold_queue()/release_queue(): a queued run starts only when released
+  bool graphs = true;        ///< build_graph(chain = true): --mode graph as the device's own graph
+  bool dag = true;           ///< build_graph(chain = false): independent steps may run concurrently
+  bool library_calls = true; ///< library_call() (cuBLAS matmul / batch_matmul or a CPU reference GEMM)
+  bool guard_pages = false;  ///< alloc() can place a buffer against an inaccessible page (CPU --guard)
+  /// Most launches queued without a wait before launch() itself blocks (CUDA: the launch
+  /// queue, about 1000 on current drivers); 0: no limit known. The engine waits in between.
+  int queue_depth = 0;
+};
+
+/// The device, as the report prints it.
+struct DeviceInfo {
+  std::string name;         ///< "NVIDIA H100 80GB HBM3 (sm_90)", "host CPU (x86_64, 16 threads)"
+  std::string library;      ///< what was loaded ("libcuda.so.1"; "" for the CPU)
+  std::string driver;       ///< "13.0 (CUDA driver API 13000)", or "" when unknown
+  uint64_t memory_bytes = 0;       ///< what allocations may use: device total / host available; 0 unknown
+  int64_t max_shared_memory = 0;   ///< per block, opt-in maximum; 0: unknown (not checked)
+  int max_threads_per_block = 1024;
+};
+
+/// One file of a device module.
+struct ModuleFile {
+  std::string path;
+  std::string bytes;       ///< the file's contents (PTX text, cubin, fatbin, or CUDA source text)
+  ModuleFormat format = ModuleFormat::Unknown;
+};
+/// One device module: its alternative files (device.cubin and device.ptx are one module),
+/// binaries first. A Relax build has several modules (device_0, device_1, ...).
+struct ModuleAlternatives {
+  std::vector<ModuleFile> files;
+};
+
+/// Everything launch(i) needs for plan launch i.
+struct KernelLaunch {
+  size_t index = 0;                     ///< launch index in the plan
+  const PlanLaunch* launch = nullptr;   ///< kernel name, grid, block, dynamic shared memory, args
+  /// Per argument of `launch->args`: the device address for Pointer args (allocation base +
+  /// offset), 0 for Null and scalars (their values are in the PlanArg).
+  std::vector<DevicePtr> pointers;
+  std::string packed;                   ///< pack_arguments(): the parameter buffer as the kernel takes it
+};
+
+/// Everything library_call(c) needs for plan library call c.
+struct LibraryCallArgs {
+  size_t index = 0;                          ///< library call index in the plan
+  const PlanLibraryCall* call = nullptr;     ///< m, n, k, lda..., strides, batch, transposes
+  DevicePtr a = 0, b = 0, c = 0;             ///< TVM's A, B, C on the device
+};
+
+/// One step of a graph: a kernel (plan launch index) or a library call (plan call index),
+/// with the steps that must finish before it (indices into the step list; all smaller).
+struct GraphStep {
+  bool library_call = false;
+  size_t index = 0;
+  std::vector<size_t> preds;
+};
+
+/// A poll of a recorded marker.
+enum class Poll { Done, NotReady, Failed };
+
+struct BackendOptions {
+  int device = 0;                 ///< device ordinal (CUDA); ignored by the CPU back end
+  std::string cuda_library;       ///< CUDA: empty → $KDFLOW_CUDA_LIBRARY, else libcuda.so.1
+  std::string cublas_library;     ///< CUDA: empty → $KDFLOW_CUBLAS_LIBRARY, else the usual names
+  bool library_calls = false;     ///< the plan makes library calls (load cuBLAS or the CPU GEMM)
+  std::string label;              ///< names the IR in diagnostics
+  int threads = 0;                ///< CPU: worker threads (0: hardware concurrency)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  /// "cuda" | "cpu"
+  virtual const char* name() const = 0;
+  virtual Capabilities caps() const = 0;
+  /// Initialises the device; info() is valid afterwards. No device → ExitCode::Unavailable.
+  virtual Status open() = 0;
+  virtual const DeviceInfo& info() const = 0;
+  /// The module formats load_modules() accepts (CUDA: cubin, fatbin, PTX; CPU: CUDA source).
+  virtual std::vector<ModuleFormat> module_formats() const = 0;
+  /// Loads every module; report_module is set to the file(s) loaded (", "-separated) and
+  /// report_format to the first module's format.
+  virtual Status load_modules(std::vector<ModuleAlternatives>& modules, std::string* report_module,
+                              ModuleFormat* report_format) = 0;
+
+  // Memory. Sizes were checked by the engine; alloc still fails cleanly (Status, never a
+  // throw) when the device refuses.
+  virtual Expected<DevicePtr> alloc(uint64_t bytes) = 0;
+  virtual void free(DevicePtr p) = 0;
+  virtual Status upload(DevicePtr dst, const void* src, uint64_t bytes) = 0;
+  virtual Status download(void* dst, DevicePtr src, uint64_t bytes) = 0;
+  virtual Status memset(DevicePtr dst, unsigned char value, uint64_t bytes) = 0;
+
+  /// Resolves and checks every kernel and library call that will run (see the contract).
+  virtual Status prepare(const std::vector<KernelLaunch>& launches, const std::vector<LibraryCallArgs>& calls) = 0;
+
+  // The run path: queued in order on the work queue.
+  virtual Fault launch(size_t launch_index) = 0;
+  virtual Fault library_call(size_t call_index) = 0;
+  /// Everything queued has finished (or the first fault).
+  virtual Fault synchronize() = 0;
+
+  // Markers (caps().timing; the CPU back end may take host time stamps). make_markers(n)
+  // replaces the pool; record(m) queues marker m; poll(m) says whether the work before it
+  // has finished (Failed: *fault says why); elapsed_us between two finished markers.
+  virtual Status make_markers(size_t n) = 0;
+  virtual Fault record(size_t marker) = 0;
+  virtual Poll poll(size_t marker, Fault* fault) = 0;
+  virtual Expected<double> elapsed_us(size_t from, size_t to) = 0;
+
+  /// caps().gate: the work queued after hold_queue() starts only after release_queue(), so
+  /// a timed run is queued whole before its first kernel starts (kernel intervals are then
+  /// device time, not the host's enqueue rate). Defaults: no gate.
+  virtual Fault hold_queue() { return Fault::none(); }
+  virtual void release_queue() {}
+
+  /// caps().graphs / caps().dag: builds the device graph of `steps` (chain: a captured
+  /// sequence, as TVM's CUDA graph executor; else one node per step, an edge per pred).
+  virtual Status build_graph(const std::vector<GraphStep>& steps, bool chain) = 0;
+  /// Queues one run of the built graph.
+  virtual Fault launch_graph() = 0;
+
+  /// After a sticky fault or a hang: make no further device call, not even to release
+  /// (process exit tears the context down).
+  virtual void abandon() = 0;
+};
+
+/// The CUDA driver back end (lib/replay/cuda/). Loads libcuda (and libcublas when
+/// opt.library_calls); no driver → ExitCode::Unavailable.
+Expected<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& opt, std::ostream& log);
+/// The CPU back end (lib/replay/cpu/); until it is built, ExitCode::Unavailable
+/// ("the CPU back end is not built into this kdflow").
+Expected<std::unique_ptr<Backend>> make_cpu_backend(const BackendOptions& opt, std::ostream& log);
+
+}  // namespace kdflow::replay_backend
