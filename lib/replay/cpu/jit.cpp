@@ -445,6 +445,11 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
   return id;
 }
 
+bool CpuDevice::has_kernel(int module, const std::string& name) const {
+  if (module < 0 || static_cast<size_t>(module) >= impl_->modules.size()) return false;
+  return impl_->modules[module].kernels.count(name) > 0;
+}
+
 Expected<CpuKernel> CpuDevice::kernel(int module, const std::string& name) {
   Impl& d = *impl_;
   if (module < 0 || static_cast<size_t>(module) >= d.modules.size())
