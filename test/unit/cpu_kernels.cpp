@@ -115,19 +115,39 @@ extern "C" __global__ void rev(int* data) {
     for (int t = 0; t < 100; ++t) REQUIRE(v[b * 100 + t] == b * 100 + 99 - t);
 }
 
-TEST_CASE("threads waiting at different barriers are reported, not hung on", "[cpu]") {
+TEST_CASE("lanes that diverge to the block barrier leave the warp's shuffles to the others", "[cpu]") {
   auto d = device();
-  // Hand-written: lane 0 waits at the block barrier while its warp waits for it in a shuffle.
+  // Hand-written: lane 0 waits at the block barrier while lanes 1-31 shuffle among themselves
+  // (on the GPU lane 0 is not in their active mask); lane 31 reads past the warp: own value.
   CpuKernel k = compile_one(*d, R"(
 extern "C" __global__ void split(float* x) {
-  if (threadIdx.x == 0) { __syncthreads(); x[0] = 1.0f; }
-  else { x[1] = __shfl_down_sync(0xffffffffu, 1.0f, 1, 32); }
+  if (threadIdx.x == 0) { __syncthreads(); x[0] = -1.0f; }
+  else { x[threadIdx.x] = __shfl_down_sync(0xfffffffeu, (float)threadIdx.x, 1, 32); }
 })", "split");
-  float v[2] = {0, 0}, *p = v;
+  std::vector<float> v(32, 0.0f);
+  float* p = v.data();
   void* args[] = {&p};
-  kdflow::Status s = d->launch(k, {1, 1, 1}, {64, 1, 1}, 0, args);
+  REQUIRE(d->launch(k, {1, 1, 1}, {32, 1, 1}, 0, args));
+  CHECK(v[0] == -1.0f);
+  for (int t = 1; t < 31; ++t) CHECK(v[t] == t + 1);
+  CHECK(v[31] == 31.0f);
+}
+
+TEST_CASE("a trap stops the launch with one line naming the block", "[cpu]") {
+  auto d = device();
+  // Hand-written.
+  CpuKernel k = compile_one(*d, R"(
+extern "C" __global__ void trapper(float* x) {
+  if (blockIdx.x == 2 && threadIdx.x == 5) __trap();
+  __syncthreads();
+  x[blockIdx.x] = 1.0f;
+})", "trapper");
+  std::vector<float> v(4, 0.0f);
+  float* p = v.data();
+  void* args[] = {&p};
+  kdflow::Status s = d->launch(k, {4, 1, 1}, {64, 1, 1}, 0, args);
   REQUIRE_FALSE(s);
-  CHECK(s.error().message.find("different barriers") != std::string::npos);
+  CHECK(s.error().message == "error: kernel 'trapper' stopped on the CPU: block (2,0,0): the kernel called __trap()");
 }
 
 TEST_CASE("a kernel calling a function outside the prelude does not link", "[cpu]") {

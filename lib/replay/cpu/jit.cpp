@@ -349,6 +349,22 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
   for (auto& [gv, off] : placed)
     if (Status s = replace_with_shared(*m, gv, off, ctx_fn, label); !s) return s.error();
 
+  // Volatile accesses take turns across the warp's lanes (runtime.cpp, kdflow_warp_step):
+  // pre-Volta TVM (0.8) reduces in shared memory through volatile pointers without barriers,
+  // relying on a warp's lanes running in step.
+  llvm::FunctionCallee step = m->getOrInsertFunction("__kdflow_warp_step", llvm::Type::getVoidTy(m->getContext()));
+  for (llvm::Function& f : *m) {
+    if (f.isDeclaration()) continue;
+    std::vector<llvm::Instruction*> volatiles;
+    for (llvm::BasicBlock& bb : f)
+      for (llvm::Instruction& i : bb) {
+        auto* ld = llvm::dyn_cast<llvm::LoadInst>(&i);
+        auto* st = llvm::dyn_cast<llvm::StoreInst>(&i);
+        if ((ld && ld->isVolatile()) || (st && st->isVolatile())) volatiles.push_back(&i);
+      }
+    for (llvm::Instruction* i : volatiles) llvm::CallInst::Create(step, "", i);
+  }
+
   // A wrapper per kernel: every defined function with C linkage outside the prelude.
   std::vector<llvm::Function*> kernels;
   for (llvm::Function& f : *m)

@@ -74,6 +74,7 @@ struct PoolAllocator {
 
 struct Barrier {
   unsigned live = 0, arrived = 0;
+  unsigned blocked = 0;  // warps: lanes waiting at the block barrier (diverged from the warp)
   uint64_t generation = 0;
 };
 
@@ -93,6 +94,7 @@ struct BlockRunner::Impl {
   std::vector<Fiber> fibers;
   std::vector<Barrier> warps;
   std::vector<std::array<unsigned char, kMaxSlot>> slots;
+  std::vector<uint64_t> slot_generation;
   Barrier block;
   unsigned current = 0;
   uint64_t events = 0;    // arrivals, releases and exits: progress for the deadlock check
@@ -106,23 +108,45 @@ struct BlockRunner::Impl {
     f.caller = std::move(f.caller).resume();
     if (abandon) std::longjmp(f.exit, 1);
   }
-  void wait(Barrier& b) {
+  void release(Barrier& b) {
+    b.arrived = 0;
+    ++b.generation;
+  }
+  // A warp barrier holds until every live lane of the warp arrived, lanes waiting at the
+  // block barrier excepted (they diverged: on the GPU they are not in the warp's active mask).
+  void check_warp(Barrier& w) {
+    if (w.arrived > 0 && w.arrived + w.blocked >= w.live) release(w);
+  }
+  void release_block() {
+    release(block);
+    for (Barrier& w : warps) w.blocked = 0;
+  }
+  void wait_block() {
     ++events;
-    uint64_t gen = b.generation;
-    if (++b.arrived >= b.live) {
-      b.arrived = 0;
-      ++b.generation;
+    uint64_t gen = block.generation;
+    Barrier& w = warps[current / 32];
+    ++w.blocked;
+    check_warp(w);
+    if (++block.arrived >= block.live) {
+      release_block();
       return;
     }
-    while (b.generation == gen) yield();
+    while (block.generation == gen) yield();
   }
-  void leave(Barrier& b) {
+  void wait_warp() {
     ++events;
-    --b.live;
-    if (b.live > 0 && b.arrived >= b.live) {
-      b.arrived = 0;
-      ++b.generation;
-    }
+    Barrier& w = warps[current / 32];
+    uint64_t gen = w.generation;
+    ++w.arrived;
+    check_warp(w);
+    while (w.generation == gen) yield();
+  }
+  void leave(unsigned t) {
+    ++events;
+    if (--block.live > 0 && block.arrived >= block.live) release_block();
+    Barrier& w = warps[t / 32];
+    --w.live;
+    check_warp(w);
   }
 };
 
@@ -152,12 +176,19 @@ static const kdflow::cpu::ThreadContext* kdflow_ctx() { return t_ctx; }
 
 static void kdflow_syncthreads() {
   if (!t_runner->in_fibers) kdflow::cpu::fail_here("__syncthreads outside a fiber block (a kdflow bug)");
-  t_runner->wait(t_runner->block);
+  t_runner->wait_block();
 }
 
 static void kdflow_syncwarp() {
   if (!t_runner->in_fibers) kdflow::cpu::fail_here("__syncwarp outside a fiber block (a kdflow bug)");
-  t_runner->wait(t_runner->warps[t_runner->current / 32]);
+  t_runner->wait_warp();
+}
+
+// Before each volatile access (jit.cpp inserts the call): the lanes of a warp take their
+// volatile accesses in step, as pre-Volta warp-synchronous code expects of a warp.
+static void kdflow_warp_step() {
+  if (!t_runner->in_fibers) kdflow::cpu::fail_here("volatile access outside a fiber block (a kdflow bug)");
+  t_runner->wait_warp();
 }
 
 static void kdflow_warp_shuffle(void* out, const void* in, unsigned long size, int mode, int arg, int width) {
@@ -167,7 +198,9 @@ static void kdflow_warp_shuffle(void* out, const void* in, unsigned long size, i
   unsigned me = r->current;
   unsigned lane = me % 32, warp = me / 32;
   std::memcpy(r->slots[me].data(), in, size);
-  r->wait(r->warps[warp]);
+  const uint64_t gen = r->warps[warp].generation;
+  r->slot_generation[me] = gen;  // which exchange the slot's value belongs to
+  r->wait_warp();
   if (width <= 0 || width > 32 || (width & (width - 1)) != 0) width = 32;
   unsigned w = static_cast<unsigned>(width);
   unsigned base = lane & ~(w - 1);
@@ -179,9 +212,10 @@ static void kdflow_warp_shuffle(void* out, const void* in, unsigned long size, i
     default: src = lane ^ static_cast<unsigned>(arg); if (src >= static_cast<long>(base + w)) src = lane; break;
   }
   unsigned src_thread = warp * 32 + static_cast<unsigned>(src);
-  if (src_thread >= r->fibers.size() || r->fibers[src_thread].done) src_thread = me;  // inactive lane: own value
+  // A lane not in this exchange (returned, or diverged to the block barrier): own value.
+  if (src_thread >= r->fibers.size() || r->slot_generation[src_thread] != gen) src_thread = me;
   std::memcpy(out, r->slots[src_thread].data(), size);
-  r->wait(r->warps[warp]);
+  r->wait_warp();
 }
 
 static unsigned kdflow_warp_vote(int mode, int pred) {
@@ -189,14 +223,17 @@ static unsigned kdflow_warp_vote(int mode, int pred) {
   if (!r->in_fibers) kdflow::cpu::fail_here("warp vote outside a fiber block (a kdflow bug)");
   unsigned me = r->current, warp = me / 32;
   r->slots[me][0] = pred ? 1 : 0;
-  r->wait(r->warps[warp]);
-  unsigned mask = 0;
+  const uint64_t gen = r->warps[warp].generation;
+  r->slot_generation[me] = gen;
+  r->wait_warp();
+  unsigned mask = 0, live = 0;
   for (unsigned l = 0; l < 32; ++l) {
     unsigned t = warp * 32 + l;
-    if (t < r->fibers.size() && !r->fibers[t].done && r->slots[t][0]) mask |= 1u << l;
+    if (t >= r->fibers.size() || r->slot_generation[t] != gen) continue;
+    live |= 1u << l;
+    if (r->slots[t][0]) mask |= 1u << l;
   }
-  unsigned live = t_ctx->live_mask;
-  r->wait(r->warps[warp]);
+  r->wait_warp();
   if (mode == 0) return mask;
   if (mode == 1) return mask != 0;
   return (mask & live) == live;
@@ -210,7 +247,7 @@ namespace kdflow::cpu {
 
 bool is_collective_function(const std::string& name) {
   return name == "__kdflow_syncthreads" || name == "__kdflow_syncwarp" || name == "__kdflow_warp_shuffle" ||
-         name == "__kdflow_warp_vote";
+         name == "__kdflow_warp_vote" || name == "__kdflow_warp_step";
 }
 
 const std::vector<std::pair<const char*, void*>>& runtime_symbols() {
@@ -226,6 +263,7 @@ const std::vector<std::pair<const char*, void*>>& runtime_symbols() {
       {"__kdflow_ctx", reinterpret_cast<void*>(&kdflow_ctx)},
       {"__kdflow_syncthreads", reinterpret_cast<void*>(&kdflow_syncthreads)},
       {"__kdflow_syncwarp", reinterpret_cast<void*>(&kdflow_syncwarp)},
+      {"__kdflow_warp_step", reinterpret_cast<void*>(&kdflow_warp_step)},
       {"__kdflow_warp_shuffle", reinterpret_cast<void*>(&kdflow_warp_shuffle)},
       {"__kdflow_warp_vote", reinterpret_cast<void*>(&kdflow_warp_vote)},
       {"__kdflow_trap", reinterpret_cast<void*>(&kdflow_trap)},
@@ -298,9 +336,10 @@ std::string BlockRunner::run_block(KernelEntry entry, void** args, const LaunchS
   r.abandon = false;
   r.contexts.resize(threads);
   r.slots.resize(threads);
+  r.slot_generation.assign(threads, ~0ull);
   r.fibers.clear();
   r.fibers.resize(threads);
-  r.block = Barrier{threads, 0, 0};
+  r.block = Barrier{threads, 0, 0, 0};
   r.warps.assign((threads + 31) / 32, Barrier{});
   for (unsigned w = 0; w < r.warps.size(); ++w) r.warps[w].live = std::min(32u, threads - w * 32);
   for (unsigned t = 0; t < threads; ++t) {
@@ -312,8 +351,7 @@ std::string BlockRunner::run_block(KernelEntry entry, void** args, const LaunchS
                                      me.caller = std::move(caller);
                                      if (setjmp(me.exit) == 0) entry(args);
                                      me.done = true;
-                                     r.leave(r.block);
-                                     r.leave(r.warps[t / 32]);
+                                     r.leave(t);
                                      return std::move(me.caller);
                                    });
   }
