@@ -1139,6 +1139,7 @@ TEST_CASE("a fault in a timed run is re-run synchronised to name its kernel", "[
       CHECK(rep.error().message.find("CUDA_SUCCESS") == std::string::npos);
       // Two contexts: the run that failed, and the one that found the kernel.
       CHECK(fake.calls("cuDevicePrimaryCtxRetain").size() == 2);
+      reset_fake();  // the fault is sticky until the process ends: start afresh, as a new process would
     }
   }
 }

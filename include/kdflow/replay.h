@@ -228,17 +228,28 @@ struct ReplayReport {
   int warmup = 0;
   int repeat = 0;
   int kernel = -1;                  ///< the --kernel run, or -1
+  ReplayBackend backend = ReplayBackend::Cuda;
   std::vector<KernelTime> times;    ///< one per launch, in launch order (timed eager runs, every mode)
+  /// One per library call, in call order (`kernel` holds the call id): each timed between
+  /// its own markers (kernel times exclude them).
+  std::vector<KernelTime> library_call_times;
   double total_median_us = 0;       ///< eager: sum of kernel medians; graph/dag: median graph launch
   double total_min_us = 0;
   double kernel_sum_median_us = 0;  ///< Σ kernel medians (eager runs)
   double kernel_sum_min_us = 0;
-  double eager_run_median_us = 0;  ///< end to end, first launch to last, per eager run
-  double eager_run_min_us = 0;
+  double eager_run_median_us = 0;  ///< end to end, first launch to last, per eager run, not gated: what a
+  double eager_run_min_us = 0;     ///< host loop achieves (launch overhead included)
+  /// Gated eager runs (the back end could hold the queue until a run was queued whole): the
+  /// step times then come from these, so they are device time, and eager_run − gated_run is
+  /// the launch overhead. false: step times come from the ungated runs (their sum is then
+  /// eager_run by construction: the intervals tile the run).
+  bool gated = false;
+  double gated_run_median_us = 0;
+  double gated_run_min_us = 0;
   double graph_run_median_us = 0;  ///< graph/dag: per graph launch
   double graph_run_min_us = 0;
-  /// dag: edges of the CUDA graph, the longest dependency chain (launches) and the
-  /// critical path's time from the kernel medians (the floor any concurrency could reach).
+  /// dag: edges of the graph, the longest dependency chain (steps: kernels and library calls)
+  /// and the critical path's time from the step medians (the floor any concurrency could reach).
   size_t dag_edges = 0;
   int dag_longest_chain = 0;
   double dag_critical_path_us = 0;
@@ -258,6 +269,11 @@ struct ReplayReport {
 /// Errors: no driver → ExitCode::Unavailable; bad inputs → DataError / NoInput; a failing
 /// driver call → Software (launch failures name the kernel).
 Expected<ReplayReport> replay(const Dataflow& df, const ReplayOptions& opt, std::ostream& log);
+
+/// True once a replay in this process left a device hung or poisoned (a time-out or a sticky
+/// fault): the process should end with _Exit() after printing, without running static
+/// destructors or atexit handlers (a library's teardown may wait on the device forever).
+bool replay_device_abandoned();
 
 /// Compares an array with its expected value (rtol/atol for floats, exact for integers).
 OutputCheck compare_arrays(const NpyArray& actual, const NpyArray& expected, double rtol, double atol);

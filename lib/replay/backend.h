@@ -13,11 +13,12 @@
 //      several), each as its alternative files (device.cubin, device.ptx; or device.cu for
 //      the CPU back end, which compiles the CUDA source text). module_formats() says which
 //      formats a back end accepts; the engine passes only those.
-//   4. alloc()/upload()/memset() for every allocation of the plan; the engine has already
-//      checked each size against info().memory_bytes (one line, exit 65) before the first alloc.
-//   5. prepare() once with every launch and library call it will run: the back end resolves
-//      each kernel in the modules (exactly one module must define it), checks its block and
-//      shared memory against the device, and keeps what launch(i) needs.
+//   4. prepare() once with every launch and library call it will run: the back end resolves
+//      each kernel in the modules (exactly one module must define it) and checks its block
+//      and shared memory against the device, before anything is allocated.
+//   5. alloc()/memset() for every allocation of the plan (the engine has already checked each
+//      size against info().memory_bytes: one line, exit 65, before the first alloc), then
+//      bind() with the launches' device addresses and packed parameters, then upload().
 //   6. launch(i) / library_call(c) in plan order; record()/poll()/elapsed_us() around them when
 //      caps().timing; synchronize() where the engine needs everything finished.
 //   7. build_graph()/launch_graph() when the mode asks and the capability exists.
@@ -28,6 +29,11 @@
 // once): launch, library_call and record are ordered against each other; upload, download
 // and memset complete before they return and wait for nothing queued (the engine calls
 // synchronize() first where it matters).
+//
+// Since the first cut (bab3f12): memory calls return a Fault (the engine names the buffer);
+// prepare() (checks, before any allocation) and bind() (addresses, after) are two calls;
+// DeviceInfo::library_calls names what runs library calls; kernel_fault_error() and friends
+// format faults alike for every back end.
 //
 // Errors: set-up calls return Status with a finished one-line message. Calls on the run path
 // return a Fault, which the engine turns into a message naming the kernel or library call
@@ -82,6 +88,7 @@ struct DeviceInfo {
   std::string name;         ///< "NVIDIA H100 80GB HBM3 (sm_90)", "host CPU (x86_64, 16 threads)"
   std::string library;      ///< what was loaded ("libcuda.so.1"; "" for the CPU)
   std::string driver;       ///< "13.0 (CUDA driver API 13000)", or "" when unknown
+  std::string library_calls;  ///< what runs library calls ("libcublas.so.13", "reference GEMM"); "" none
   uint64_t memory_bytes = 0;       ///< what allocations may use: device total / host available; 0 unknown
   int64_t max_shared_memory = 0;   ///< per block, opt-in maximum; 0: unknown (not checked)
   int max_threads_per_block = 1024;
@@ -156,16 +163,21 @@ class Backend {
   virtual Status load_modules(std::vector<ModuleAlternatives>& modules, std::string* report_module,
                               ModuleFormat* report_format) = 0;
 
-  // Memory. Sizes were checked by the engine; alloc still fails cleanly (Status, never a
-  // throw) when the device refuses.
-  virtual Expected<DevicePtr> alloc(uint64_t bytes) = 0;
+  // Memory. Sizes were checked by the engine; alloc still fails cleanly (a Fault, never a
+  // throw) when the device refuses. The engine names the buffer or file in the message.
+  virtual Fault alloc(uint64_t bytes, DevicePtr* out) = 0;
   virtual void free(DevicePtr p) = 0;
-  virtual Status upload(DevicePtr dst, const void* src, uint64_t bytes) = 0;
-  virtual Status download(void* dst, DevicePtr src, uint64_t bytes) = 0;
-  virtual Status memset(DevicePtr dst, unsigned char value, uint64_t bytes) = 0;
+  virtual Fault upload(DevicePtr dst, const void* src, uint64_t bytes) = 0;
+  virtual Fault download(void* dst, DevicePtr src, uint64_t bytes) = 0;
+  virtual Fault memset(DevicePtr dst, unsigned char value, uint64_t bytes) = 0;
 
-  /// Resolves and checks every kernel and library call that will run (see the contract).
+  /// Before any allocation: resolves and checks every kernel and library call that will run
+  /// (KernelLaunch::pointers and packed are still empty; LibraryCallArgs' a, b, c are 0).
   virtual Status prepare(const std::vector<KernelLaunch>& launches, const std::vector<LibraryCallArgs>& calls) = 0;
+  /// After the allocations: the same launches and calls with their device addresses; the
+  /// back end keeps copies (launch(i) and library_call(c) use them) and sets up what library
+  /// calls need (CUDA: the cuBLAS handle and its workspace).
+  virtual Status bind(const std::vector<KernelLaunch>& launches, const std::vector<LibraryCallArgs>& calls) = 0;
 
   // The run path: queued in order on the work queue.
   virtual Fault launch(size_t launch_index) = 0;
@@ -197,6 +209,15 @@ class Backend {
   /// (process exit tears the context down).
   virtual void abandon() = 0;
 };
+
+/// The messages every back end's failures share (engine.cpp), so they read alike:
+/// "<what> of kernel 3 (fused_add) failed: <text>" at label:/kernels/3 (what: fault.api when empty);
+Error kernel_fault_error(const std::string& label, const PlanLaunch& l, const Fault& f, const std::string& what = "");
+/// "<api> for library call 0 (tvm.contrib.cublas.matmul of node 4) failed: <text>" at label:/library_calls/0;
+Error library_call_fault_error(const std::string& label, const PlanLibraryCall& c, const Fault& f);
+/// "<library>: error: <api><detail> failed: <text>" (exit 70) for other calls.
+Error fault_error(const std::string& library, const Fault& f, const std::string& detail = "",
+                  ExitCode code = ExitCode::Software);
 
 /// The CUDA driver back end (lib/replay/cuda/). Loads libcuda (and libcublas when
 /// opt.library_calls); no driver → ExitCode::Unavailable.

@@ -93,6 +93,9 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   else if (cmd.mode == "graph") opt.mode = ReplayMode::Graph;
   else if (cmd.mode == "dag") opt.mode = ReplayMode::Dag;
   else return report(usage(fmt::format("--mode {}: expected eager, graph or dag", cmd.mode)), err);
+  if (cmd.backend == "cuda") opt.backend = ReplayBackend::Cuda;
+  else if (cmd.backend == "cpu") opt.backend = ReplayBackend::Cpu;
+  else return report(usage(fmt::format("--backend {}: expected cuda or cpu", cmd.backend)), err);
   if (!cmd.trace.empty() && cmd.dry_run) return report(usage("--trace needs a run; drop --dry-run"), err);
   if (!cmd.timing_json.empty() && cmd.dry_run) return report(usage("--timing-json needs a run; drop --dry-run"), err);
   if (!(cmd.time_limit >= 0)) return report(usage("--time-limit must be 0 or more"), err);
@@ -125,15 +128,18 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
     opt.inputs.params = join(cmd.dir, "vm_exec.bin");
   opt.inputs.input_dir = cmd.dir;
   opt.modules = cmd.modules;
+  // The CUDA back end loads binaries (PTX as the fallback); the CPU back end compiles the source.
+  std::vector<const char*> exts = opt.backend == ReplayBackend::Cpu ? std::vector<const char*>{"cu"}
+                                                                   : std::vector<const char*>{"cubin", "ptx"};
   if (opt.modules.empty() && !cmd.dir.empty())
-    for (const char* name : {"device.cubin", "device.ptx"})
-      if (file_exists(join(cmd.dir, name))) opt.modules.push_back(join(cmd.dir, name));
+    for (const char* ext : exts)
+      if (std::string f = join(cmd.dir, fmt::format("device.{}", ext)); file_exists(f)) opt.modules.push_back(f);
   // Relax builds (TVM 0.20): one CUDA module per device function, device_<i>.cubin (or
   // .ptx), all loaded; each kernel is run from the one module that defines it.
   if (opt.modules.empty() && !cmd.dir.empty())
     for (int i = 0;; ++i) {
       size_t before = opt.modules.size();
-      for (const char* ext : {"cubin", "ptx"})
+      for (const char* ext : exts)
         if (std::string f = join(cmd.dir, fmt::format("device_{}.{}", i, ext)); file_exists(f))
           opt.modules.push_back(f);
       if (opt.modules.size() == before) break;

@@ -1,24 +1,37 @@
-// engine.cpp — runs a replay plan through the CUDA driver API.
+// engine.cpp — the shared replay engine: runs a replay plan on a back end (backend.h; the
+// CUDA driver in cuda/, the CPU in cpu/). What every back end shares lives here: the order
+// of work, uploads of params and inputs, the checked run and its dumps, --kernel, --nodes
+// slices, guards, outputs, timing and the report. What is a back end's own (contexts,
+// streams, events, modules, graphs, cuBLAS handles) lives behind the interface.
 //
-// Every upload and memset (params, inputs, redzones, --kernel restores) goes on the NULL
-// stream and is ordered before the first launch by a context synchronise: the work stream
-// is CU_STREAM_NON_BLOCKING, which does not wait for the NULL stream.
+// Every mode first runs the sequence eagerly: one checked run (the back end synchronised
+// after every kernel and every library call, so a fault names its kernel or call, redzones
+// checked, written buffers dumped; never timed), `warmup` untimed runs, then `repeat` timed
+// runs in which every step (kernel or library call) is queued back to back with a marker
+// (a CUDA event) after each and one wait at the end: step s's time is marker s → s + 1.
+// Where the back end has a gate (caps().gate), each timed run is queued whole behind it and
+// then released, so a step's interval is device time rather than the host's enqueue rate;
+// the end-to-end eager time comes from ungated runs (what a host loop achieves), so the
+// difference between the two is the launch overhead. Graph mode then has the back end build
+// the sequence as one graph (a chain, as TVM's CUDA graph executor runs it); dag mode one
+// node per step with an edge per transitively reduced dependency (launch_graph.h), library
+// calls kept in sequence (they share one workspace). Both time whole-graph launches.
 //
-// Every mode first runs the sequence eagerly on one stream: one checked run (synchronised
-// after every kernel, so a fault names its kernel, redzones checked, written buffers
-// dumped; never timed), `warmup` untimed runs, then `repeat` timed runs in which every
-// launch is queued back to back with an event between launches and one wait at the end
-// (kernel i's time is event i → event i+1). Graph mode then captures the sequence with
-// stream capture (a chain, as TVM's CUDA graph executor runs it); dag mode builds the graph
-// node by node with cuGraphAddKernelNode and one edge per transitively reduced dependency
-// (launch_graph.h). Both time whole-graph launches. Waits poll events against the time
-// limit, so a hung kernel is named instead of hanging replay. Parameters are passed packed,
-// through `extra` (CU_LAUNCH_PARAM_BUFFER_POINTER/SIZE), in the layout plan.cpp computed.
+// Waits poll markers against the time limit, which bounds each wait (not the whole replay),
+// so a hung kernel is named instead of hanging replay. A fault outside a checked run is
+// located by re-running synchronised in a child process forked before the back end was
+// opened, so a sticky fault (cuda.h: "the process must be terminated and relaunched") never
+// poisons the re-run; the original message survives if the re-run cannot name the kernel.
 #include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -26,24 +39,46 @@
 #include <optional>
 #include <ostream>
 #include <set>
+#include <sstream>
 #include <thread>
 
-#include "cublas.h"
-#include "cuda_driver.h"
-#include "kdflow/device_module.h"
+#include "backend.h"
 #include "kdflow/io.h"
 #include "kdflow/launch_graph.h"
 #include "kdflow/replay.h"
 
 namespace kdflow {
+
+namespace replay_backend {
+
+Error kernel_fault_error(const std::string& label, const PlanLaunch& l, const Fault& f, const std::string& what) {
+  return json_error(label, fmt::format("/kernels/{}", l.kernel),
+                    fmt::format("{} of kernel {} ({}) failed: {}", what.empty() ? f.api : what, l.kernel, l.name,
+                                f.text),
+                    ExitCode::Software);
+}
+
+Error library_call_fault_error(const std::string& label, const PlanLibraryCall& p, const Fault& f) {
+  return json_error(label, fmt::format("/library_calls/{}", p.call),
+                    fmt::format("{} for library call {} ({} of node {}) failed: {}", f.api, p.call, p.name, p.node,
+                                f.text),
+                    ExitCode::Software);
+}
+
+Error fault_error(const std::string& library, const Fault& f, const std::string& detail, ExitCode code) {
+  return file_error(library, fmt::format("{}{} failed: {}", f.api, detail, f.text), code);
+}
+
+}  // namespace replay_backend
+
 namespace {
 
-using namespace cuda;
+using namespace replay_backend;
 
 constexpr unsigned char kGuardByte = 0xCB;
-constexpr int64_t kDefaultSharedMemory = 48 * 1024;  // static + dynamic above this needs the opt-in
-constexpr size_t kJitLogBytes = 16384;
-constexpr size_t kCublasWorkspaceBytes = 32u << 20;
+
+/// Set once a back end was abandoned after a hang or a sticky fault (see replay_device_abandoned()).
+std::atomic<bool> g_abandoned{false};
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -51,6 +86,8 @@ double median(std::vector<double> v) {
   size_t n = v.size();
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
+
+double minimum(const std::vector<double>& v) { return v.empty() ? 0 : *std::min_element(v.begin(), v.end()); }
 
 std::string shape_text(const std::vector<int64_t>& s) {
   std::string out = "[";
@@ -60,55 +97,33 @@ std::string shape_text(const std::vector<int64_t>& s) {
 
 bool writes(Access a) { return a == Access::Write || a == Access::ReadWrite || a == Access::Unknown; }
 
-/// A JIT log as one line: lines joined with "; ", at most 300 characters.
-std::string one_line_log(const char* log) {
-  std::string s;
-  for (const char* p = log; *p; ++p) {
-    if (*p == '\n' || *p == '\r') {
-      if (!s.empty() && s.back() != ' ') s += "; ";
-    } else {
-      s += *p;
-    }
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == ';')) s.pop_back();
-  if (s.size() > 300) s = s.substr(0, 300) + "...";
-  return s;
-}
+/// One step of a run of the sequence: a kernel (plan launch index) or a library call.
+struct Step {
+  bool call = false;
+  size_t index = 0;
+};
 
 class Engine {
  public:
-  Engine(const Driver& d, const cublas::Library* blas, const Dataflow& df, const ReplayOptions& opt,
-         ReplayReport& rep, std::ostream& log)
-      : d_(d), blas_(blas), df_(df), opt_(opt), rep_(rep), plan_(rep.plan), log_(log) {}
+  Engine(Backend& b, const Dataflow& df, const ReplayOptions& opt, ReplayReport& rep, std::ostream& log)
+      : b_(b), df_(df), opt_(opt), rep_(rep), plan_(rep.plan), log_(log) {}
 
   ~Engine() {
-    // A kernel that never finishes makes every call that waits for the device block: leave
-    // everything to process exit, which tears the context down.
-    if (hung_) return;
-    // Best effort, in reverse order of creation; errors here change nothing for the user.
-    if (exec_) d_.cuGraphExecDestroy(exec_);
-    if (graph_) d_.cuGraphDestroy(graph_);
-    for (CUevent e : events_)
-      if (e) d_.cuEventDestroy(e);
-    if (blas_handle_) blas_->cublasDestroy(blas_handle_);
-    if (blas_workspace_) d_.cuMemFree(blas_workspace_);
-    if (stream_ && d_.cuStreamDestroy) d_.cuStreamDestroy(stream_);
-    for (CUdeviceptr p : bases_)
-      if (p) d_.cuMemFree(p);
-    for (auto it = modules_.rbegin(); it != modules_.rend(); ++it)
-      if (it->handle) d_.cuModuleUnload(it->handle);
-    if (ctx_) {
-      if (primary_ && d_.cuDevicePrimaryCtxRelease) d_.cuDevicePrimaryCtxRelease(device_);
-      else if (!primary_ && d_.cuCtxDestroy) d_.cuCtxDestroy(ctx_);
-    }
+    if (abandoned_) return;
+    for (DevicePtr p : bases_)
+      if (p) b_.free(p);
   }
 
   Status run() {
-    if (Status s = init_device(); !s) return s;
+    if (Status s = b_.open(); !s) return s;
+    const DeviceInfo& info = b_.info();
+    rep_.device = info.name;
+    rep_.driver = info.library;
     if (Status s = load_modules(); !s) return s;
-    if (Status s = functions(); !s) return s;
+    if (Status s = prepare(); !s) return s;
+    if (Status s = check_memory(); !s) return s;
     if (Status s = allocate(); !s) return s;
-    if (Status s = init_cublas(); !s) return s;
+    if (Status s = bind(); !s) return s;
     if (opt_.kernel >= 0) return single_kernel();
     if (opt_.slice_first >= 0) return run_slice();
     for (const PlanUpload& u : plan_.uploads)
@@ -121,41 +136,59 @@ class Engine {
     return outputs();
   }
 
-  /// The run in which a kernel failed outside a synchronised (checked) run; -1 when none.
+  /// The run in which a step failed outside a synchronised (checked) run; -1 when none.
   int failed_run() const { return failed_run_; }
   /// Set by a locate run: the launch that failed and in which run.
   int located_launch() const { return located_launch_; }
+  int located_call() const { return located_call_; }
   int located_run() const { return located_run_; }
-  CUresult located_result() const { return located_result_; }
+  const Fault& located_fault() const { return located_fault_; }
 
  private:
   std::string label() const { return plan_.label; }
-  std::string kptr(size_t i) const { return fmt::format("/kernels/{}", plan_.launches[i].kernel); }
+  std::string library() const { return b_.info().library.empty() ? label() : b_.info().library; }
 
-  Error fail(CUresult r, const std::string& what, ExitCode code = ExitCode::Software) const {
-    return file_error(d_.library, fmt::format("{} failed: {}", what, d_.describe(r)), code);
+  /// After a sticky fault or a hang the back end must not be called again.
+  void abandon() {
+    abandoned_ = true;
+    g_abandoned = true;
+    b_.abandon();
   }
-  Error kernel_fail(size_t i, CUresult r, const std::string& what) const {
-    const PlanLaunch& l = plan_.launches[i];
-    return json_error(label(), kptr(i), fmt::format("{} of kernel {} ({}) failed: {}", what, l.kernel, l.name,
-                                                    d_.describe(r)),
+
+  Error fail(const Fault& f, const std::string& detail = "") {
+    if (f.sticky) abandon();
+    return fault_error(library(), f, detail);
+  }
+  Error kernel_fail(size_t i, const Fault& f, const std::string& what) {
+    if (f.sticky) abandon();
+    return kernel_fault_error(label(), plan_.launches[i], f, what);
+  }
+  Error step_fail(const Step& s, const Fault& f, const std::string& what) {
+    if (!s.call) return kernel_fail(s.index, f, what);
+    if (f.sticky) abandon();
+    const PlanLibraryCall& p = plan_.library_calls[s.index];
+    return json_error(label(), fmt::format("/library_calls/{}", p.call),
+                      fmt::format("{} of library call {} ({} of node {}) failed: {}", what, p.call, p.name, p.node,
+                                  f.text),
                       ExitCode::Software);
   }
 
-  /// Waits for `ev` by polling, within the time limit. On a timeout, `hung_what` names what
-  /// is being waited on; the engine is then left alone (see ~Engine).
-  Status wait(CUevent ev, const std::function<Error()>& hung_what, CUresult* result) {
-    *result = CUDA_SUCCESS;
+  /// Waits for marker `m` by polling, at most the time limit for this wait. On a timeout,
+  /// `hung_what` names what is being waited on; the back end is then abandoned.
+  Status wait(size_t m, const std::function<Error()>& hung_what, Fault* result) {
+    *result = Fault::none();
+    auto start = std::chrono::steady_clock::now();
     for (int spins = 0;; ++spins) {
-      CUresult r = d_.cuEventQuery(ev);
-      if (r == CUDA_SUCCESS) return Status::ok();
-      if (r != CUDA_ERROR_NOT_READY) {
-        *result = r;
+      Fault f;
+      Poll p = b_.poll(m, &f);
+      if (p == Poll::Done) return Status::ok();
+      if (p == Poll::Failed) {
+        *result = f;
         return Status::ok();
       }
       if (opt_.time_limit_s > 0 &&
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() > opt_.time_limit_s) {
-        hung_ = true;
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > opt_.time_limit_s) {
+        abandon();
         return hung_what();
       }
       if (spins > 100) std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -164,303 +197,107 @@ class Engine {
 
   Error hung_kernel(size_t i) const {
     const PlanLaunch& l = plan_.launches[i];
-    return json_error(label(), kptr(i),
+    return json_error(label(), fmt::format("/kernels/{}", l.kernel),
                       fmt::format("kernel {} ({}) did not finish within {:g} s (--time-limit); it may be hung "
                                   "(wrong scalars?); nothing was written",
                                   l.kernel, l.name, opt_.time_limit_s),
                       ExitCode::DataError);
   }
-
-  /// Uploads and memsets are on the NULL stream, which the non-blocking work stream does
-  /// not wait for: let them land before anything is launched.
-  Status settle() {
-    if (CUresult r = d_.cuCtxSynchronize(); r != CUDA_SUCCESS) return fail(r, "cuCtxSynchronize (after the uploads)");
-    return Status::ok();
-  }
-
-  /// A cuBLAS handle bound to the replay stream, when the model makes library calls. cuBLAS
-  /// works in the context current on this thread (the primary one, as the CUDA runtime uses).
-  Status init_cublas() {
-    if (plan_.library_calls.empty() || !blas_) return Status::ok();
-    rep_.cublas = blas_->library;
-    if (cublas::cublasStatus_t r = blas_->cublasCreate(&blas_handle_); r != cublas::CUBLAS_STATUS_SUCCESS) {
-      blas_handle_ = nullptr;
-      return file_error(blas_->library, fmt::format("cublasCreate_v2 failed: {}", blas_->describe(r)),
-                        ExitCode::Unavailable);
-    }
-    if (cublas::cublasStatus_t r = blas_->cublasSetStream(blas_handle_, stream_); r != cublas::CUBLAS_STATUS_SUCCESS)
-      return file_error(blas_->library, fmt::format("cublasSetStream_v2 failed: {}", blas_->describe(r)),
-                        ExitCode::Software);
-    // An explicit workspace: otherwise cuBLAS 12.2+ allocates one with cudaMallocAsync during
-    // stream capture, which puts memory nodes into the captured graph, and a graph with
-    // memory nodes cannot be a child graph (--mode dag). 32 MiB: NVIDIA's recommendation for
-    // Hopper (4 MiB for older GPUs).
-    if (blas_->cublasSetWorkspace) {
-      if (CUresult r = d_.cuMemAlloc(&blas_workspace_, kCublasWorkspaceBytes); r != CUDA_SUCCESS) {
-        blas_workspace_ = 0;
-        return fail(r, fmt::format("cuMemAlloc of the {}-byte cuBLAS workspace", kCublasWorkspaceBytes));
-      }
-      if (cublas::cublasStatus_t r = blas_->cublasSetWorkspace(
-              blas_handle_, reinterpret_cast<void*>(static_cast<uintptr_t>(blas_workspace_)), kCublasWorkspaceBytes);
-          r != cublas::CUBLAS_STATUS_SUCCESS)
-        return file_error(blas_->library, fmt::format("cublasSetWorkspace_v2 failed: {}", blas_->describe(r)),
-                          ExitCode::Software);
-    }
-    log_ << fmt::format("replay: cuBLAS {} for {} library calls\n", blas_->library, plan_.library_calls.size());
-    calls_after_.assign(df_.kernels.size() + 1, {});
-    for (size_t c = 0; c < plan_.library_calls.size(); ++c)
-      calls_after_[plan_.library_calls[c].after_kernel + 1].push_back(c);
-    return Status::ok();
-  }
-
-  /// Queues library call `c` on the replay stream (or the stream being captured).
-  Status library_call(size_t c) {
-    const PlanLibraryCall& p = plan_.library_calls[c];
-    auto dev = [&](const PlanOperand& o) {
-      return reinterpret_cast<float*>(static_cast<uintptr_t>(bases_[o.allocation] + o.offset));
-    };
-    const float alpha = 1.0f, beta = 0.0f;
-    const auto ob = p.transb ? cublas::CUBLAS_OP_T : cublas::CUBLAS_OP_N;
-    const auto oa = p.transa ? cublas::CUBLAS_OP_T : cublas::CUBLAS_OP_N;
-    // Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: B goes first (TVM's CallGemm).
-    cublas::cublasStatus_t r =
-        p.batched ? blas_->cublasSgemmStridedBatched(blas_handle_, ob, oa, int(p.m), int(p.n), int(p.k), &alpha,
-                                                     dev(p.b), int(p.ldb), p.stride_b, dev(p.a), int(p.lda),
-                                                     p.stride_a, &beta, dev(p.c), int(p.ldc), p.stride_c,
-                                                     int(p.batch))
-                  : blas_->cublasSgemm(blas_handle_, ob, oa, int(p.m), int(p.n), int(p.k), &alpha, dev(p.b),
-                                       int(p.ldb), dev(p.a), int(p.lda), &beta, dev(p.c), int(p.ldc));
-    if (r == cublas::CUBLAS_STATUS_SUCCESS) return Status::ok();
+  Error hung_step(const Step& s) const {
+    if (!s.call) return hung_kernel(s.index);
+    const PlanLibraryCall& p = plan_.library_calls[s.index];
     return json_error(label(), fmt::format("/library_calls/{}", p.call),
-                      fmt::format("{} for library call {} ({} of node {}) failed: {}",
-                                  p.batched ? "cublasSgemmStridedBatched" : "cublasSgemm_v2", p.call, p.name, p.node,
-                                  blas_->describe(r)),
-                      ExitCode::Software);
+                      fmt::format("library call {} ({} of node {}) did not finish within {:g} s (--time-limit); it "
+                                  "may be hung; nothing was written",
+                                  p.call, p.name, p.node, opt_.time_limit_s),
+                      ExitCode::DataError);
   }
 
-  /// Queues the library calls that follow kernel `kernel` (-1: those before the first).
-  Status calls_after(int kernel) {
-    if (calls_after_.empty()) return Status::ok();
-    for (size_t c : calls_after_[static_cast<size_t>(kernel + 1)])
-      if (Status s = library_call(c); !s) return s;
+  /// Uploads and memsets may land after they return (the NULL stream, for CUDA): let them
+  /// land before anything is launched.
+  Status settle() {
+    if (Fault f = b_.synchronize(); !f.ok()) return fail(f, " (after the uploads)");
     return Status::ok();
   }
-
-  Status init_device() {
-    if (CUresult r = d_.cuInit(0); r != CUDA_SUCCESS) return fail(r, "cuInit", ExitCode::Unavailable);
-    if (d_.cuDriverGetVersion) d_.cuDriverGetVersion(&driver_version_);
-    if (CUresult r = d_.cuDeviceGet(&device_, opt_.device); r != CUDA_SUCCESS)
-      return fail(r, fmt::format("cuDeviceGet({})", opt_.device), ExitCode::Unavailable);
-    char name[256] = {0};
-    if (d_.cuDeviceGetName(name, sizeof(name) - 1, device_) != CUDA_SUCCESS) std::strcpy(name, "unknown device");
-    int major = 0, minor = 0;
-    d_.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_);
-    d_.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_);
-    if (d_.cuDeviceGetAttribute(&optin_smem_, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device_) !=
-        CUDA_SUCCESS)
-      optin_smem_ = 0;
-    rep_.device = fmt::format("{} (sm_{}{})", name, major, minor);
-    rep_.driver = d_.library;
-    if (d_.cuDevicePrimaryCtxRetain) {
-      if (CUresult r = d_.cuDevicePrimaryCtxRetain(&ctx_, device_); r != CUDA_SUCCESS)
-        return fail(r, "cuDevicePrimaryCtxRetain", ExitCode::Unavailable);
-      primary_ = true;
-    } else if (CUresult r = d_.cuCtxCreate(&ctx_, 0, device_); r != CUDA_SUCCESS) {
-      return fail(r, "cuCtxCreate", ExitCode::Unavailable);
-    }
-    if (CUresult r = d_.cuCtxSetCurrent(ctx_); r != CUDA_SUCCESS) return fail(r, "cuCtxSetCurrent");
-    if (CUresult r = d_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS)
-      return fail(r, "cuStreamCreate");
-    log_ << fmt::format("replay: device {}: {}, driver {}\n", opt_.device, rep_.device, d_.library);
-    return Status::ok();
-  }
-
-  struct Candidate {
-    std::string path, bytes;
-    ModuleFormat format;
-  };
 
   /// The module files, grouped into device modules: files named alike but for the extension
   /// (device.cubin, device.ptx) are one module's alternatives; files named otherwise
   /// (device_0.cubin, device_1.cubin: a Relax build) are separate modules, all loaded.
   Status load_modules() {
     std::vector<std::string> stems;
-    std::vector<std::vector<Candidate>> groups;
+    std::vector<ModuleAlternatives> groups;
+    std::vector<ModuleFormat> accepted = b_.module_formats();
     for (const std::string& path : opt_.modules) {
       Expected<std::string> bytes = read_file(path);
       if (!bytes) return bytes.error();
       ModuleFormat f = detect_module_format(*bytes);
-      if (f == ModuleFormat::Unknown)
+      if (std::find(accepted.begin(), accepted.end(), f) == accepted.end()) {
+        if (std::find(accepted.begin(), accepted.end(), ModuleFormat::CudaSource) != accepted.end())
+          return file_error(path, fmt::format("not CUDA source (the {} back end compiles device.cu)", b_.name()));
         return file_error(path, "not a cubin (ELF), fatbin or PTX file");
+      }
       std::string stem = std::filesystem::path(path).replace_extension().string();
       size_t g = std::find(stems.begin(), stems.end(), stem) - stems.begin();
       if (g == stems.size()) {
         stems.push_back(stem);
         groups.emplace_back();
       }
-      groups[g].push_back({path, bytes.take(), f});
+      groups[g].files.push_back({path, bytes.take(), f});
     }
     if (groups.empty())
       return file_error(label(), "no device module: pass --module FILE (a cubin, fatbin or PTX)", ExitCode::NoInput);
-    for (std::vector<Candidate>& cands : groups) {
-      modules_.push_back({});
-      if (Status s = load_module(cands, &modules_.back()); !s) return s;
-    }
-    rep_.module = modules_[0].path;
-    rep_.module_format = modules_[0].format;
-    for (size_t i = 1; i < modules_.size(); ++i) rep_.module += ", " + modules_[i].path;
-    return Status::ok();
+    return b_.load_modules(groups, &rep_.module, &rep_.module_format);
   }
 
-  struct LoadedModule {
-    std::string path;
-    ModuleFormat format = ModuleFormat::Unknown;
-    CUmodule handle = nullptr;
-  };
-
-  /// Loads one device module from its alternatives (binaries first, PTX last).
-  Status load_module(std::vector<Candidate>& cands, LoadedModule* out) {
-    CUmodule module_ = nullptr;
-    // Binaries first (they need no JIT), PTX as the portable fallback.
-    std::stable_partition(cands.begin(), cands.end(), [](const Candidate& c) { return c.format != ModuleFormat::Ptx; });
-    for (size_t i = 0; i < cands.size(); ++i) {
-      const Candidate& c = cands[i];
-      std::vector<char> info(kJitLogBytes, '\0'), error(kJitLogBytes, '\0');
-      int options[] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
-                       CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-      void* values[] = {info.data(), reinterpret_cast<void*>(static_cast<uintptr_t>(kJitLogBytes - 1)), error.data(),
-                        reinterpret_cast<void*>(static_cast<uintptr_t>(kJitLogBytes - 1))};
-      // std::string's buffer is NUL-terminated, as PTX text must be.
-      CUresult r = d_.cuModuleLoadDataEx(&module_, c.bytes.c_str(), 4, options, values);
-      if (r == CUDA_SUCCESS) {
-        out->path = c.path;
-        out->format = c.format;
-        out->handle = module_;
-        log_ << fmt::format("replay: module {} ({})\n", c.path, to_string(c.format));
-        return Status::ok();
-      }
-      module_ = nullptr;
-      error.back() = info.back() = '\0';
-      for (const char* text : {error.data(), info.data()}) {
-        std::string s(text);
-        size_t start = 0;
-        while (start < s.size()) {
-          size_t end = s.find('\n', start);
-          if (end == std::string::npos) end = s.size();
-          if (end > start) log_ << "replay: jit: " << s.substr(start, end - start) << "\n";
-          start = end + 1;
-        }
-      }
-      std::string why = d_.describe(r);
-      if (error[0]) why += "; JIT log: " + one_line_log(error.data());
-      if (i + 1 < cands.size()) {
-        log_ << fmt::format("replay: note: {} ({}) did not load: {}; falling back to {} ({})\n", c.path,
-                            to_string(c.format), why, cands[i + 1].path, to_string(cands[i + 1].format));
-        continue;
-      }
-      bool cannot_run = r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION ||
-                        r == CUDA_ERROR_INVALID_PTX;
-      if (cannot_run) {
-        // Say what the modules hold and what the device is, so the fix (rebuild for this
-        // architecture, or a newer driver for this PTX) is obvious.
-        std::string held;
-        for (const Candidate& k : cands) held += (held.empty() ? "" : "; ") + describe_module(k.path, k.bytes);
-        return file_error(c.path,
-                          fmt::format("cuModuleLoadDataEx failed: {}; this GPU cannot run the device code: {}; the "
-                                      "device is {} with driver {}",
-                                      why, held, rep_.device, driver_text()),
-                          ExitCode::Unavailable);
-      }
-      ExitCode code = r == CUDA_ERROR_INVALID_IMAGE ? ExitCode::DataError : ExitCode::Software;
-      return file_error(c.path, "cuModuleLoadDataEx failed: " + why, code);
-    }
-    return Status::ok();
-  }
-
-  Status functions() {
-    std::map<std::string, uint32_t> max_smem;
-    for (const PlanLaunch& l : plan_.launches) max_smem[l.name] = std::max(max_smem[l.name], l.shared_memory);
+  /// Every kernel that will run resolved in the modules and checked against the device.
+  Status prepare() {
+    std::vector<KernelLaunch> ls;
     for (size_t i = 0; i < plan_.launches.size(); ++i) {
-      const PlanLaunch& l = plan_.launches[i];
-      if (opt_.kernel >= 0 && l.kernel != opt_.kernel) continue;
-      if (!funcs_.count(l.name)) {
-        CUfunction f = nullptr;
-        if (Status s = find_function(i, &f); !s) return s;
-        funcs_[l.name] = f;
-        // The default dynamic limit is 48 KiB minus the kernel's static shared memory; above
-        // that it must be raised, and no further than the device's opt-in maximum allows.
-        int static_smem = 0;
-        if (d_.cuFuncGetAttribute(&static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f) != CUDA_SUCCESS)
-          static_smem = 0;
-        int64_t need = int64_t{static_smem} + max_smem[l.name];
-        if (optin_smem_ > 0 && need > optin_smem_) {
-          size_t worst = i;
-          for (size_t j = i; j < plan_.launches.size(); ++j)
-            if (plan_.launches[j].name == l.name && plan_.launches[j].shared_memory == max_smem[l.name]) {
-              worst = j;
-              break;
-            }
-          const PlanLaunch& w = plan_.launches[worst];
-          return json_error(label(), kptr(worst) + "/dynamic_shared_memory",
-                            fmt::format("kernel {} ({}) needs {} bytes of static and {} of dynamic shared memory; the "
-                                        "device allows {} per block",
-                                        w.kernel, w.name, static_smem, w.shared_memory, optin_smem_));
-        }
-        if (need > kDefaultSharedMemory && max_smem[l.name] > 0) {
-          if (CUresult r = d_.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                                 static_cast<int>(max_smem[l.name]));
-              r != CUDA_SUCCESS)
-            return kernel_fail(i, r, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
-        }
-      }
-      CUfunction f = funcs_[l.name];
-      int max_threads = 0;
-      if (d_.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f) == CUDA_SUCCESS &&
-          max_threads > 0) {
-        int64_t threads = int64_t{l.block[0]} * l.block[1] * l.block[2];
-        if (threads > max_threads)
-          return json_error(label(), kptr(i) + "/block",
-                            fmt::format("kernel {} ({}) can run at most {} threads per block on this device, the "
-                                        "launch asks for {}",
-                                        l.kernel, l.name, max_threads, threads));
+      if (opt_.kernel >= 0 && plan_.launches[i].kernel != opt_.kernel) continue;
+      KernelLaunch k;
+      k.index = i;
+      k.launch = &plan_.launches[i];
+      ls.push_back(std::move(k));
+    }
+    std::vector<LibraryCallArgs> calls;
+    for (size_t c = 0; c < plan_.library_calls.size(); ++c) {
+      LibraryCallArgs a;
+      a.index = c;
+      a.call = &plan_.library_calls[c];
+      calls.push_back(a);
+    }
+    return b_.prepare(ls, calls);
+  }
+
+  /// Hostile flows stop before allocation: the allocations must fit the memory the back end
+  /// has (the device's total memory; the host's available memory on the CPU).
+  Status check_memory() {
+    uint64_t have = b_.info().memory_bytes;
+    if (have == 0) return Status::ok();
+    uint64_t guard = opt_.guard ? opt_.guard_bytes : 0, total = 0;
+    for (const PlanAllocation& a : plan_.allocations) {
+      uint64_t bytes = (a.bytes ? a.bytes : 4) + guard;
+      if (bytes > have || !checked_add(total, bytes, &total) || total > have) {
+        int buffer = a.buffers.empty() ? 0 : a.buffers[0];
+        return json_error(label(), fmt::format("/buffers/{}/bytes", buffer),
+                          bytes > have
+                              ? fmt::format("allocation {} (buffer {} '{}') needs {} bytes; the {} back end has {} "
+                                            "bytes ({}); nothing was allocated",
+                                            a.id, buffer, df_.buffers[buffer].name, bytes, b_.name(), have,
+                                            b_.info().name)
+                              : fmt::format("the model's allocations need more than the {} bytes the {} back end has "
+                                            "({}), passed at allocation {} (buffer {} '{}'); nothing was allocated",
+                                            have, b_.name(), b_.info().name, a.id, buffer, df_.buffers[buffer].name),
+                          ExitCode::DataError);
       }
     }
     return Status::ok();
   }
 
-  /// The kernel of launch i in the one loaded module that defines it. With several modules
-  /// (a Relax build) each is asked; none or more than one defining it is an error.
-  Status find_function(size_t i, CUfunction* f) {
-    const PlanLaunch& l = plan_.launches[i];
-    if (modules_.size() == 1) {
-      if (CUresult r = d_.cuModuleGetFunction(f, modules_[0].handle, l.name.c_str()); r != CUDA_SUCCESS)
-        return json_error(label(), kptr(i), fmt::format("kernel {} is not in {}: {}", l.name, modules_[0].path,
-                                                        d_.describe(r)));
-      return Status::ok();
-    }
-    std::vector<size_t> in;
-    for (size_t m = 0; m < modules_.size(); ++m) {
-      CUfunction g = nullptr;
-      CUresult r = d_.cuModuleGetFunction(&g, modules_[m].handle, l.name.c_str());
-      if (r == CUDA_SUCCESS) {
-        if (in.empty()) *f = g;
-        in.push_back(m);
-      } else if (r != CUDA_ERROR_NOT_FOUND) {
-        return json_error(label(), kptr(i),
-                          fmt::format("kernel {}: cuModuleGetFunction in {} failed: {}", l.name, modules_[m].path,
-                                      d_.describe(r)),
-                          ExitCode::Software);
-      }
-    }
-    if (in.empty())
-      return json_error(label(), kptr(i), fmt::format("kernel {} is in none of the {} device modules ({})", l.name,
-                                                      modules_.size(), rep_.module));
-    if (in.size() > 1)
-      return json_error(label(), kptr(i), fmt::format("kernel {} is defined by {} device modules ({} and {}); "
-                                                      "replay cannot tell which to run",
-                                                      l.name, in.size(), modules_[in[0]].path, modules_[in[1]].path));
-    log_ << fmt::format("replay: kernel {} from {}\n", l.name, modules_[in[0]].path);
-    return Status::ok();
+  static bool checked_add(uint64_t a, uint64_t b, uint64_t* out) {
+    if (a > UINT64_MAX - b) return false;
+    *out = a + b;
+    return true;
   }
 
   Status allocate() {
@@ -475,61 +312,83 @@ class Engine {
     for (const PlanAllocation& a : plan_.allocations) {
       if (opt_.slice_first >= 0 && !touched.count(a.id)) continue;
       uint64_t bytes = a.bytes ? a.bytes : 4;
-      CUdeviceptr p = 0;
-      if (CUresult r = d_.cuMemAlloc(&p, bytes + guard); r != CUDA_SUCCESS)
+      DevicePtr p = 0;
+      if (Fault f = b_.alloc(bytes + guard, &p); !f.ok())
         return json_error(label(), fmt::format("/buffers/{}", a.buffers.empty() ? 0 : a.buffers[0]),
-                          fmt::format("cuMemAlloc of {} bytes for allocation {} failed: {}", bytes + guard, a.id,
-                                      d_.describe(r)),
+                          fmt::format("{} of {} bytes for allocation {} failed: {}", f.api, bytes + guard, a.id,
+                                      f.text),
                           ExitCode::Software);
       bases_[a.id] = p;
       if (guard) {
-        if (CUresult r = d_.cuMemsetD8(p + a.bytes, kGuardByte, guard); r != CUDA_SUCCESS)
-          return fail(r, "cuMemsetD8 (redzone)");
+        if (Fault f = b_.memset(p + a.bytes, kGuardByte, guard); !f.ok()) return fail(f, " (redzone)");
       }
     }
+    return Status::ok();
+  }
+
+  /// Arguments resolved against the allocations, handed to the back end with the library calls.
+  Status bind() {
     std::vector<uint64_t> bases(bases_.begin(), bases_.end());
-    for (const PlanLaunch& l : plan_.launches) params_.push_back(pack_arguments(l, bases));
+    std::vector<KernelLaunch> ls;
+    for (size_t i = 0; i < plan_.launches.size(); ++i) {
+      if (opt_.kernel >= 0 && plan_.launches[i].kernel != opt_.kernel) continue;
+      const PlanLaunch& l = plan_.launches[i];
+      KernelLaunch k;
+      k.index = i;
+      k.launch = &l;
+      for (const PlanArg& a : l.args)
+        k.pointers.push_back(a.kind == PlanArg::Kind::Pointer && a.allocation >= 0 ? bases_[a.allocation] + a.offset
+                                                                                   : 0);
+      k.packed = pack_arguments(l, bases);
+      ls.push_back(std::move(k));
+    }
+    std::vector<LibraryCallArgs> calls;
+    for (size_t c = 0; c < plan_.library_calls.size(); ++c) {
+      const PlanLibraryCall& p = plan_.library_calls[c];
+      LibraryCallArgs a;
+      a.index = c;
+      a.call = &p;
+      auto dev = [&](const PlanOperand& o) { return o.allocation >= 0 ? bases_[o.allocation] + o.offset : 0; };
+      a.a = dev(p.a);
+      a.b = dev(p.b);
+      a.c = dev(p.c);
+      calls.push_back(a);
+    }
+    if (!calls.empty()) {
+      if (!b_.caps().library_calls)
+        return file_error(label(), fmt::format("the {} back end cannot run library call {} ('{}')", b_.name(),
+                                               plan_.library_calls[0].call, plan_.library_calls[0].name),
+                          ExitCode::Unavailable);
+      rep_.cublas = b_.info().library_calls;
+    }
+    if (Status s = b_.bind(ls, calls); !s) return s;
+    // The sequence of one run: library calls before the first kernel, then each kernel and
+    // the calls that follow it.
+    std::vector<std::vector<size_t>> after(df_.kernels.size() + 1);
+    for (size_t c = 0; c < plan_.library_calls.size(); ++c)
+      after[static_cast<size_t>(plan_.library_calls[c].after_kernel + 1)].push_back(c);
+    for (size_t c : after[0]) seq_.push_back({true, c});
+    for (size_t i = 0; i < plan_.launches.size(); ++i) {
+      seq_.push_back({false, i});
+      for (size_t c : after[static_cast<size_t>(plan_.launches[i].kernel + 1)]) seq_.push_back({true, c});
+    }
     return Status::ok();
   }
 
   Status upload(const PlanUpload& u) {
-    if (CUresult r = d_.cuMemcpyHtoD(bases_[u.allocation], u.data.data(), u.data.size()); r != CUDA_SUCCESS)
-      return fail(r, fmt::format("cuMemcpyHtoD of {} ({} bytes)", u.source, u.data.size()));
+    if (Fault f = b_.upload(bases_[u.allocation], u.data.data(), u.data.size()); !f.ok())
+      return fail(f, fmt::format(" of {} ({} bytes)", u.source, u.data.size()));
     return Status::ok();
   }
 
-  Status download(CUdeviceptr src, uint64_t bytes, std::string* out) {
+  Status download(DevicePtr src, uint64_t bytes, std::string* out) {
     out->assign(bytes, '\0');
     if (bytes == 0) return Status::ok();
-    if (CUresult r = d_.cuMemcpyDtoH(out->data(), src, bytes); r != CUDA_SUCCESS)
-      return fail(r, fmt::format("cuMemcpyDtoH ({} bytes)", bytes));
+    if (Fault f = b_.download(out->data(), src, bytes); !f.ok()) return fail(f, fmt::format(" ({} bytes)", bytes));
     return Status::ok();
   }
 
-  CUresult launch(size_t i) {
-    const PlanLaunch& l = plan_.launches[i];
-    std::string& p = params_[i];
-    size_t size = p.size();
-    void* extra[] = {reinterpret_cast<void*>(CU_LAUNCH_PARAM_BUFFER_POINTER), p.data(),
-                     reinterpret_cast<void*>(CU_LAUNCH_PARAM_BUFFER_SIZE), &size,
-                     reinterpret_cast<void*>(CU_LAUNCH_PARAM_END)};
-    return d_.cuLaunchKernel(funcs_.at(l.name), l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
-                             l.shared_memory, stream_, nullptr, size ? extra : nullptr);
-  }
-
-  Status make_events(size_t n) {
-    events_.assign(n, nullptr);
-    for (CUevent& e : events_)
-      if (CUresult r = d_.cuEventCreate(&e, CU_EVENT_DEFAULT); r != CUDA_SUCCESS) return fail(r, "cuEventCreate");
-    return Status::ok();
-  }
-
-  Status elapsed_us(CUevent a, CUevent b, double* us) {
-    float ms = 0;
-    if (CUresult r = d_.cuEventElapsedTime(&ms, a, b); r != CUDA_SUCCESS) return fail(r, "cuEventElapsedTime");
-    *us = static_cast<double>(ms) * 1000.0;
-    return Status::ok();
-  }
+  Fault queue(const Step& s) { return s.call ? b_.library_call(s.index) : b_.launch(s.index); }
 
   /// Checks every redzone; on the first changed byte records the violation (kernel i, or
   /// -1 when unknown) and returns true.
@@ -557,7 +416,7 @@ class Engine {
                               df_.buffers[l.args[j].buffer].name);
             break;
           }
-        v.message = json_error(label(), kptr(launch_index),
+        v.message = json_error(label(), fmt::format("/kernels/{}", l.kernel),
                                fmt::format("guard: kernel {} ({}) wrote past the end of allocation {}, {} of {} bytes{}: "
                                            "byte {} after its end changed",
                                            l.kernel, l.name, a.id, what, a.bytes, arg, k))
@@ -582,7 +441,7 @@ class Engine {
     return Status::ok();
   }
 
-  /// The buffers launch i may write, as (arg index, PlanArg).
+  /// The buffers launch i may write, as arg indices.
   std::vector<size_t> written_args(size_t i) const {
     std::vector<size_t> out;
     const PlanLaunch& l = plan_.launches[i];
@@ -611,233 +470,285 @@ class Engine {
     return Status::ok();
   }
 
-  /// Records the failure of a run that was not synchronised kernel by kernel: replay()
-  /// then re-runs synchronised to name the kernel.
-  Error unlocated(int run, CUresult r, const std::string& what) {
+  /// Records the failure of a run that was not synchronised step by step: replay() then
+  /// re-runs synchronised (in a child process) to name the kernel.
+  Error unlocated(int run, const Fault& f, const std::string& what) {
     failed_run_ = run;
-    return file_error(label(), fmt::format("{} failed in run {} of the sequence: {}", what, run, d_.describe(r)),
+    if (f.sticky) abandon();
+    return file_error(label(), fmt::format("{} failed in run {} of the sequence: {}", what, run, f.text),
                       ExitCode::Software);
   }
 
-  /// Which launch of an eager run is still running: the first whose end event is not done.
-  size_t first_unfinished() const {
-    for (size_t i = 0; i < plan_.launches.size(); ++i)
-      if (d_.cuEventQuery(events_[i + 1]) == CUDA_ERROR_NOT_READY) return i;
-    return plan_.launches.empty() ? 0 : plan_.launches.size() - 1;
+  /// Which step of an eager run is still running: the first whose end marker is not done.
+  Step first_unfinished() {
+    for (size_t s = 0; s < seq_.size(); ++s) {
+      Fault f;
+      if (b_.poll(s + 1, &f) == Poll::NotReady) return seq_[s];
+    }
+    return seq_.empty() ? Step{} : seq_.back();
   }
 
-  /// The eager runs: run 0 checked (synchronised after each kernel), then warmup, then
-  /// timed runs queued back to back. With opt_.locate every run is synchronised.
+  /// Queues one run of the sequence with a marker before it and after every step. Checked:
+  /// waits after each step (dumps, guard). Returns the fault and the step it came from.
+  Status queue_run(int run, bool checked, bool gated) {
+    if (gated)
+      if (Fault f = b_.hold_queue(); !f.ok()) return checked ? fail(f) : unlocated(run, f, f.api);
+    if (Fault f = b_.record(0); !f.ok()) {
+      if (gated) b_.release_queue();
+      if (checked) return fail(f);
+      return unlocated(run, f, f.api + " before the first kernel");
+    }
+    int depth = b_.caps().queue_depth;
+    int queued = 0;
+    for (size_t s = 0; s < seq_.size(); ++s) {
+      const Step& st = seq_[s];
+      Fault f = queue(st);
+      if (f.ok()) f = b_.record(s + 1);
+      if (!f.ok()) {
+        if (gated) b_.release_queue();
+        if (checked) return locate_or_fail(run, st, f, st.call ? f.api : "cuLaunchKernel");
+        return unlocated(run, f,
+                         st.call ? fmt::format("queueing library call {} ({})", plan_.library_calls[st.index].call,
+                                               plan_.library_calls[st.index].name)
+                                 : fmt::format("queueing kernel {} ({})", plan_.launches[st.index].kernel,
+                                               plan_.launches[st.index].name));
+      }
+      if (checked) {
+        Fault done;
+        if (Status w = wait(s + 1, [&] { return hung_step(st); }, &done); !w) return w;
+        if (!done.ok()) return locate_or_fail(run, st, done, "running");
+        if (!opt_.locate && !st.call) {
+          Expected<bool> fired = guard_fired(static_cast<int>(st.index));
+          if (!fired) return fired.error();
+          if (*fired) return Status::ok();  // memory is corrupt: report and stop
+          if (!opt_.dump_dir.empty())
+            if (Status d = dump(st.index); !d) return d;
+        }
+        continue;
+      }
+      // An unchecked run longer than the launch queue would block inside a launch, where no
+      // wait (and no time limit) runs: wait for the first half before queueing more.
+      if (depth > 0 && !gated && ++queued >= depth / 2) {
+        queued = 0;
+        Fault done;
+        if (Status w = wait(s + 1, [&] { return hung_step(first_unfinished()); }, &done); !w) return w;
+        if (!done.ok()) return unlocated(run, done, "a kernel");
+      }
+    }
+    if (gated) b_.release_queue();
+    Fault done;
+    size_t last = seq_.size();
+    if (Status w = wait(last, [&] { return hung_step(first_unfinished()); }, &done); !w) return w;
+    if (!done.ok()) {
+      if (checked) return fail(done);
+      return unlocated(run, done, "a kernel");
+    }
+    return Status::ok();
+  }
+
+  /// The eager runs: run 0 checked (synchronised after each step), then warmup, then timed
+  /// runs queued back to back. With opt_.locate every run is synchronised.
   Status eager() {
-    size_t n = plan_.launches.size();
-    // events_[n + 1] closes a run after the library calls that follow the last kernel.
-    if (Status s = make_events(n + 2); !s) return s;
+    size_t n = seq_.size();
+    if (Status s = b_.make_markers(n + 1); !s) return s;
     if (!opt_.dump_dir.empty())
       if (Status s = ensure_dir(opt_.dump_dir); !s) return s;
+    Capabilities caps = b_.caps();
+    bool gate = caps.gate && caps.asynchronous && !opt_.locate;
     std::vector<std::vector<double>> samples(n);
-    std::vector<double> runs_us;
+    std::vector<double> runs_us, gated_runs_us;
     int runs = 1 + opt_.warmup + opt_.repeat;
     for (int run = 0; run < runs; ++run) {
       bool checked = run == 0 || opt_.locate;
-      if (CUresult r = d_.cuEventRecord(events_[0], stream_); r != CUDA_SUCCESS) {
-        if (checked) return fail(r, "cuEventRecord");
-        return unlocated(run, r, "cuEventRecord before the first kernel");
-      }
-      if (Status s = calls_after(-1); !s) return s;
-      for (size_t i = 0; i < n; ++i) {
-        CUresult r = launch(i);
-        if (r == CUDA_SUCCESS) r = d_.cuEventRecord(events_[i + 1], stream_);
-        if (r != CUDA_SUCCESS) {
-          if (checked) return locate_or_fail(run, i, r, "cuLaunchKernel");
-          return unlocated(run, r, fmt::format("queueing kernel {} ({})", plan_.launches[i].kernel,
-                                               plan_.launches[i].name));
-        }
-        if (checked) {
-          CUresult done = CUDA_SUCCESS;
-          if (Status s = wait(events_[i + 1], [&] { return hung_kernel(i); }, &done); !s) return s;
-          if (done != CUDA_SUCCESS) return locate_or_fail(run, i, done, "running");
-          if (!opt_.locate) {
-            Expected<bool> fired = guard_fired(static_cast<int>(i));
-            if (!fired) return fired.error();
-            if (*fired) return Status::ok();  // memory is corrupt: report and stop
-            if (!opt_.dump_dir.empty())
-              if (Status s = dump(i); !s) return s;
-          }
-        }
-        // Library calls go after the event that ends the kernel before them (and after its
-        // dump): their time falls into the next kernel's interval.
-        if (Status s = calls_after(plan_.launches[i].kernel); !s) return s;
-      }
-      if (CUresult r = d_.cuEventRecord(events_[n + 1], stream_); r != CUDA_SUCCESS) {
-        if (checked) return fail(r, "cuEventRecord");
-        return unlocated(run, r, "cuEventRecord after the last kernel");
-      }
-      {
-        CUresult done = CUDA_SUCCESS;
-        if (Status s = wait(events_[n + 1], [&] { return hung_kernel(first_unfinished()); }, &done); !s) return s;
-        if (done != CUDA_SUCCESS) {
-          if (checked) return fail(done, "the library calls after the last kernel");
-          return unlocated(run, done, "a kernel");
-        }
-      }
-      if (run < 1 + opt_.warmup || opt_.locate) continue;
-      for (size_t i = 0; i < n; ++i) {
-        double us = 0;
-        if (Status s = elapsed_us(events_[i], events_[i + 1], &us); !s) return s;
-        samples[i].push_back(us);
-      }
+      bool timed = run >= 1 + opt_.warmup && !opt_.locate;
+      if (Status s = queue_run(run, checked, false); !s || rep_.guard) return s;
+      if (!timed) continue;
       double us = 0;
-      if (Status s = elapsed_us(events_[0], events_[n + 1], &us); !s) return s;
+      if (Status s = elapsed(0, n, &us); !s) return s;
       runs_us.push_back(us);
+      if (gate) {
+        // The same run again, queued whole behind the gate: its step intervals are device time.
+        if (Status s = queue_run(run, false, true); !s) return s;
+        if (Status s = elapsed(0, n, &us); !s) return s;
+        gated_runs_us.push_back(us);
+      }
+      for (size_t s = 0; s < n; ++s) {
+        if (Status st = elapsed(s, s + 1, &us); !st) return st;
+        samples[s].push_back(us);
+      }
     }
     if (opt_.locate) return Status::ok();
     Expected<bool> fired = guard_fired(-1);
     if (!fired) return fired.error();
     rep_.times.clear();
+    rep_.library_call_times.clear();
     rep_.kernel_sum_median_us = rep_.kernel_sum_min_us = 0;
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t s = 0; s < n; ++s) {
       KernelTime t;
-      t.kernel = plan_.launches[i].kernel;
-      t.samples = static_cast<int>(samples[i].size());
-      t.median_us = median(samples[i]);
-      t.min_us = samples[i].empty() ? 0 : *std::min_element(samples[i].begin(), samples[i].end());
+      t.kernel = seq_[s].call ? plan_.library_calls[seq_[s].index].call : plan_.launches[seq_[s].index].kernel;
+      t.samples = static_cast<int>(samples[s].size());
+      t.median_us = median(samples[s]);
+      t.min_us = minimum(samples[s]);
+      if (seq_[s].call) {
+        rep_.library_call_times.push_back(t);
+        continue;
+      }
       rep_.kernel_sum_median_us += t.median_us;
       rep_.kernel_sum_min_us += t.min_us;
       rep_.times.push_back(t);
     }
     rep_.eager_run_median_us = median(runs_us);
-    rep_.eager_run_min_us = runs_us.empty() ? 0 : *std::min_element(runs_us.begin(), runs_us.end());
+    rep_.eager_run_min_us = minimum(runs_us);
+    rep_.gated = gate;
+    rep_.gated_run_median_us = median(gated_runs_us);
+    rep_.gated_run_min_us = minimum(gated_runs_us);
     rep_.total_median_us = rep_.kernel_sum_median_us;
     rep_.total_min_us = rep_.kernel_sum_min_us;
-    rep_.timing_method = fmt::format(
-        "CUDA events between launches queued back to back on one stream, one wait per run; {} timed runs after 1 "
-        "checked (synchronised, untimed) and {} warm-up runs; a kernel's time includes any gap before it starts",
-        opt_.repeat, opt_.warmup);
+    std::string how = caps.timing ? "CUDA events" : fmt::format("host clock stamps ({} back end)", b_.name());
+    if (gate)
+      rep_.timing_method = fmt::format(
+          "{} between steps queued back to back on one stream, each timed run queued whole behind a gate "
+          "(cuStreamWaitValue32 on a host-pinned word, released once the run is queued), so a kernel's time is "
+          "device time from the end of the step before it; the eager end-to-end time is from the same runs "
+          "ungated (launch overhead included); {} timed runs after 1 checked (synchronised, untimed) and {} "
+          "warm-up runs",
+          how, opt_.repeat, opt_.warmup);
+    else
+      rep_.timing_method = fmt::format(
+          "{} between launches queued back to back on one stream, one wait per run; {} timed runs after 1 "
+          "checked (synchronised, untimed) and {} warm-up runs; a kernel's time includes any gap before it starts "
+          "(no gate: on a GPU, short kernels measure the host's enqueue rate)",
+          how, opt_.repeat, opt_.warmup);
+    if (!caps.asynchronous)
+      rep_.timing_method += fmt::format("; the {} back end runs each step when it is queued, so the times are of "
+                                        "the host, not of a GPU",
+                                        b_.name());
     if (!plan_.library_calls.empty())
-      rep_.timing_method += fmt::format("; the {} library calls (cuBLAS) are queued between a kernel's end event and "
-                                        "the next kernel, so a kernel's time includes the calls just before it (the "
-                                        "run's total includes every call)",
+      rep_.timing_method += fmt::format("; the {} library calls are timed between their own markers (kernel times "
+                                        "exclude them; the run's total includes them)",
                                         plan_.library_calls.size());
     return Status::ok();
   }
 
-  /// A failure in a synchronised run names its kernel; in a locate run it is recorded.
-  Status locate_or_fail(int run, size_t i, CUresult r, const std::string& what) {
+  Status elapsed(size_t from, size_t to, double* us) {
+    Expected<double> e = b_.elapsed_us(from, to);
+    if (!e) return e.error();
+    *us = *e;
+    return Status::ok();
+  }
+
+  /// A failure in a synchronised run names its step; in a locate run it is recorded.
+  Status locate_or_fail(int run, const Step& s, const Fault& f, const std::string& what) {
     if (opt_.locate) {
-      located_launch_ = static_cast<int>(i);
+      (s.call ? located_call_ : located_launch_) = static_cast<int>(s.index);
       located_run_ = run;
-      located_result_ = r;
+      located_fault_ = f;
     }
-    return kernel_fail(i, r, what);
+    return step_fail(s, f, what);
   }
 
-  Status build_captured_graph() {
-    size_t n = plan_.launches.size();
-    if (CUresult r = d_.cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL); r != CUDA_SUCCESS)
-      return fail(r, "cuStreamBeginCapture");
-    auto abandon = [&](Status s) {
-      d_.cuStreamEndCapture(stream_, &graph_);
-      return s;
-    };
-    // Library calls are captured with the kernels: cuBLAS queues its work on the capturing stream.
-    if (Status s = calls_after(-1); !s) return abandon(s);
-    for (size_t i = 0; i < n; ++i) {
-      if (CUresult r = launch(i); r != CUDA_SUCCESS)
-        return abandon(kernel_fail(i, r, "cuLaunchKernel (stream capture)"));
-      if (Status s = calls_after(plan_.launches[i].kernel); !s) return abandon(s);
-    }
-    if (CUresult r = d_.cuStreamEndCapture(stream_, &graph_); r != CUDA_SUCCESS) return fail(r, "cuStreamEndCapture");
-    return Status::ok();
-  }
-
-  /// --mode dag: one kernel node per launch, its dependencies the reduced RAW/WAR/WAW
-  /// predecessors, so the driver may run independent launches concurrently.
-  Status build_dag() {
-    if (!d_.cuGraphCreate || !d_.cuGraphAddKernelNode)
-      return file_error(d_.library,
-                        "the CUDA driver has no cuGraphAddKernelNode_v2 (--mode dag needs CUDA 12 or later)",
-                        ExitCode::Unavailable);
-    if (!plan_.library_calls.empty() && !d_.cuGraphAddChildGraphNode)
-      return file_error(d_.library, "the CUDA driver has no cuGraphAddChildGraphNode (--mode dag with library calls)",
-                        ExitCode::Unavailable);
-    LaunchGraph g = launch_graph(df_);
-    if (CUresult r = d_.cuGraphCreate(&graph_, 0); r != CUDA_SUCCESS) return fail(r, "cuGraphCreate");
-    // Nodes in run order (step_graph): kernels as kernel nodes, each library call as a child
-    // graph captured from the replay stream; edges are the IR's dependencies, library-call
-    // endpoints included, transitively reduced over all steps.
-    StepGraph sg = step_graph(df_);
-    std::vector<CUgraphNode> step_node(sg.steps.size(), nullptr);
-    std::map<int, size_t> launch_of;  // kernel id → plan launch index
-    for (size_t i = 0; i < plan_.launches.size(); ++i) launch_of[plan_.launches[i].kernel] = i;
-    std::map<int, size_t> plan_call_of;  // library call id → plan library call index
-    for (size_t c = 0; c < plan_.library_calls.size(); ++c) plan_call_of[plan_.library_calls[c].call] = c;
-    std::vector<std::array<void*, 5>> extras(plan_.launches.size());
-    std::vector<size_t> sizes(plan_.launches.size());
-    for (size_t s = 0; s < sg.steps.size(); ++s) {
-      std::vector<CUgraphNode> deps;
-      for (int u : sg.preds[s])
-        if (step_node[u]) deps.push_back(step_node[u]);
-      CUgraphNode node = nullptr;
-      if (sg.steps[s].library_call) {
-        const PlanLibraryCall& p = plan_.library_calls.at(plan_call_of.at(sg.steps[s].id));
-        // The call as a child graph captured from the replay stream: what cuBLAS queues is
-        // opaque (its own kernels), and capture is how the driver lets a library build a graph.
-        CUgraph child = nullptr;
-        if (CUresult r = d_.cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL); r != CUDA_SUCCESS)
-          return fail(r, "cuStreamBeginCapture (library call)");
-        Status st = library_call(plan_call_of.at(sg.steps[s].id));
-        CUresult e = d_.cuStreamEndCapture(stream_, &child);
-        if (!st) {
-          if (child) d_.cuGraphDestroy(child);
-          return st;
-        }
-        if (e != CUDA_SUCCESS) return fail(e, "cuStreamEndCapture (library call)");
-        CUresult r =
-            d_.cuGraphAddChildGraphNode(&node, graph_, deps.empty() ? nullptr : deps.data(), deps.size(), child);
-        d_.cuGraphDestroy(child);  // the node holds a clone
-        if (r != CUDA_SUCCESS)
-          return json_error(label(), fmt::format("/library_calls/{}", p.call),
-                            fmt::format("cuGraphAddChildGraphNode for library call {} ({}) failed: {}", p.call, p.name,
-                                        d_.describe(r)),
-                            ExitCode::Software);
-      } else {
-        size_t i = launch_of.at(sg.steps[s].id);
-        const PlanLaunch& l = plan_.launches[i];
-        KernelNodeParams p;
-        p.func = funcs_.at(l.name);
-        p.gridDimX = l.grid[0], p.gridDimY = l.grid[1], p.gridDimZ = l.grid[2];
-        p.blockDimX = l.block[0], p.blockDimY = l.block[1], p.blockDimZ = l.block[2];
-        p.sharedMemBytes = l.shared_memory;
-        sizes[i] = params_[i].size();
-        extras[i] = {reinterpret_cast<void*>(CU_LAUNCH_PARAM_BUFFER_POINTER), params_[i].data(),
-                     reinterpret_cast<void*>(CU_LAUNCH_PARAM_BUFFER_SIZE), &sizes[i],
-                     reinterpret_cast<void*>(CU_LAUNCH_PARAM_END)};
-        p.extra = extras[i].data();
-        if (CUresult r =
-                d_.cuGraphAddKernelNode(&node, graph_, deps.empty() ? nullptr : deps.data(), deps.size(), &p);
-            r != CUDA_SUCCESS)
-          return kernel_fail(i, r, "cuGraphAddKernelNode");
+  /// The steps of the graph: a chain for --mode graph, the reduced dependencies for dag
+  /// (library calls also ordered among themselves: they share the back end's workspace).
+  std::vector<GraphStep> graph_steps(bool chain) {
+    std::vector<GraphStep> out;
+    if (chain) {
+      for (size_t s = 0; s < seq_.size(); ++s) {
+        GraphStep g;
+        g.library_call = seq_[s].call;
+        g.index = seq_[s].index;
+        if (s > 0) g.preds.push_back(s - 1);
+        out.push_back(g);
       }
-      step_node[s] = node;
+      return out;
     }
-    rep_.dag_edges = sg.edges;
-    rep_.dag_longest_chain = g.longest_chain;
-    std::vector<double> us(df_.kernels.size(), 0);
-    for (const KernelTime& t : rep_.times)
-      if (t.kernel >= 0 && static_cast<size_t>(t.kernel) < us.size()) us[t.kernel] = t.median_us;
-    rep_.dag_critical_path_us = critical_path(g, us).time_us;
-    log_ << fmt::format("replay: dag: {} launches, {} library calls, {} edges ({} dependent pairs before reduction), "
-                        "longest kernel chain {} launches\n",
-                        plan_.launches.size(), plan_.library_calls.size(), sg.edges, sg.dependency_pairs,
-                        g.longest_chain);
-    return Status::ok();
+    StepGraph sg = step_graph(df_);
+    std::map<int, size_t> launch_of, call_of;
+    for (size_t i = 0; i < plan_.launches.size(); ++i) launch_of[plan_.launches[i].kernel] = i;
+    for (size_t c = 0; c < plan_.library_calls.size(); ++c) call_of[plan_.library_calls[c].call] = c;
+    // Reachability, to add only the call → call edges no path already gives.
+    std::vector<std::set<size_t>> reach(sg.steps.size());
+    int last_call = -1;
+    extra_edges_ = 0;
+    for (size_t s = 0; s < sg.steps.size(); ++s) {
+      GraphStep g;
+      g.library_call = sg.steps[s].library_call;
+      g.index = g.library_call ? call_of.at(sg.steps[s].id) : launch_of.at(sg.steps[s].id);
+      for (int u : sg.preds[s]) g.preds.push_back(static_cast<size_t>(u));
+      if (g.library_call && last_call >= 0) {
+        bool reached = false;
+        for (size_t p : g.preds) reached |= p == static_cast<size_t>(last_call) || reach[p].count(last_call);
+        if (!reached) {
+          g.preds.push_back(static_cast<size_t>(last_call));
+          ++extra_edges_;
+        }
+      }
+      for (size_t p : g.preds) {
+        reach[s].insert(p);
+        reach[s].insert(reach[p].begin(), reach[p].end());
+      }
+      if (g.library_call) last_call = static_cast<int>(s);
+      out.push_back(std::move(g));
+    }
+    return out;
+  }
+
+  /// dag statistics on the steps (kernels and library calls, each weighted by its median
+  /// eager time): the longest chain of steps and the critical path.
+  void dag_stats(const std::vector<GraphStep>& steps) {
+    std::map<int, double> kernel_us, call_us;
+    for (const KernelTime& t : rep_.times) kernel_us[t.kernel] = t.median_us;
+    for (const KernelTime& t : rep_.library_call_times) call_us[t.kernel] = t.median_us;
+    std::vector<double> dist(steps.size(), 0);
+    std::vector<int> chain(steps.size(), 0);
+    size_t edges = 0;
+    double best = 0;
+    int longest = 0;
+    for (size_t s = 0; s < steps.size(); ++s) {
+      double w = steps[s].library_call ? call_us[plan_.library_calls[steps[s].index].call]
+                                       : kernel_us[plan_.launches[steps[s].index].kernel];
+      double d = 0;
+      int c = 0;
+      for (size_t p : steps[s].preds) {
+        d = std::max(d, dist[p]);
+        c = std::max(c, chain[p]);
+      }
+      edges += steps[s].preds.size();
+      dist[s] = d + w;
+      chain[s] = c + 1;
+      best = std::max(best, dist[s]);
+      longest = std::max(longest, chain[s]);
+    }
+    rep_.dag_edges = edges;
+    rep_.dag_longest_chain = longest;
+    rep_.dag_critical_path_us = best;
   }
 
   /// Graph and dag modes, after the eager runs: build the graph, then `warmup` untimed and
   /// `repeat` timed launches of it (the first one checked by the guard).
   Status graph_mode() {
-    if (Status s = opt_.mode == ReplayMode::Dag ? build_dag() : build_captured_graph(); !s) return s;
-    if (CUresult r = d_.cuGraphInstantiate(&exec_, graph_, 0); r != CUDA_SUCCESS) return fail(r, "cuGraphInstantiate");
+    Capabilities caps = b_.caps();
+    bool dag = opt_.mode == ReplayMode::Dag;
+    if ((dag && !caps.dag) || (!dag && !caps.graphs)) {
+      log_ << fmt::format("replay: the {} back end has no {}; the eager runs above are what ran\n", b_.name(),
+                          dag ? "concurrent dag" : "graph capture");
+      rep_.timing_method += fmt::format("; --mode {}: the {} back end cannot, so only the eager runs were made",
+                                        to_string(opt_.mode), b_.name());
+      if (dag) dag_stats(graph_steps(false));
+      return Status::ok();
+    }
+    std::vector<GraphStep> steps = graph_steps(!dag);
+    if (Status s = b_.build_graph(steps, !dag); !s) return s;
+    if (dag) {
+      dag_stats(steps);
+      StepGraph sg = step_graph(df_);
+      log_ << fmt::format("replay: dag: {} launches, {} library calls, {} edges ({} dependent pairs before "
+                          "reduction{}), longest chain {} steps\n",
+                          plan_.launches.size(), plan_.library_calls.size(), rep_.dag_edges, sg.dependency_pairs,
+                          extra_edges_ ? fmt::format("; {} added to keep library calls in sequence", extra_edges_)
+                                       : std::string(),
+                          rep_.dag_longest_chain);
+    }
+    if (Status s = b_.make_markers(2); !s) return s;
     std::vector<double> samples;
     auto hung = [&] {
       return file_error(label(), fmt::format("a graph launch did not finish within {:g} s (--time-limit); a kernel "
@@ -846,14 +757,14 @@ class Engine {
                         ExitCode::DataError);
     };
     for (int run = 0; run < 1 + opt_.warmup + opt_.repeat; ++run) {
-      CUresult r = d_.cuEventRecord(events_[0], stream_);
-      if (r == CUDA_SUCCESS) r = d_.cuGraphLaunch(exec_, stream_);
-      if (r == CUDA_SUCCESS) r = d_.cuEventRecord(events_[1], stream_);
-      CUresult done = CUDA_SUCCESS;
-      if (r == CUDA_SUCCESS)
-        if (Status s = wait(events_[1], hung, &done); !s) return s;
-      if (r != CUDA_SUCCESS || done != CUDA_SUCCESS)
-        return unlocated(1 + opt_.warmup + opt_.repeat + run, r != CUDA_SUCCESS ? r : done,
+      Fault f = b_.record(0);
+      if (f.ok()) f = b_.launch_graph();
+      if (f.ok()) f = b_.record(1);
+      Fault done;
+      if (f.ok())
+        if (Status s = wait(1, hung, &done); !s) return s;
+      if (!f.ok() || !done.ok())
+        return unlocated(1 + opt_.warmup + opt_.repeat + run, !f.ok() ? f : done,
                          fmt::format("{} launch", to_string(opt_.mode)));
       if (run == 0) {
         Expected<bool> fired = guard_fired(-1);
@@ -863,17 +774,17 @@ class Engine {
       }
       if (run < 1 + opt_.warmup) continue;
       double us = 0;
-      if (Status s = elapsed_us(events_[0], events_[1], &us); !s) return s;
+      if (Status s = elapsed(0, 1, &us); !s) return s;
       samples.push_back(us);
     }
     rep_.graph_run_median_us = median(samples);
-    rep_.graph_run_min_us = samples.empty() ? 0 : *std::min_element(samples.begin(), samples.end());
+    rep_.graph_run_min_us = minimum(samples);
     rep_.total_median_us = rep_.graph_run_median_us;
     rep_.total_min_us = rep_.graph_run_min_us;
-    rep_.timing_method += fmt::format("; then the {} as one CUDA graph: {} timed launches after 1 checked and {} "
-                                      "warm-up, each between two events",
-                                      opt_.mode == ReplayMode::Dag ? "dependency DAG" : "captured sequence",
-                                      opt_.repeat, opt_.warmup);
+    rep_.timing_method += fmt::format("; then the {} as one {} graph: {} timed launches after 1 checked and {} "
+                                      "warm-up, each between two markers",
+                                      dag ? "dependency DAG" : "captured sequence", b_.name(), opt_.repeat,
+                                      opt_.warmup);
     return Status::ok();
   }
 
@@ -900,8 +811,7 @@ class Engine {
     for (const PlanArg& a : target.args)
       if (a.kind == PlanArg::Kind::Pointer) touched.insert(a.allocation);
     for (int al : touched)
-      if (CUresult r = d_.cuMemsetD8(bases_[al], 0, plan_.allocations[al].bytes); r != CUDA_SUCCESS)
-        return fail(r, "cuMemsetD8");
+      if (Fault f = b_.memset(bases_[al], 0, plan_.allocations[al].bytes); !f.ok()) return fail(f);
     for (const PlanUpload& u : plan_.uploads)
       if (touched.count(u.allocation))
         if (Status s = upload(u); !s) return s;
@@ -924,8 +834,8 @@ class Engine {
           return file_error(file, fmt::format("dump does not match buffer {} '{}' ({} {} expected)", a.buffer,
                                               df_.buffers[a.buffer].name, dtype_to_string(want.dtype),
                                               shape_text(want.shape)));
-        if (CUresult r = d_.cuMemcpyHtoD(bases_[a.allocation], arr->data.data(), arr->data.size()); r != CUDA_SUCCESS)
-          return fail(r, "cuMemcpyHtoD of " + file);
+        if (Fault f = b_.upload(bases_[a.allocation], arr->data.data(), arr->data.size()); !f.ok())
+          return fail(f, " of " + file);
         ++restored;
       }
     }
@@ -934,16 +844,16 @@ class Engine {
                         std::count_if(plan_.uploads.begin(), plan_.uploads.end(),
                                       [&](const PlanUpload& u) { return touched.count(u.allocation) > 0; }));
     if (Status s = settle(); !s) return s;
-    if (Status s = make_events(2); !s) return s;
+    if (Status s = b_.make_markers(2); !s) return s;
     std::vector<double> samples;
     for (int run = 0; run < 1 + opt_.warmup + opt_.repeat; ++run) {
-      CUresult r = d_.cuEventRecord(events_[0], stream_);
-      if (r == CUDA_SUCCESS) r = launch(k);
-      if (r == CUDA_SUCCESS) r = d_.cuEventRecord(events_[1], stream_);
-      if (r != CUDA_SUCCESS) return kernel_fail(k, r, fmt::format("queueing (run {})", run));
-      CUresult done = CUDA_SUCCESS;
-      if (Status s = wait(events_[1], [&] { return hung_kernel(k); }, &done); !s) return s;
-      if (done != CUDA_SUCCESS) return kernel_fail(k, done, fmt::format("running (run {})", run));
+      Fault f = b_.record(0);
+      if (f.ok()) f = b_.launch(k);
+      if (f.ok()) f = b_.record(1);
+      if (!f.ok()) return kernel_fail(k, f, fmt::format("queueing (run {})", run));
+      Fault done;
+      if (Status s = wait(1, [&] { return hung_kernel(k); }, &done); !s) return s;
+      if (!done.ok()) return kernel_fail(k, done, fmt::format("running (run {})", run));
       if (run == 0) {
         Expected<bool> fired = guard_fired(static_cast<int>(k));
         if (!fired) return fired.error();
@@ -959,19 +869,20 @@ class Engine {
       }
       if (run <= opt_.warmup) continue;
       double us = 0;
-      if (Status s = elapsed_us(events_[0], events_[1], &us); !s) return s;
+      if (Status s = elapsed(0, 1, &us); !s) return s;
       samples.push_back(us);
     }
     KernelTime t;
     t.kernel = target.kernel;
     t.samples = static_cast<int>(samples.size());
     t.median_us = median(samples);
-    t.min_us = samples.empty() ? 0 : *std::min_element(samples.begin(), samples.end());
+    t.min_us = minimum(samples);
     rep_.times.push_back(t);
     rep_.total_median_us = rep_.kernel_sum_median_us = t.median_us;
     rep_.total_min_us = rep_.kernel_sum_min_us = t.min_us;
-    rep_.timing_method = fmt::format(
-        "CUDA events around the kernel alone; {} timed runs after 1 checked and {} warm-up", opt_.repeat, opt_.warmup);
+    rep_.timing_method = fmt::format("{} around the kernel alone; {} timed runs after 1 checked and {} warm-up",
+                                     b_.caps().timing ? "CUDA events" : "host clock stamps", opt_.repeat,
+                                     opt_.warmup);
     return Status::ok();
   }
 
@@ -1020,8 +931,7 @@ class Engine {
                                             "model?",
                                             b, df_.buffers[b].name, dtype_to_string(want.dtype),
                                             shape_text(want.shape)));
-      if (CUresult r = d_.cuMemcpyHtoD(bases_[al], arr->data.data(), arr->data.size()); r != CUDA_SUCCESS)
-        return fail(r, "cuMemcpyHtoD of " + file);
+      if (Fault f = b_.upload(bases_[al], arr->data.data(), arr->data.size()); !f.ok()) return fail(f, " of " + file);
       ++from_dumps;
     }
     log_ << fmt::format("replay: kernels {}..{} ({} launches): {} live-in buffers, {} from params/inputs, {} from "
@@ -1030,20 +940,20 @@ class Engine {
                         undefined);
     if (Status s = settle(); !s) return s;
     size_t n = launches.size();
-    if (Status s = make_events(n + 1); !s) return s;
+    if (Status s = b_.make_markers(n + 1); !s) return s;
     std::vector<std::vector<double>> samples(n);
     for (int run = 0; run < 1 + opt_.warmup + opt_.repeat; ++run) {
       bool checked = run == 0;
-      if (CUresult r = d_.cuEventRecord(events_[0], stream_); r != CUDA_SUCCESS) return fail(r, "cuEventRecord");
+      if (Fault f = b_.record(0); !f.ok()) return fail(f);
       for (size_t x = 0; x < n; ++x) {
         size_t i = launches[x];
-        CUresult r = launch(i);
-        if (r == CUDA_SUCCESS) r = d_.cuEventRecord(events_[x + 1], stream_);
-        if (r != CUDA_SUCCESS) return kernel_fail(i, r, fmt::format("queueing (run {})", run));
+        Fault f = b_.launch(i);
+        if (f.ok()) f = b_.record(x + 1);
+        if (!f.ok()) return kernel_fail(i, f, fmt::format("queueing (run {})", run));
         if (!checked) continue;
-        CUresult done = CUDA_SUCCESS;
-        if (Status s = wait(events_[x + 1], [&] { return hung_kernel(i); }, &done); !s) return s;
-        if (done != CUDA_SUCCESS) return kernel_fail(i, done, "running");
+        Fault done;
+        if (Status s = wait(x + 1, [&] { return hung_kernel(i); }, &done); !s) return s;
+        if (!done.ok()) return kernel_fail(i, done, "running");
         const PlanLaunch& l = plan_.launches[i];
         for (size_t j : written_args(i)) {
           Expected<NpyArray> a = read_buffer(l.args[j].buffer);
@@ -1066,14 +976,14 @@ class Engine {
         }
       }
       if (!checked) {
-        CUresult done = CUDA_SUCCESS;
-        if (Status s = wait(events_[n], [&] { return hung_kernel(launches[n - 1]); }, &done); !s) return s;
-        if (done != CUDA_SUCCESS) return fail(done, fmt::format("run {} of the slice", run));
+        Fault done;
+        if (Status s = wait(n, [&] { return hung_kernel(launches[n - 1]); }, &done); !s) return s;
+        if (!done.ok()) return fail(done, fmt::format(" (run {} of the slice)", run));
       }
       if (run < 1 + opt_.warmup) continue;
       for (size_t x = 0; x < n; ++x) {
         double us = 0;
-        if (Status s = elapsed_us(events_[x], events_[x + 1], &us); !s) return s;
+        if (Status s = elapsed(x, x + 1, &us); !s) return s;
         samples[x].push_back(us);
       }
     }
@@ -1082,77 +992,201 @@ class Engine {
       t.kernel = plan_.launches[launches[x]].kernel;
       t.samples = static_cast<int>(samples[x].size());
       t.median_us = median(samples[x]);
-      t.min_us = samples[x].empty() ? 0 : *std::min_element(samples[x].begin(), samples[x].end());
+      t.min_us = minimum(samples[x]);
       rep_.kernel_sum_median_us += t.median_us;
       rep_.kernel_sum_min_us += t.min_us;
       rep_.times.push_back(t);
     }
     rep_.total_median_us = rep_.kernel_sum_median_us;
     rep_.total_min_us = rep_.kernel_sum_min_us;
-    rep_.timing_method = fmt::format("the slice's launches queued back to back, CUDA events between them; {} timed "
+    rep_.timing_method = fmt::format("the slice's launches queued back to back, {} between them; {} timed "
                                      "runs after 1 checked and {} warm-up",
-                                     opt_.repeat, opt_.warmup);
+                                     b_.caps().timing ? "CUDA events" : "host clock stamps", opt_.repeat, opt_.warmup);
     return Status::ok();
   }
 
-  /// "sm_75 cubin, compute_75 ptx (PTX ISA 7.4)" for a module file.
-  static std::string describe_module(const std::string& path, const std::string& bytes) {
-    std::string out = std::filesystem::path(path).filename().string() + " holds ";
-    Expected<std::vector<DeviceImage>> images = list_device_images(bytes, path);
-    std::string list;
-    if (images)
-      for (const DeviceImage& im : *images) list += (list.empty() ? "" : ", ") + im.arch + " " + im.kind;
-    if (list.empty()) list = "no architecture kdflow can read";
-    out += list;
-    if (detect_module_format(bytes) == ModuleFormat::Ptx) {
-      size_t v = bytes.find(".version");
-      if (v != std::string::npos) {
-        size_t b = v + 8;
-        while (b < bytes.size() && (bytes[b] == ' ' || bytes[b] == '\t')) ++b;
-        size_t e = b;
-        while (e < bytes.size() && (std::isdigit(static_cast<unsigned char>(bytes[e])) || bytes[e] == '.')) ++e;
-        if (e > b) out += " (PTX ISA " + bytes.substr(b, e - b) + ")";
-      }
-    }
-    return out;
-  }
-
-  std::string driver_text() const {
-    if (driver_version_ <= 0) return "of unknown version";
-    return fmt::format("{}.{} (CUDA driver API {})", driver_version_ / 1000, driver_version_ % 1000 / 10,
-                       driver_version_);
-  }
-
-  const Driver& d_;
-  const cublas::Library* blas_ = nullptr;        ///< null when the model makes no library call
-  cublas::cublasHandle_t blas_handle_ = nullptr;
-  CUdeviceptr blas_workspace_ = 0;
-  std::vector<std::vector<size_t>> calls_after_;  ///< kernel id + 1 → plan library calls after it
+  Backend& b_;
   const Dataflow& df_;
   const ReplayOptions& opt_;
   ReplayReport& rep_;
   const ReplayPlan& plan_;
   std::ostream& log_;
 
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  bool hung_ = false;
+  bool abandoned_ = false;
   int failed_run_ = -1;
-  int located_launch_ = -1, located_run_ = -1;
-  CUresult located_result_ = CUDA_SUCCESS;
-  int driver_version_ = 0;
-  CUdevice device_ = 0;
-  CUcontext ctx_ = nullptr;
-  bool primary_ = false;
-  int optin_smem_ = 0;
-  std::vector<LoadedModule> modules_;
-  std::map<std::string, CUfunction> funcs_;
-  std::vector<CUdeviceptr> bases_;
-  std::vector<std::string> params_;
-  CUstream stream_ = nullptr;
-  std::vector<CUevent> events_;
-  CUgraph graph_ = nullptr;
-  CUgraphExec exec_ = nullptr;
+  int located_launch_ = -1, located_call_ = -1, located_run_ = -1;
+  Fault located_fault_;
+  size_t extra_edges_ = 0;
+  std::vector<DevicePtr> bases_;
+  std::vector<Step> seq_;
 };
+
+/// The locate pass's process: forked before the parent's back end is opened (so it never
+/// inherits a device context, which a forked child may not use), it waits for the parent's
+/// word. -1 or a closed pipe: nothing to locate, exit. Otherwise it re-runs the model in its
+/// own back end, synchronised after every step, and writes what it found back.
+class LocateHelper {
+ public:
+  /// What the child found (read by the parent).
+  struct Found {
+    bool answered = false;       ///< the child wrote an answer
+    int launch = -1, call = -1, run = -1;
+    std::string fault;           ///< the located fault's text
+    std::string error;           ///< the re-run failed otherwise: its message
+    int error_code = 0;
+    std::string log;             ///< the child's progress lines
+    std::string how_it_ended;    ///< "exit 0", "signal 11"
+  };
+
+  using Body = std::function<void(int failed_run, std::ostream& log, Found* out)>;
+
+  bool start(const Body& body) {
+    int down[2], up[2];
+    if (::pipe(down) != 0) return false;
+    if (::pipe(up) != 0) {
+      ::close(down[0]), ::close(down[1]);
+      return false;
+    }
+    pid_ = ::fork();
+    if (pid_ < 0) {
+      for (int fd : {down[0], down[1], up[0], up[1]}) ::close(fd);
+      return false;
+    }
+    if (pid_ == 0) {
+      ::close(down[1]);
+      ::close(up[0]);
+      int failed_run = -1;
+      if (!read_all(down[0], &failed_run, sizeof failed_run) || failed_run < 0) ::_exit(0);
+      std::ostringstream log;
+      Found f;
+      body(failed_run, log, &f);
+      f.log = log.str();
+      std::string msg = encode(f);
+      write_all(up[1], msg.data(), msg.size());
+      // No destructors, no atexit handlers: this process may hold a poisoned context.
+      ::_exit(0);
+    }
+    ::close(down[0]);
+    ::close(up[1]);
+    down_ = down[1];
+    up_ = up[0];
+    return true;
+  }
+
+  /// Asks the child to locate a failure of run `failed_run` and waits for its answer.
+  Found locate(int failed_run) {
+    Found f;
+    if (pid_ <= 0) return f;
+    write_all(down_, &failed_run, sizeof failed_run);
+    ::close(down_);
+    down_ = -1;
+    std::string data;
+    char buf[4096];
+    for (;;) {
+      ssize_t n = ::read(up_, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      data.append(buf, static_cast<size_t>(n));
+    }
+    ::close(up_);
+    up_ = -1;
+    f.how_it_ended = reap();
+    if (!data.empty()) decode(data, &f);
+    return f;
+  }
+
+  ~LocateHelper() {
+    if (pid_ <= 0) return;
+    int none = -1;
+    if (down_ >= 0) {
+      write_all(down_, &none, sizeof none);
+      ::close(down_);
+    }
+    if (up_ >= 0) ::close(up_);
+    reap();
+  }
+
+ private:
+  static bool read_all(int fd, void* p, size_t n) {
+    char* c = static_cast<char*>(p);
+    while (n > 0) {
+      ssize_t r = ::read(fd, c, n);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return false;
+      c += r, n -= static_cast<size_t>(r);
+    }
+    return true;
+  }
+  static void write_all(int fd, const void* p, size_t n) {
+    const char* c = static_cast<const char*>(p);
+    while (n > 0) {
+      ssize_t r = ::write(fd, c, n);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return;
+      c += r, n -= static_cast<size_t>(r);
+    }
+  }
+  std::string reap() {
+    int status = 0;
+    pid_t r;
+    do r = ::waitpid(pid_, &status, 0);
+    while (r < 0 && errno == EINTR);
+    pid_ = -1;
+    if (r < 0) return "unknown";
+    if (WIFSIGNALED(status)) return fmt::format("signal {}", WTERMSIG(status));
+    return fmt::format("exit {}", WEXITSTATUS(status));
+  }
+  static void put(std::string& out, const std::string& s) {
+    uint64_t n = s.size();
+    out.append(reinterpret_cast<const char*>(&n), sizeof n);
+    out += s;
+  }
+  static bool get(const std::string& in, size_t* pos, std::string* s) {
+    uint64_t n = 0;
+    if (*pos + sizeof n > in.size()) return false;
+    std::memcpy(&n, in.data() + *pos, sizeof n);
+    *pos += sizeof n;
+    if (n > in.size() - *pos) return false;
+    *s = in.substr(*pos, n);
+    *pos += n;
+    return true;
+  }
+  static std::string encode(const Found& f) {
+    std::string out;
+    for (const std::string& s : {std::to_string(f.launch), std::to_string(f.call), std::to_string(f.run), f.fault,
+                                 f.error, std::to_string(f.error_code), f.log})
+      put(out, s);
+    return out;
+  }
+  static void decode(const std::string& in, Found* f) {
+    std::string v[7];
+    size_t pos = 0;
+    for (std::string& s : v)
+      if (!get(in, &pos, &s)) return;
+    f->launch = std::stoi(v[0]);
+    f->call = std::stoi(v[1]);
+    f->run = std::stoi(v[2]);
+    f->fault = v[3];
+    f->error = v[4];
+    f->error_code = std::stoi(v[5]);
+    f->log = v[6];
+    f->answered = true;
+  }
+
+  pid_t pid_ = -1;
+  int down_ = -1, up_ = -1;
+};
+
+Expected<std::unique_ptr<Backend>> make_backend(const ReplayOptions& opt, const ReplayPlan& plan, std::ostream& log) {
+  BackendOptions bo;
+  bo.device = opt.device;
+  bo.cuda_library = opt.cuda_library;
+  bo.cublas_library = opt.cublas_library;
+  bo.library_calls = !plan.library_calls.empty();
+  bo.label = plan.label;
+  if (opt.backend == ReplayBackend::Cpu) return make_cpu_backend(bo, log);
+  return make_cuda_backend(bo, log);
+}
 
 /// Dump files are "<kernel id>_<kernel name>_arg<j>.npy": one that names a kernel id this
 /// model does not have, or another name for it, comes from another model.
@@ -1221,6 +1255,8 @@ Status check_options(const Dataflow& df, const ReplayOptions& opt) {
 
 }  // namespace
 
+bool replay_device_abandoned() { return g_abandoned.load(); }
+
 Expected<ReplayReport> replay(const Dataflow& df, const ReplayOptions& opt, std::ostream& log) {
   if (Status s = check_options(df, opt); !s) return s.error();
   Expected<ReplayPlan> plan = make_plan(df, opt.inputs);
@@ -1231,9 +1267,10 @@ Expected<ReplayReport> replay(const Dataflow& df, const ReplayOptions& opt, std:
   rep.warmup = opt.warmup;
   rep.repeat = opt.repeat;
   rep.kernel = opt.kernel;
+  rep.backend = opt.backend;
   if (opt.dry_run) return rep;
 
-  // Expected outputs are read before the GPU is touched: a typo fails fast.
+  // Expected outputs are read before the device is touched: a typo fails fast.
   std::vector<std::optional<NpyArray>> expected(opt.expect.size());
   if (opt.kernel < 0)
     for (size_t i = 0; i < opt.expect.size(); ++i) {
@@ -1243,51 +1280,85 @@ Expected<ReplayReport> replay(const Dataflow& df, const ReplayOptions& opt, std:
       expected[i] = a.take();
     }
 
-  Expected<cuda::Driver> driver = cuda::load_driver(opt.cuda_library);
-  if (!driver) return driver.error();
-  std::optional<cublas::Library> blas;
-  if (!rep.plan.library_calls.empty()) {
-    Expected<cublas::Library> l = cublas::load_cublas(opt.cublas_library);
-    if (!l) return l.error();
-    blas = l.take();
-  }
-  const cublas::Library* blas_ptr = blas ? &*blas : nullptr;
   int failed_run = -1;
   Error failure;
+  LocateHelper helper;
+  bool helper_started = false;
   {
-    Engine engine(*driver, blas_ptr, df, opt, rep, log);
+    Expected<std::unique_ptr<Backend>> backend = make_backend(opt, rep.plan, log);
+    if (!backend) return backend.error();
+    // The locate pass's process is forked now, before this process opens the device.
+    if ((*backend)->caps().asynchronous && !opt.locate && opt.kernel < 0 && opt.slice_first < 0)
+      helper_started = helper.start([&](int run, std::ostream& child_log, LocateHelper::Found* out) {
+        ReplayOptions again = opt;
+        again.locate = true;
+        again.mode = ReplayMode::Eager;
+        again.dump_dir.clear();
+        again.guard = false;
+        again.warmup = 0;
+        again.repeat = run;  // as many runs of the sequence as had started when it failed
+        ReplayReport scratch;
+        scratch.plan = rep.plan;
+        Expected<std::unique_ptr<Backend>> b = make_backend(again, scratch.plan, child_log);
+        if (!b) {
+          out->error = b.error().message;
+          out->error_code = static_cast<int>(b.error().code);
+          return;
+        }
+        Engine engine(**b, df, again, scratch, child_log);
+        Status s = engine.run();
+        out->launch = engine.located_launch();
+        out->call = engine.located_call();
+        out->run = engine.located_run();
+        out->fault = engine.located_fault().text;
+        if (!s) {
+          out->error = s.error().message;
+          out->error_code = static_cast<int>(s.error().code);
+        }
+      });
+    Engine engine(**backend, df, opt, rep, log);
     if (Status s = engine.run(); !s) {
       if (engine.failed_run() < 0 || opt.locate) return s.error();
       failed_run = engine.failed_run();
       failure = s.error();
     }
-  }  // everything released (the context too) before the report is returned
+  }  // everything released (the context too, unless a sticky fault or a hang forbids it)
   if (failed_run >= 0) {
-    // A run queued without a synchronise per kernel failed; the error surfaced at a later
-    // call. Re-run in a fresh context, synchronised after every kernel, to name the kernel.
+    // A run queued without a synchronise per step failed; the error surfaced at a later
+    // call. Re-run in the child process, synchronised after every step, to name the kernel.
     log << fmt::format("replay: run {} failed ({}); re-running with a synchronise after each kernel to find which "
-                       "kernel\n",
+                       "kernel (in a separate process)\n",
                        failed_run, failure.message);
-    ReplayOptions again = opt;
-    again.locate = true;
-    again.mode = ReplayMode::Eager;
-    again.dump_dir.clear();
-    again.guard = false;
-    again.warmup = 0;
-    again.repeat = failed_run;  // as many runs of the sequence as had started when it failed
-    ReplayReport scratch;
-    scratch.plan = rep.plan;
-    Engine engine(*driver, blas_ptr, df, again, scratch, log);
-    Status s = engine.run();
-    if (!s && engine.located_launch() >= 0) {
-      const PlanLaunch& l = rep.plan.launches[engine.located_launch()];
+    if (!helper_started) {
+      failure.message += "; the re-run to find the kernel could not be started (fork failed)";
+      return failure;
+    }
+    LocateHelper::Found f = helper.locate(failed_run);
+    log << f.log;
+    if (f.launch >= 0 && static_cast<size_t>(f.launch) < rep.plan.launches.size()) {
+      const PlanLaunch& l = rep.plan.launches[f.launch];
       return json_error(rep.plan.label, fmt::format("/kernels/{}", l.kernel),
                         fmt::format("kernel {} ({}) failed in run {}: {} (found by re-running with a synchronise "
                                     "after each kernel)",
-                                    l.kernel, l.name, engine.located_run(), driver->describe(engine.located_result())),
+                                    l.kernel, l.name, f.run, f.fault),
                         ExitCode::Software);
     }
-    if (!s) return s.error();
+    if (f.call >= 0 && static_cast<size_t>(f.call) < rep.plan.library_calls.size()) {
+      const PlanLibraryCall& p = rep.plan.library_calls[f.call];
+      return json_error(rep.plan.label, fmt::format("/library_calls/{}", p.call),
+                        fmt::format("library call {} ({} of node {}) failed in run {}: {} (found by re-running with a "
+                                    "synchronise after each step)",
+                                    p.call, p.name, p.node, f.run, f.fault),
+                        ExitCode::Software);
+    }
+    if (!f.answered) {
+      failure.message += fmt::format("; the re-run to find the kernel ended without an answer ({})", f.how_it_ended);
+      return failure;
+    }
+    if (!f.error.empty()) {
+      failure.message += "; re-running with a synchronise after each kernel failed otherwise: " + f.error;
+      return failure;
+    }
     failure.message += "; re-running with a synchronise after each kernel did not fail, so the failing kernel is "
                        "unknown (timing-dependent?)";
     return failure;

@@ -90,6 +90,7 @@ class Planner {
     plan_.buffer_allocation.assign(df_.buffers.size(), -1);
     for (size_t i = 0; i < df_.buffers.size(); ++i) {
       const Buffer& b = df_.buffers[i];
+      if (Status s = check_bytes(i); !s) return s;
       if (b.storage_id) {
         if (*b.storage_id < 0)
           return err(ptr("buffers", i) + "/storage_id", fmt::format("negative storage id {}", *b.storage_id));
@@ -124,6 +125,25 @@ class Planner {
       if (!checked_add(plan_.total_bytes, a.bytes, &plan_.total_bytes))
         return err("/buffers", "the total of all allocations overflows 64 bits");
     return Status::ok();
+  }
+
+  /// A buffer's `bytes` must be what its dtype and shape say (graph buffers exactly; a
+  /// workspace, whose shape is its bytes over the element size, less than one element more),
+  /// so a hostile flow cannot ask for memory its shapes do not need.
+  Status check_bytes(size_t i) const {
+    const Buffer& b = df_.buffers[i];
+    std::optional<DType> t = parse_dtype(b.dtype);
+    if (!t || t->code == kDLOpaqueHandle || t->bits % 8 != 0) return Status::ok();
+    uint64_t element = dtype_element_bytes(*t), n = element;
+    for (int64_t x : b.shape)
+      if (x < 0 || !checked_mul(n, static_cast<uint64_t>(x), &n))
+        return err(ptr("buffers", i) + "/shape", fmt::format("buffer {} '{}': {} {} has more bytes than 64 bits hold",
+                                                             i, b.name, b.dtype, shape_text(b.shape)));
+    bool fits = b.storage_id ? b.bytes == n : (b.bytes >= n && b.bytes - n < element);
+    if (fits) return Status::ok();
+    return err(ptr("buffers", i) + "/bytes",
+               fmt::format("buffer {} '{}' claims {} bytes, but {} {} is {} bytes", i, b.name, b.bytes, b.dtype,
+                           shape_text(b.shape), n));
   }
 
   /// Checks that an array read from `file` fits buffer `b` exactly.

@@ -21,6 +21,12 @@
 // and the work, when it runs, one more with the sum of C and its first element (so tests
 // can check the product without reading device memory):
 //   gemm-work m=400 n=1 k=100 C=0x.. batch=1 sum=.. c0=.. -> 0
+//
+// The work is queued under a name that carries the handle's workspace ("cublasSgemm_v2
+// ws=0x...+BYTES"), so the fake driver fails a graph in which two calls that no edge orders
+// share it. KDFLOW_FAKE_CUBLAS_FAULT=N: the Nth gemm of the process faults when its work
+// runs (a sticky CUDA_ERROR_ILLEGAL_ADDRESS in the fake driver, as a faulting cuBLAS kernel
+// would leave).
 #include <dlfcn.h>
 
 #include <cstdarg>
@@ -54,10 +60,12 @@ void log_line(const char* fmt, ...) {
 
 using HostPointerFn = unsigned char* (*)(CUdeviceptr, size_t);
 using EnqueueFn = int (*)(void*, const char*, void (*)(void*), void*);
+using FaultFn = void (*)(int);
 
 struct Driver {
   HostPointerFn host_pointer = nullptr;
   EnqueueFn enqueue = nullptr;
+  FaultFn fault = nullptr;
 };
 
 /// The fake driver the engine loaded (never loads one itself).
@@ -68,6 +76,7 @@ bool driver(Driver* d) {
   if (!h) return false;
   d->host_pointer = reinterpret_cast<HostPointerFn>(::dlsym(h, "kdflow_fake_cuda_host_pointer"));
   d->enqueue = reinterpret_cast<EnqueueFn>(::dlsym(h, "kdflow_fake_cuda_enqueue"));
+  d->fault = reinterpret_cast<FaultFn>(::dlsym(h, "kdflow_fake_cuda_fault"));
   ::dlclose(h);  // balances the NOLOAD reference; the engine still holds it
   return d->host_pointer && d->enqueue;
 }
@@ -86,6 +95,7 @@ struct Gemm {
   long long sa, sb, sc;
   float alpha, beta;
   CUdeviceptr A, B, C;
+  bool fault = false;
 };
 
 std::set<Handle*>& handles() {
@@ -107,6 +117,11 @@ uint64_t span(int rows, int cols, int ld) {
 
 void run_gemm(void* p) {
   const Gemm& g = *static_cast<const Gemm*>(p);
+  if (g.fault && g.drv.fault) {
+    g.drv.fault(700);
+    log_line("gemm-work m=%d n=%d k=%d C=0x%llx -> fault (KDFLOW_FAKE_CUBLAS_FAULT)", g.m, g.n, g.k, g.C);
+    return;
+  }
   double sum = 0, c0 = 0;
   int arows = g.ta == 0 ? g.m : g.k, acols = g.ta == 0 ? g.k : g.m;
   int brows = g.tb == 0 ? g.k : g.n, bcols = g.tb == 0 ? g.n : g.k;
@@ -161,9 +176,14 @@ Status gemm(const char* call, Handle* h, int ta, int tb, int m, int n, int k, co
     }
   int q = 0;
   if (r == kSuccess && m && n && batch) {
+    static int calls = 0;
+    const char* planted = std::getenv("KDFLOW_FAKE_CUBLAS_FAULT");
+    bool fault = planted && *planted && std::atoi(planted) == ++calls;
     gemms().push_back(std::unique_ptr<Gemm>(new Gemm{h->drv, ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc,
-                                                     *alpha, *beta, A, B, C}));
-    q = h->drv.enqueue(h->stream, call, &run_gemm, gemms().back().get());
+                                                     *alpha, *beta, A, B, C, fault}));
+    char what[160];
+    std::snprintf(what, sizeof what, "%s ws=0x%llx+%zu", call, h->workspace, h->workspace_bytes);
+    q = h->drv.enqueue(h->stream, what, &run_gemm, gemms().back().get());
     if (q != 0) r = kExecutionFailed, why = " error=enqueue_failed";
   }
   log_line("%s handle=%p stream=%p workspace=0x%llx transa=%s transb=%s m=%d n=%d k=%d lda=%d ldb=%d ldc=%d "

@@ -33,8 +33,30 @@
 //                                      fake gives up with CUDA_ERROR_LAUNCH_TIMEOUT (default 20;
 //                                      a real driver never returns)
 //   KDFLOW_FAKE_CUDA_FAULT=name@N      the Nth execution of `name` in a context faults: a sticky
-//                                      CUDA_ERROR_ILLEGAL_ADDRESS that every later call in that
-//                                      context returns (the launch itself succeeds: it is async)
+//                                      CUDA_ERROR_ILLEGAL_ADDRESS that every later call returns
+//                                      until the process ends (cuda.h: "the process must be
+//                                      terminated and relaunched"): releasing or creating a
+//                                      context does not clear it; only kdflow_fake_cuda_reset does
+//                                      (the tests' stand-in for a new process)
+//   KDFLOW_FAKE_CUDA_DURATION=name=US[,name=US]  kernel `name` takes US µs of device time
+//                                      (default 10); the device clock honours stream order
+//   KDFLOW_FAKE_CUDA_SLOW_MS=name=MS   kernel `name` also takes MS ms of real time: events
+//                                      recorded after it are not ready until then
+//   KDFLOW_FAKE_CUDA_JIT_MS=MS         cuModuleLoadDataEx takes MS ms of real time (a slow JIT)
+//   KDFLOW_FAKE_CUDA_TOTAL_MEM=BYTES   the device's memory (default 80 GiB): cuMemAlloc beyond
+//                                      what is free returns CUDA_ERROR_OUT_OF_MEMORY, never throws
+//   KDFLOW_FAKE_CUDA_SEED=N            the seed of the random topological order in which an
+//                                      explicit graph's nodes run (default: random; logged)
+//
+// Explicit graphs (cuGraphCreate) run their nodes in a random valid topological order, not
+// the order they were added in. Host work that names a workspace ("ws=0x...+BYTES", the fake
+// cuBLAS) in two child-graph nodes that no path orders, with overlapping ranges, fails the
+// launch (cublas_api.h: a workspace must not be used by concurrently running work).
+//
+// During stream capture (global mode) the calls the real driver refuses fail with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidate the capture (cuStreamEndCapture then
+// returns CUDA_ERROR_STREAM_CAPTURE_INVALIDATED): cuMemAlloc, synchronous copies and
+// memsets, cuCtxSynchronize, cuEventQuery and cuEventSynchronize.
 //
 // Stream ordering is modelled as CUDA 13 defines it, as strictly as a real driver may behave:
 // cuMemcpyHtoD from pageable memory and cuMemsetD8 go on the legacy NULL stream and may
@@ -62,6 +84,8 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <new>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -76,7 +100,9 @@ using Handle = void*;
 
 constexpr CUresult kSuccess = 0, kInvalidValue = 1, kInvalidDevice = 101, kNoDevice = 100, kInvalidHandle = 400,
                    kNotFound = 500, kNoBinary = 209, kInvalidImage = 200, kNotReady = 600, kIllegalAddress = 700,
-                   kLaunchTimeout = 702;
+                   kLaunchTimeout = 702, kOutOfMemory = 2, kCaptureUnsupported = 900,
+                   kCaptureInvalidated = 901;
+constexpr unsigned long long kDefaultTotalMem = 80ull << 30;
 constexpr int kDefaultSmem = 48 * 1024, kOptinSmem = 232448;
 
 bool env_on(const char* name) {
@@ -165,6 +191,12 @@ struct State {
   CUresult sticky = 0;                       // a fault poisons the context until it is destroyed
   std::map<std::string, int> executions;     // per kernel name, in this context
   std::map<uintptr_t, std::vector<GraphNode>> explicit_graphs;  // cuGraphCreate'd: nodes with edges
+  std::map<uintptr_t, std::string> exec_conflict;  // exec → why its launch fails (shared workspace)
+  bool capture_invalidated = false;
+  unsigned long long allocated = 0;
+  std::map<uintptr_t, double> stream_clock;         // stream → device time its queued work ends (µs)
+  std::map<uintptr_t, std::chrono::steady_clock::time_point> slow_until;  // stream → real time it drains
+  std::map<uintptr_t, std::chrono::steady_clock::time_point> event_ready;  // event → real time it is ready
 };
 
 State& st() {
@@ -177,7 +209,7 @@ uintptr_t new_handle() { return st().next_handle++; }
 /// A fresh context: no fault, no hung work, no counts.
 void reset_context() {
   State& s = st();
-  s.sticky = 0;
+  // The sticky fault stays: it lasts until the process ends.
   s.executions.clear();
   s.hung_streams.clear();
   s.pending_events.clear();
@@ -194,6 +226,16 @@ CUresult block_forever(const char* call) {
   log_line("%s blocks on a hung kernel (a real driver would never return; giving up after %d s)", call, seconds);
   std::this_thread::sleep_for(std::chrono::seconds(seconds));
   return kLaunchTimeout;
+}
+
+/// A call the driver refuses while a stream is being captured (global mode): it fails and
+/// invalidates every capture in progress.
+bool refused_in_capture(const char* call) {
+  State& s = st();
+  if (s.capturing.empty()) return false;
+  s.capture_invalidated = true;
+  log_line("%s refused during stream capture -> %d", call, kCaptureUnsupported);
+  return true;
 }
 
 bool blocking_stream(uintptr_t stream) {
@@ -413,7 +455,23 @@ void flush_null_stream() {
 void execute(const Launch& l, uintptr_t stream) {
   State& st_ = st();
   if (st_.hung_streams.count(stream)) return;  // queued behind a kernel that never ends
-  st_.clock_us += 10;
+  double duration = 10;
+  if (!l.host)
+    if (const char* d = std::getenv("KDFLOW_FAKE_CUDA_DURATION"); d && *d) {
+      const std::string& name = st_.functions[l.function].name;
+      std::string spec = std::string(",") + d + ",";
+      size_t at = spec.find("," + name + "=");
+      if (at != std::string::npos) duration = std::atof(spec.c_str() + at + name.size() + 2);
+    }
+  st_.clock_us += duration;
+  if (!l.host)
+    if (const char* sl = std::getenv("KDFLOW_FAKE_CUDA_SLOW_MS"); sl && *sl) {
+      const std::string& name = st_.functions[l.function].name;
+      std::string spec = sl;
+      size_t eq = spec.rfind('=');
+      if (eq != std::string::npos && spec.substr(0, eq) == name)
+        st_.slow_until[stream] = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::atoi(spec.c_str() + eq + 1));
+    }
   if (l.host) {
     if (st_.sticky == 0) l.host();
     return;
@@ -502,6 +560,14 @@ CUresult cuDeviceGetAttribute(int* value, int attrib, int dev) {
   return kSuccess;
 }
 
+CUresult cuDeviceTotalMem_v2(size_t* bytes, int dev) {
+  unsigned long long total = kDefaultTotalMem;
+  if (const char* t = std::getenv("KDFLOW_FAKE_CUDA_TOTAL_MEM"); t && *t) total = std::strtoull(t, nullptr, 10);
+  *bytes = static_cast<size_t>(total);
+  log_line("cuDeviceTotalMem device=%d -> 0 bytes=%llu", dev, total);
+  return kSuccess;
+}
+
 CUresult cuDeviceGetName(char* name, int len, int dev) {
   std::snprintf(name, static_cast<size_t>(len), "%s", "kdflow fake CUDA device");
   log_line("cuDeviceGetName device=%d -> 0", dev);
@@ -509,6 +575,10 @@ CUresult cuDeviceGetName(char* name, int len, int dev) {
 }
 
 CUresult cuDevicePrimaryCtxRetain(Handle* ctx, int dev) {
+  if (st().sticky) {
+    log_line("cuDevicePrimaryCtxRetain device=%d -> %d", dev, st().sticky);
+    return st().sticky;
+  }
   if (st().ctx_refs++ == 0) reset_context();
   *ctx = reinterpret_cast<Handle>(uintptr_t{0xc0});
   log_line("cuDevicePrimaryCtxRetain device=%d -> 0 ctx=0xc0", dev);
@@ -522,6 +592,10 @@ CUresult cuDevicePrimaryCtxRelease_v2(int dev) {
 }
 
 CUresult cuCtxCreate_v2(Handle* ctx, unsigned flags, int dev) {
+  if (st().sticky) {
+    log_line("cuCtxCreate flags=%u device=%d -> %d", flags, dev, st().sticky);
+    return st().sticky;
+  }
   reset_context();
   *ctx = reinterpret_cast<Handle>(uintptr_t{0xc1});
   log_line("cuCtxCreate flags=%u device=%d -> 0 ctx=0xc1", flags, dev);
@@ -540,6 +614,7 @@ CUresult cuCtxSetCurrent(Handle ctx) {
 }
 
 CUresult cuCtxSynchronize() {
+  if (refused_in_capture("cuCtxSynchronize")) return kCaptureUnsupported;
   flush_null_stream();
   if (!st().hung_streams.empty()) {
     CUresult r = block_forever("cuCtxSynchronize");
@@ -558,16 +633,20 @@ CUresult cuDriverGetVersion(int* version) {
 }
 
 CUresult cuEventQuery(Handle ev) {
+  if (refused_in_capture("cuEventQuery")) return kCaptureUnsupported;
   uintptr_t e = reinterpret_cast<uintptr_t>(ev);
+  bool slow = st().event_ready.count(e) && std::chrono::steady_clock::now() < st().event_ready[e];
   CUresult r = st().sticky ? st().sticky
                : !st().events.count(e) ? kInvalidHandle
-               : st().pending_events.count(e) ? kNotReady
-                                              : kSuccess;
+               : st().pending_events.count(e) || slow ? kNotReady
+                                                      : kSuccess;
   log_line("cuEventQuery event=%p -> %d", ev, r);
   return r;
 }
 
 CUresult cuModuleLoadDataEx(Handle* module, const void* image, unsigned n, int* options, void** values) {
+  if (const char* j = std::getenv("KDFLOW_FAKE_CUDA_JIT_MS"); j && *j)
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(j)));
   const unsigned char* p = static_cast<const unsigned char*>(image);
   Module m;
   if (std::memcmp(p, "\x7f" "ELF", 4) == 0 || std::memcmp(p, "\x50\xed\x55\xba", 4) == 0) {
@@ -679,7 +758,18 @@ CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
     log_line("cuMemAlloc bytes=0 -> %d", kInvalidValue);
     return kInvalidValue;
   }
+  if (refused_in_capture("cuMemAlloc")) return kCaptureUnsupported;
   State& s = st();
+  if (s.sticky) {
+    log_line("cuMemAlloc bytes=%zu -> %d", bytes, s.sticky);
+    return s.sticky;
+  }
+  unsigned long long total = kDefaultTotalMem;
+  if (const char* t = std::getenv("KDFLOW_FAKE_CUDA_TOTAL_MEM"); t && *t) total = std::strtoull(t, nullptr, 10);
+  if (bytes > total || s.allocated > total - bytes) {
+    log_line("cuMemAlloc bytes=%zu -> %d error=more_than_the_free_device_memory", bytes, kOutOfMemory);
+    return kOutOfMemory;
+  }
   if (s.allocs.empty()) {  // each replay in a process sees the same addresses and indices
     s.next_addr = 0x100000000ull;
     s.next_index = 0;
@@ -687,8 +777,14 @@ CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
   CUdeviceptr a = s.next_addr;
   s.next_addr += (bytes + 255) / 256 * 256 + 0x10000;  // a gap: overruns land nowhere valid
   Alloc al;
+  try {
+    al.mem.assign(bytes, 0);
+  } catch (const std::bad_alloc&) {  // the host cannot back it: what the device would say
+    log_line("cuMemAlloc bytes=%zu -> %d error=host_cannot_back_the_fake_allocation", bytes, kOutOfMemory);
+    return kOutOfMemory;
+  }
   al.index = s.next_index++;
-  al.mem.assign(bytes, 0);
+  s.allocated += bytes;
   s.allocs[a] = std::move(al);
   *ptr = a;
   log_line("cuMemAlloc bytes=%zu -> 0 ptr=0x%llx index=%d", bytes, a, s.allocs[a].index);
@@ -702,6 +798,7 @@ CUresult cuMemFree_v2(CUdeviceptr ptr) {
   int index = -1;
   if (it != m.end()) {
     index = it->second.index;
+    st().allocated -= it->second.mem.size();
     m.erase(it);
     r = kSuccess;
   }
@@ -710,6 +807,7 @@ CUresult cuMemFree_v2(CUdeviceptr ptr) {
 }
 
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
+  if (refused_in_capture("cuMemcpyHtoD")) return kCaptureUnsupported;
   CUdeviceptr base = 0;
   Alloc* a = find(dst, bytes, &base);
   CUresult r = st().sticky ? st().sticky : a ? kSuccess : kInvalidValue;
@@ -723,6 +821,7 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
 }
 
 CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
+  if (refused_in_capture("cuMemcpyDtoH")) return kCaptureUnsupported;
   flush_null_stream();  // synchronous, on the NULL stream: after everything queued there
   CUdeviceptr base = 0;
   Alloc* a = find(src, bytes, &base);
@@ -734,6 +833,7 @@ CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
 }
 
 CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t count) {
+  if (refused_in_capture("cuMemsetD8")) return kCaptureUnsupported;
   CUdeviceptr base = 0;
   Alloc* a = find(dst, count, &base);
   CUresult r = st().sticky ? st().sticky : a ? kSuccess : kInvalidValue;
@@ -824,6 +924,8 @@ CUresult cuEventRecord(Handle ev, Handle stream) {
   if (r == kSuccess) {
     if (blocking_stream(sh)) flush_null_stream();
     st().events[e] = st().clock_us;
+    if (auto sl = st().slow_until.find(sh); sl != st().slow_until.end()) st().event_ready[e] = sl->second;
+    else st().event_ready.erase(e);
     if (st().hung_streams.count(sh)) st().pending_events.insert(e);
     else st().pending_events.erase(e);
   }
@@ -832,6 +934,7 @@ CUresult cuEventRecord(Handle ev, Handle stream) {
 }
 
 CUresult cuEventSynchronize(Handle ev) {
+  if (refused_in_capture("cuEventSynchronize")) return kCaptureUnsupported;
   uintptr_t e = reinterpret_cast<uintptr_t>(ev);
   CUresult r = st().sticky;
   if (r == kSuccess && st().pending_events.count(e)) r = block_forever("cuEventSynchronize");
@@ -886,6 +989,14 @@ CUresult cuStreamEndCapture(Handle stream, Handle* graph) {
     log_line("cuStreamEndCapture stream=%p -> %d", stream, kInvalidValue);
     return kInvalidValue;
   }
+  if (st().capture_invalidated) {
+    st().graphs.erase(it->second);
+    c.erase(it);
+    if (c.empty()) st().capture_invalidated = false;
+    *graph = nullptr;
+    log_line("cuStreamEndCapture stream=%p -> %d error=capture_invalidated", stream, kCaptureInvalidated);
+    return kCaptureInvalidated;
+  }
   *graph = reinterpret_cast<Handle>(it->second);
   log_line("cuStreamEndCapture stream=%p -> 0 graph=0x%lx kernels=%zu", stream, static_cast<unsigned long>(it->second),
            st().graphs[it->second].size());
@@ -901,16 +1012,62 @@ CUresult cuGraphInstantiateWithFlags(Handle* exec, Handle graph, unsigned long l
   }
   uintptr_t h = new_handle();
   st().execs[h] = it->second;
+  unsigned seed = 0;
   if (auto eg = st().explicit_graphs.find(reinterpret_cast<uintptr_t>(graph)); eg != st().explicit_graphs.end()) {
-    // Kernel nodes run in an order that respects the edges: the order they were added in.
-    for (const GraphNode& n : eg->second) {
-      if (!n.child) st().execs[h].push_back(n.launch);
-      else st().execs[h].insert(st().execs[h].end(), n.children.begin(), n.children.end());
+    // Nodes run in a random order that respects the edges (seeded, logged), as the device may.
+    const std::vector<GraphNode>& nodes = eg->second;
+    const char* sv = std::getenv("KDFLOW_FAKE_CUDA_SEED");
+    seed = sv && *sv ? static_cast<unsigned>(std::strtoul(sv, nullptr, 10)) : std::random_device{}();
+    std::mt19937 rng(seed);
+    size_t n = nodes.size();
+    std::map<uintptr_t, size_t> index;
+    for (size_t i = 0; i < n; ++i) index[nodes[i].id] = i;
+    std::vector<std::set<size_t>> ancestors(n);
+    for (size_t i = 0; i < n; ++i)
+      for (uintptr_t d : nodes[i].deps) {
+        size_t j = index[d];
+        ancestors[i].insert(j);
+        ancestors[i].insert(ancestors[j].begin(), ancestors[j].end());
+      }
+    std::vector<size_t> waiting(n, 0);
+    for (size_t i = 0; i < n; ++i) waiting[i] = nodes[i].deps.size();
+    std::vector<size_t> ready;
+    for (size_t i = 0; i < n; ++i)
+      if (!waiting[i]) ready.push_back(i);
+    while (!ready.empty()) {
+      size_t pick = std::uniform_int_distribution<size_t>(0, ready.size() - 1)(rng);
+      size_t i = ready[pick];
+      ready.erase(ready.begin() + static_cast<long>(pick));
+      if (!nodes[i].child) st().execs[h].push_back(nodes[i].launch);
+      else st().execs[h].insert(st().execs[h].end(), nodes[i].children.begin(), nodes[i].children.end());
+      for (size_t k = 0; k < n; ++k)
+        for (uintptr_t d : nodes[k].deps)
+          if (d == nodes[i].id && --waiting[k] == 0) ready.push_back(k);
     }
+    // Host work naming a workspace in two nodes no path orders: they may run concurrently.
+    auto workspace = [](const GraphNode& g, unsigned long long* lo, unsigned long long* hi) {
+      for (const Launch& l : g.children) {
+        size_t at = l.what.find("ws=");
+        if (at == std::string::npos) continue;
+        char* end = nullptr;
+        *lo = std::strtoull(l.what.c_str() + at + 3, &end, 0);
+        *hi = *lo + (end && *end == '+' ? std::strtoull(end + 1, nullptr, 10) : 0);
+        return *hi > *lo;
+      }
+      return false;
+    };
+    for (size_t i = 0; i < n; ++i)
+      for (size_t k = i + 1; k < n; ++k) {
+        unsigned long long a0, a1, b0, b1;
+        if (!nodes[i].child || !nodes[k].child || ancestors[k].count(i) || ancestors[i].count(k)) continue;
+        if (workspace(nodes[i], &a0, &a1) && workspace(nodes[k], &b0, &b1) && a0 < b1 && b0 < a1)
+          st().exec_conflict[h] = "nodes " + std::to_string(i) + " and " + std::to_string(k) +
+                                  " may run concurrently and share a library workspace";
+      }
   }
   *exec = reinterpret_cast<Handle>(h);
-  log_line("cuGraphInstantiate graph=%p flags=%llu -> 0 exec=0x%lx kernels=%zu", graph, flags,
-           static_cast<unsigned long>(h), it->second.size());
+  log_line("cuGraphInstantiate graph=%p flags=%llu -> 0 exec=0x%lx kernels=%zu seed=%u", graph, flags,
+           static_cast<unsigned long>(h), it->second.size(), seed);
   return kSuccess;
 }
 
@@ -924,6 +1081,11 @@ CUresult cuGraphLaunch(Handle exec, Handle stream) {
   if (st().sticky) {
     log_line("cuGraphLaunch exec=%p -> %d", exec, st().sticky);
     return st().sticky;
+  }
+  if (auto c = st().exec_conflict.find(reinterpret_cast<uintptr_t>(exec)); c != st().exec_conflict.end()) {
+    st().sticky = kIllegalAddress;  // what a shared split-K workspace does to a real run, made loud
+    log_line("cuGraphLaunch exec=%p -> %d error=%s", exec, kIllegalAddress, c->second.c_str());
+    return kIllegalAddress;
   }
   if (blocking_stream(sh)) flush_null_stream();
   size_t racing = st().pending.size();
@@ -1095,6 +1257,7 @@ static const ProcEntry kProcs[] = {
     {"cuDeviceGet", reinterpret_cast<void*>(&cuDeviceGet)},
     {"cuDeviceGetAttribute", reinterpret_cast<void*>(&cuDeviceGetAttribute)},
     {"cuDeviceGetName", reinterpret_cast<void*>(&cuDeviceGetName)},
+    {"cuDeviceTotalMem", reinterpret_cast<void*>(&cuDeviceTotalMem_v2)},
     {"cuDevicePrimaryCtxRetain", reinterpret_cast<void*>(&cuDevicePrimaryCtxRetain)},
     {"cuDevicePrimaryCtxRelease", reinterpret_cast<void*>(&cuDevicePrimaryCtxRelease_v2)},
     {"cuCtxCreate", reinterpret_cast<void*>(&cuCtxCreate_v2)},
@@ -1155,6 +1318,13 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, unsign
 void kdflow_fake_cuda_reset() {
   st() = State{};
   log_line("kdflow_fake_cuda_reset");
+}
+
+/// Not a driver entry point: the fake cuBLAS plants a fault in its queued work (a sticky
+/// error, as a faulting kernel of the library would leave).
+void kdflow_fake_cuda_fault(CUresult r) {
+  if (st().sticky == 0) st().sticky = r;
+  log_line("fault host-work result=%d", r);
 }
 
 /// Not a driver entry point (see the header): host bytes behind [p, p + n), or null.

@@ -1,5 +1,6 @@
 // kdflow — the command line. Parses options with CLI11 and calls the library
 // (include/kdflow/commands.h, inspect.h, replay.h, show.h); nothing else happens here.
+#include <cstdlib>
 #include <iostream>
 #include <string>
 
@@ -136,6 +137,10 @@ int main(int argc, char** argv) {
                      "edge per dependency)")
       ->check(CLI::IsMember({"eager", "graph", "dag"}))
       ->capture_default_str();
+  replay->add_option("--backend", rp.backend,
+                     "cuda (the CUDA driver: cubin/fatbin/PTX) or cpu (the host CPU: compiles device.cu)")
+      ->check(CLI::IsMember({"cuda", "cpu"}))
+      ->capture_default_str();
   replay->add_option("--warmup", rp.warmup, "Warm-up runs")->capture_default_str();
   replay->add_option("--repeat", rp.repeat, "Timed runs")->capture_default_str();
   replay->add_option("--gpu", rp.device, "CUDA device ordinal")->capture_default_str();
@@ -148,8 +153,8 @@ int main(int argc, char** argv) {
   replay->add_option("--inputs-from", rp.inputs_from, "With --nodes: the --dump-dir of a full run");
   replay->add_option("--trace", rp.trace, "Chrome trace (Perfetto) of the kernel timeline");
   replay->add_option("--timing-json", rp.timing_json, "Per-kernel and per-run times as JSON (docs/schema.md)");
-  replay->add_option("--time-limit", rp.time_limit, "Give up (exit 65, naming the kernel) when GPU work takes longer "
-                     "than this many seconds; 0: no limit")->capture_default_str();
+  replay->add_option("--time-limit", rp.time_limit, "Give up (exit 65, naming the kernel) when one wait for GPU work "
+                     "takes longer than this many seconds; 0: no limit")->capture_default_str();
   replay->add_option("--output-dir", rp.output_dir, "Write the outputs as output_<i>.npy");
   replay->add_option("--rtol", rp.rtol, "Relative tolerance for float outputs")->capture_default_str();
   replay->add_option("--atol", rp.atol, "Absolute tolerance for float outputs")->capture_default_str();
@@ -188,6 +193,16 @@ int main(int argc, char** argv) {
     return kdflow::run_costs_command(co, std::cout, std::cerr);
   }
   if (inspect->parsed()) return kdflow::run_inspect_command(inspect_path, std::cout, std::cerr);
-  if (replay->parsed()) return kdflow::run_replay_command(rp, std::cout, std::cerr);
+  if (replay->parsed()) {
+    int rc = kdflow::run_replay_command(rp, std::cout, std::cerr);
+    if (kdflow::replay_device_abandoned()) {
+      // A hung or poisoned device: end without static destructors or atexit handlers (a
+      // library's teardown, such as libcublas's static runtime, may wait on it forever).
+      std::cout.flush();
+      std::cerr.flush();
+      std::_Exit(rc);
+    }
+    return rc;
+  }
   return static_cast<int>(kdflow::ExitCode::Usage);
 }

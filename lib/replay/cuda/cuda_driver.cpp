@@ -87,6 +87,7 @@ Expected<Driver> load_driver(const std::string& override_path) {
       {"cuDeviceGet", 2000, "cuDeviceGet", true, reinterpret_cast<void**>(&d.cuDeviceGet)},
       {"cuDeviceGetAttribute", 2000, "cuDeviceGetAttribute", true, reinterpret_cast<void**>(&d.cuDeviceGetAttribute)},
       {"cuDeviceGetName", 2000, "cuDeviceGetName", true, reinterpret_cast<void**>(&d.cuDeviceGetName)},
+      {"cuDeviceTotalMem", 3020, "cuDeviceTotalMem_v2", false, reinterpret_cast<void**>(&d.cuDeviceTotalMem)},
       {"cuCtxCreate", 3020, "cuCtxCreate_v2", false, reinterpret_cast<void**>(&d.cuCtxCreate)},
       {"cuCtxDestroy", 4000, "cuCtxDestroy_v2", false, reinterpret_cast<void**>(&d.cuCtxDestroy)},
       {"cuDevicePrimaryCtxRetain", 7000, "cuDevicePrimaryCtxRetain", false,

@@ -102,6 +102,7 @@ struct Driver {
   CUresult (*cuDeviceGet)(CUdevice* dev, int ordinal) = nullptr;
   CUresult (*cuDeviceGetAttribute)(int* value, int attrib, CUdevice dev) = nullptr;
   CUresult (*cuDeviceGetName)(char* name, int len, CUdevice dev) = nullptr;
+  CUresult (*cuDeviceTotalMem)(size_t* bytes, CUdevice dev) = nullptr;                          // _v2, optional
   CUresult (*cuCtxCreate)(CUcontext* ctx, unsigned flags, CUdevice dev) = nullptr;          // _v2, optional
   CUresult (*cuCtxDestroy)(CUcontext ctx) = nullptr;                                          // cuCtxDestroy_v2 (optional)
   CUresult (*cuDevicePrimaryCtxRetain)(CUcontext* ctx, CUdevice dev) = nullptr;               // optional
