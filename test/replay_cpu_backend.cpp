@@ -67,13 +67,21 @@ CpuRun run_on_cpu(const std::string& dir) {
   INFO((loaded ? std::string() : loaded.error().message));
   REQUIRE(loaded);
 
+  std::vector<KernelLaunch> unbound;
+  for (size_t i = 0; i < plan->launches.size(); ++i) unbound.push_back({i, &plan->launches[i], {}, {}});
+  std::vector<LibraryCallArgs> unbound_calls;
+  for (size_t i = 0; i < plan->library_calls.size(); ++i) unbound_calls.push_back({i, &plan->library_calls[i]});
+  Status prepared = b.prepare(unbound, unbound_calls);
+  INFO((prepared ? std::string() : prepared.error().message));
+  REQUIRE(prepared);
   std::vector<uint64_t> bases;
   for (const PlanAllocation& a : plan->allocations) {
-    auto p = b.alloc(a.bytes);
-    REQUIRE(p);
-    bases.push_back(*p);
+    DevicePtr p = 0;
+    REQUIRE(b.alloc(a.bytes, &p).ok());
+    bases.push_back(p);
   }
-  for (const PlanUpload& u : plan->uploads) REQUIRE(b.upload(bases[u.allocation], u.data.data(), u.data.size()));
+  for (const PlanUpload& u : plan->uploads)
+    REQUIRE(b.upload(bases[u.allocation], u.data.data(), u.data.size()).ok());
   std::vector<KernelLaunch> launches;
   for (size_t i = 0; i < plan->launches.size(); ++i) {
     KernelLaunch kl;
@@ -93,9 +101,9 @@ CpuRun run_on_cpu(const std::string& dir) {
     a.c = bases[c.c.allocation] + c.c.offset;
     calls.push_back(a);
   }
-  Status prepared = b.prepare(launches, calls);
-  INFO((prepared ? std::string() : prepared.error().message));
-  REQUIRE(prepared);
+  Status bound = b.bind(launches, calls);
+  INFO((bound ? std::string() : bound.error().message));
+  REQUIRE(bound);
   auto run_calls_after = [&](int kernel) {
     for (size_t c = 0; c < plan->library_calls.size(); ++c)
       if (plan->library_calls[c].after_kernel == kernel) {
@@ -117,7 +125,7 @@ CpuRun run_on_cpu(const std::string& dir) {
     const Buffer& buf = df->buffers[plan->outputs[o]];
     std::string data(buffer_array_bytes(buf), '\0');
     int alloc = plan->buffer_allocation[plan->outputs[o]];
-    REQUIRE(b.download(data.data(), bases[alloc], data.size()));
+    REQUIRE(b.download(data.data(), bases[alloc], data.size()).ok());
     NpyArray got = buffer_array(buf, std::move(data));
     std::string ref = (fs::path(dir) / ("output_" + std::to_string(o) + ".npy")).string();
     auto want = parse_npy(test::slurp(ref), ref);

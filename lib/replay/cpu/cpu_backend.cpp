@@ -58,7 +58,7 @@ class CpuBackend : public Backend {
   Capabilities caps() const override {
     Capabilities c;
     c.asynchronous = false;
-    c.timing = true;
+    c.timing = false;  // no device clock: the engine takes host clock stamps around each step
     c.gate = false;
     c.graphs = false;
     c.dag = false;
@@ -80,6 +80,7 @@ class CpuBackend : public Backend {
     info_.name = fmt::format("host CPU ({} threads)", device_->threads());
     info_.library = "";
     info_.driver = "";
+    info_.library_calls = "reference GEMM";
     info_.memory_bytes = avail;
     info_.max_shared_memory = 227 * 1024;  // as sm_90, so a plan that fits a GPU fits here
     info_.max_threads_per_block = 1024;
@@ -111,17 +112,15 @@ class CpuBackend : public Backend {
     return Status::ok();
   }
 
-  Expected<DevicePtr> alloc(uint64_t bytes) override {
+  Fault alloc(uint64_t bytes, DevicePtr* out) override {
     uint64_t rounded = (std::max<uint64_t>(bytes, 1) + 63) / 64 * 64;
-    if (rounded < bytes) return Error{"error: allocation size overflows", ExitCode::DataError};
+    if (rounded < bytes) return fault("cpu alloc", "allocation size overflows");
     void* p = std::aligned_alloc(64, rounded);
-    if (!p)
-      return Error{fmt::format("error: the host could not allocate {} bytes for the CPU back end", bytes),
-                   ExitCode::Unavailable};
-    std::memset(p, 0, rounded);
-    DevicePtr d = reinterpret_cast<DevicePtr>(p);
-    allocations_[d] = rounded;
-    return d;
+    if (!p) return fault("cpu alloc", fmt::format("the host could not allocate {} bytes", bytes));
+    std::memset(p, 0, rounded);  // deterministic contents (CUDA leaves them undefined)
+    *out = reinterpret_cast<DevicePtr>(p);
+    allocations_[*out] = rounded;
+    return Fault::none();
   }
   void free(DevicePtr p) override {
     auto it = allocations_.find(p);
@@ -129,17 +128,17 @@ class CpuBackend : public Backend {
     std::free(reinterpret_cast<void*>(p));
     allocations_.erase(it);
   }
-  Status upload(DevicePtr dst, const void* src, uint64_t bytes) override {
+  Fault upload(DevicePtr dst, const void* src, uint64_t bytes) override {
     if (bytes) std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
-    return Status::ok();
+    return Fault::none();
   }
-  Status download(void* dst, DevicePtr src, uint64_t bytes) override {
+  Fault download(void* dst, DevicePtr src, uint64_t bytes) override {
     if (bytes) std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
-    return Status::ok();
+    return Fault::none();
   }
-  Status memset(DevicePtr dst, unsigned char value, uint64_t bytes) override {
+  Fault memset(DevicePtr dst, unsigned char value, uint64_t bytes) override {
     if (bytes) std::memset(reinterpret_cast<void*>(dst), value, bytes);
-    return Status::ok();
+    return Fault::none();
   }
 
   Status prepare(const std::vector<KernelLaunch>& launches, const std::vector<LibraryCallArgs>& calls) override {
@@ -156,34 +155,50 @@ class CpuBackend : public Backend {
         p.kernel = *k;
       }
       if (found != 1)
-        return Error{fmt::format("error: kernel {} ({}): {} of the device modules define it{}", kl.index, pl.name,
-                                 found, found == 0 ? "" : " (it must be exactly one)"),
+        return Error{fmt::format("{}: error: kernel {} ({}): {} of the device modules define it{}", opt_.label,
+                                 kl.index, pl.name, found, found == 0 ? "" : " (it must be exactly one)"),
                      ExitCode::DataError};
       if (p.kernel.params != pl.args.size())
-        return Error{fmt::format("error: kernel {} ({}): the plan passes {} arguments, the compiled kernel takes {}",
-                                 kl.index, pl.name, pl.args.size(), p.kernel.params),
+        return Error{fmt::format("{}: error: kernel {} ({}): the plan passes {} arguments, the compiled kernel "
+                                 "takes {}",
+                                 opt_.label, kl.index, pl.name, pl.args.size(), p.kernel.params),
                      ExitCode::DataError};
-      p.packed = kl.packed;
-      p.args.resize(pl.args.size());
-      for (size_t i = 0; i < pl.args.size(); ++i) {
-        if (static_cast<uint64_t>(pl.args[i].position) + pl.args[i].size > p.packed.size())
-          return Error{fmt::format("error: kernel {} ({}): argument {} lies outside the packed parameters "
-                                   "(a kdflow bug)", kl.index, pl.name, i),
-                       ExitCode::Software};
-      }
       p.launch = &pl;
       launches_[kl.index] = std::move(p);
     }
-    for (auto& [index, p] : launches_)
-      for (size_t i = 0; i < p.launch->args.size(); ++i) p.args[i] = p.packed.data() + p.launch->args[i].position;
     calls_.clear();
     for (const LibraryCallArgs& c : calls) {
       const PlanLibraryCall& pc = *c.call;
       if (pc.name != "tvm.contrib.cublas.matmul" && pc.name != "tvm.contrib.cublas.batch_matmul")
-        return Error{fmt::format("error: library call {} ({}) has no CPU equivalent in kdflow", c.index, pc.name),
+        return Error{fmt::format("{}: error: library call {} ({}) has no CPU equivalent in kdflow", opt_.label,
+                                 c.index, pc.name),
                      ExitCode::Unavailable};
       calls_[c.index] = c;
     }
+    return Status::ok();
+  }
+
+  Status bind(const std::vector<KernelLaunch>& launches, const std::vector<LibraryCallArgs>& calls) override {
+    for (const KernelLaunch& kl : launches) {
+      auto it = launches_.find(kl.index);
+      if (it == launches_.end())
+        return Error{fmt::format("{}: error: launch {} was not prepared (a kdflow bug)", opt_.label, kl.index),
+                     ExitCode::Software};
+      Prepared& p = it->second;
+      p.launch = kl.launch;
+      p.packed = kl.packed;
+      p.args.assign(p.launch->args.size(), nullptr);
+      for (size_t i = 0; i < p.launch->args.size(); ++i) {
+        const PlanArg& a = p.launch->args[i];
+        if (static_cast<uint64_t>(a.position) + a.size > p.packed.size())
+          return Error{fmt::format("{}: error: kernel {} ({}): argument {} lies outside the packed parameters "
+                                   "(a kdflow bug)",
+                                   opt_.label, kl.index, p.launch->name, i),
+                       ExitCode::Software};
+        p.args[i] = p.packed.data() + a.position;
+      }
+    }
+    for (const LibraryCallArgs& c : calls) calls_[c.index] = c;
     return Status::ok();
   }
 
