@@ -256,3 +256,64 @@ TEST_CASE("a device source clang cannot read at all is a data error", "[cpu][saf
   CHECK(r.error().code == ExitCode::DataError);
   CHECK(r.error().message.rfind("broken.cu:1:10: error: ", 0) == 0);
 }
+
+TEST_CASE("hand-written: renaming a built-in to a host symbol, and hidden calls, are refused", "[cpu][safety]") {
+  // An asm label on a redeclaration of a table function would make `expf` call `system`.
+  const char* label =
+      "extern \"C\" __device__ float expf(float) __asm__(\"system\");\n"
+      "extern \"C\" __global__ void evil(float* out) { out[0] = expf(1.0f); }\n";
+  CHECK(first_refusal(label) ==
+        "hostile.cu:1:49: error: the module cannot run on the CPU: it declares 'expf' with attribute 'asm' (code or data "
+        "the loader would run, place or rename)");
+  auto r = cpu::check_kernel_safety(label, "hostile.cu");
+  REQUIRE(r);
+  REQUIRE(r->refusals.size() == 2);
+  CHECK(r->refusals[1].line ==
+        "hostile.cu:2:56: error: kernel 'evil' cannot run on the CPU: it calls 'expf', which a declaration renames or "
+        "aliases (asm label, alias)");
+  // A cleanup attribute calls its function at scope exit, with no call in the source.
+  const char* cleanup =
+      "extern \"C\" int system(const char*);\n"
+      "static void run(int*) { system(\"id\"); }\n"
+      "extern \"C\" __global__ void evil(float* out) {\n"
+      "  int guard __attribute__((cleanup(run))) = 0;\n"
+      "  out[0] = guard;\n"
+      "}\n";
+  CHECK(first_refusal(cleanup) ==
+        "hostile.cu:4:7: error: kernel 'evil' cannot run on the CPU: it calls host function 'run' (not __device__)");
+  // A module destructor runs at scope exit too: its body is checked.
+  const char* dtor =
+      "struct Evil { __device__ ~Evil() { printf(\"bye\"); } };\n"
+      "extern \"C\" __global__ void evil(float* out) { Evil e; out[0] = 1.0f; }\n";
+  CHECK(first_refusal(dtor) ==
+        "hostile.cu:1:36: error: kernel 'evil' (in 'Evil::~Evil', which it calls) cannot run on the CPU: it calls "
+        "'printf', a CUDA device function the CPU back end does not provide");
+}
+
+TEST_CASE("hand-written: the check sees the preprocessor branches the CPU prelude selects", "[cpu][safety]") {
+  const char* src =
+      "extern \"C\" __global__ void k(float* out) {\n"
+      "#if __CUDA_ARCH__ >= 890\n"
+      "  asm volatile(\"fp8 only\");\n"
+      "#endif\n"
+      "#if __CUDACC_VER_MAJOR__ >= 12\n"
+      "  asm volatile(\"prefetch.global.L2\");\n"
+      "#endif\n"
+      "  out[0] = 1.0f;\n"
+      "}\n";
+  auto cpu_view = cpu::check_kernel_safety(src, "arch.cu");  // the CPU prelude's 800 / 11.0
+  REQUIRE(cpu_view);
+  CHECK(cpu_view->safe());
+  cpu::SafetyOptions sm90;
+  sm90.macros = {{"__CUDA_ARCH__", "900"}, {"__CUDACC_VER_MAJOR__", "12"}};
+  auto r = cpu::check_kernel_safety(src, "arch.cu", sm90);
+  REQUIRE(r);
+  REQUIRE(r->refusals.size() == 2);
+  CHECK(r->refusals[0].loc.line == 3);
+  CHECK(r->refusals[1].loc.line == 6);
+  cpu::SafetyOptions bad;
+  bad.macros = {{"X\n#include </etc/passwd>", "1"}};
+  auto b = cpu::check_kernel_safety(src, "arch.cu", bad);
+  REQUIRE_FALSE(b);
+  CHECK(b.error().code == ExitCode::Usage);
+}

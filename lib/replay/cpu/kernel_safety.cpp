@@ -10,6 +10,7 @@
 #include "kernel_safety.h"
 
 #include <algorithm>
+#include <cctype>
 #include <deque>
 #include <map>
 #include <set>
@@ -178,25 +179,24 @@ const Tables& tables() {
 
 const char* const kSafetyPrelude = "kdflow_cpu_safety_prelude.h";
 
-/// Stand-ins for headers TVM 0.21+ (tvm-ffi) device sources include on the nvcc path and
-/// kdflow's device headers may lack; used only when device_stub_headers() has no such file.
-const std::vector<std::pair<std::string, std::string>>& safety_headers() {
-  static const std::vector<std::pair<std::string, std::string>> headers = [] {
-    std::vector<std::pair<std::string, std::string>> h = detail::device_stub_headers();
-    const char* empty = "// stand-in: nothing TVM's kernels use comes from this header.\n#pragma once\n";
-    h.emplace_back(kSafetyPrelude,
-                   "// Forced after kdflow_cuda_prelude.h, for the CPU safety check: TVM 0.21+ writes\n"
-                   "// `__shared__ alignas(64) float x[n];`, which nvcc accepts and clang rejects (a C++11\n"
-                   "// attribute after a decl-specifier); the GNU spelling is accepted in both places.\n"
-                   "#pragma once\n#ifndef alignas\n#define alignas(n) __attribute__((aligned(n)))\n#endif\n");
-    for (const char* name : {"type_traits", "cuda.h"}) {
-      bool have = false;
-      for (const auto& [path, text] : h) have |= path == name;
-      if (!have) h.emplace_back(name, empty);
-    }
-    return h;
-  }();
-  return headers;
+/// kdflow's device stand-in headers, plus stand-ins for headers TVM 0.21+ (tvm-ffi) device
+/// sources include on the nvcc path that they may lack, plus the safety prelude: `macros`
+/// redefined, and `alignas` in GNU spelling (TVM 0.21+ writes `__shared__ alignas(64) float
+/// x[n];`, which nvcc accepts and clang rejects: a C++11 attribute after a decl-specifier).
+std::vector<std::pair<std::string, std::string>> safety_headers(
+    const std::vector<std::pair<std::string, std::string>>& macros) {
+  std::vector<std::pair<std::string, std::string>> h = detail::device_stub_headers();
+  const char* empty = "// stand-in: nothing TVM's kernels use comes from this header.\n#pragma once\n";
+  for (const char* name : {"type_traits", "cuda.h"}) {
+    bool have = false;
+    for (const auto& [path, text] : h) have |= path == name;
+    if (!have) h.emplace_back(name, empty);
+  }
+  std::string prelude = "// Forced after kdflow_cuda_prelude.h for the CPU safety check (kernel_safety.cpp).\n#pragma once\n";
+  for (const auto& [name, value] : macros) prelude += "#undef " + name + "\n#define " + name + " " + value + "\n";
+  prelude += "#ifndef alignas\n#define alignas(n) __attribute__((aligned(n)))\n#endif\n";
+  h.emplace_back(kSafetyPrelude, std::move(prelude));
+  return h;
 }
 
 /// A construct found in one function body, before it is attributed to kernels.
@@ -232,6 +232,17 @@ class Checker {
       for (const CXXCtorInitializer* init : ctor->inits())
         if (init->getInit()) w.TraverseStmt(init->getInit());
     if (fd->hasBody()) w.TraverseStmt(fd->getBody());
+    // A destructor also runs its members' and bases' destructors (implicit, not in the AST).
+    if (const auto* dtor = dyn_cast<CXXDestructorDecl>(fd)) {
+      const CXXRecordDecl* rd = dtor->getParent();
+      auto sub = [&](QualType t) {
+        if (const CXXRecordDecl* r = ctx_.getBaseElementType(t)->getAsCXXRecordDecl())
+          if (r->hasDefinition() && !r->hasTrivialDestructor())
+            if (const CXXDestructorDecl* d = r->getDestructor()) classify_callee(d, fd->getLocation(), f);
+      };
+      for (const FieldDecl* field : rd->fields()) sub(field->getType());
+      for (const CXXBaseSpecifier& b : rd->bases()) sub(b.getType());
+    }
     return cache_.emplace(fd, std::move(f)).first->second;
   }
 
@@ -239,6 +250,11 @@ class Checker {
   void classify_callee(const FunctionDecl* fd, SourceLocation at, FunctionFacts& f) {
     if (!fd) return;
     std::string name = fd->getQualifiedNameAsString();
+    for (const FunctionDecl* r : fd->redecls())
+      if (r->hasAttr<AsmLabelAttr>() || r->hasAttr<AliasAttr>() || r->hasAttr<IFuncAttr>() || r->hasAttr<WeakRefAttr>()) {
+        f.findings.push_back({at, "calls '" + name + "', which a declaration renames or aliases (asm label, alias)"});
+        return;
+      }
     const FunctionDecl* def = fd->getDefinition();
     if (!def) {
       // An implicit special member clang has not defined (never odr-used): nothing runs.
@@ -374,6 +390,9 @@ class Checker {
       if (vd->isStaticLocal() && !vd->hasAttr<CUDASharedAttr>() && !c_.constant_data(vd))
         add(vd->getLocation(), "declares static local variable '" + vd->getNameAsString() + "'");
       if (vd->getTLSKind() != VarDecl::TLS_None) add(vd->getLocation(), "declares a thread_local variable");
+      if (vd->hasAttr<AsmLabelAttr>())
+        add(vd->getLocation(), "declares variable '" + vd->getNameAsString() + "' with an asm label (a register or symbol)");
+      if (const auto* cl = vd->getAttr<CleanupAttr>()) c_.classify_callee(cl->getFunctionDecl(), vd->getLocation(), f_);
       if (const CXXRecordDecl* rd = vd->getType()->getAsCXXRecordDecl())
         if (rd->hasDefinition() && !rd->hasTrivialDestructor())
           if (const CXXDestructorDecl* d = rd->getDestructor()) c_.classify_callee(d, vd->getLocation(), f_);
@@ -466,13 +485,13 @@ class Checker {
         continue;
       }
       for (const Attr* a : d->attrs())
-        if (isa<ConstructorAttr, DestructorAttr, SectionAttr, AliasAttr, IFuncAttr, WeakRefAttr, UsedAttr,
-                InitPriorityAttr, CleanupAttr>(a)) {
+        if (isa<ConstructorAttr, DestructorAttr, SectionAttr, AliasAttr, IFuncAttr, WeakRefAttr, WeakAttr, UsedAttr,
+                InitPriorityAttr, CleanupAttr, AsmLabelAttr>(a)) {
           const auto* nd = dyn_cast<NamedDecl>(d);
           out.push_back({a->getLocation().isValid() ? a->getLocation() : d->getLocation(),
                          "declares '" + (nd ? nd->getQualifiedNameAsString() : std::string("?")) +
                              "' with attribute '" + std::string(a->getSpelling()) +
-                             "' (code or data the loader would run or place)"});
+                             "' (code or data the loader would run, place or rename)"});
           break;
         }
       if (const auto* vd = dyn_cast<VarDecl>(d)) {
@@ -554,7 +573,15 @@ bool is_cpu_prelude_function(std::string_view name) {
   return t.functions.count(n) || t.builtins.count(n);
 }
 
-Expected<KernelSafetyReport> check_kernel_safety(const std::string& source, const std::string& file) {
+Expected<KernelSafetyReport> check_kernel_safety(const std::string& source, const std::string& file,
+                                                 const SafetyOptions& opt) {
+  for (const auto& [name, value] : opt.macros) {
+    bool ident = !name.empty() && !isdigit(static_cast<unsigned char>(name[0]));
+    for (char c : name) ident &= isalnum(static_cast<unsigned char>(c)) || c == '_';
+    if (!ident || value.find_first_of("\r\n") != std::string::npos)
+      return Error{"kdflow: error: CPU safety check: bad macro '" + name + "'", ExitCode::Usage};
+  }
+  const std::vector<std::pair<std::string, std::string>> headers = safety_headers(opt.macros);
   const std::string virtual_main = std::string(detail::kVirtualInputDir) + "/device.cu";
   // The same command line as the device analyzer (device_analyzer.cpp), with clang's error
   // recovery on so that an error is attributed to its kernel instead of failing the file.
@@ -578,7 +605,7 @@ Expected<KernelSafetyReport> check_kernel_safety(const std::string& source, cons
                                    std::string(detail::kStubIncludeDir) + "/" + detail::kDevicePrelude,
                                    "-include",
                                    std::string(detail::kStubIncludeDir) + "/" + kSafetyPrelude};
-  detail::InMemorySource src{source, file, virtual_main, &safety_headers()};
+  detail::InMemorySource src{source, file, virtual_main, &headers};
   auto parsed = detail::parse_in_memory_recovering(src, args);
   if (!parsed) return parsed.error();
   ASTUnit& unit = *parsed->unit;

@@ -17,6 +17,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kdflow/diag.h"
@@ -44,13 +45,26 @@ struct KernelSafetyReport {
   Status status() const;
 };
 
+/// How the source is preprocessed: the check must see the branches the CPU compile sees
+/// (TVM's `__CUDA_ARCH__ >= N` blocks, `__CUDACC_VER_MAJOR__`-gated inline PTX), so these
+/// must be the values the CPU prelude defines (lib/replay/cpu/prelude_text.cpp: arch 800,
+/// CUDA 11.0, __KDFLOW_CPU__). Each is `#undef`ined and `#define`d after kdflow's stand-in
+/// prelude (which says 900 / 12.0, as extract).
+struct SafetyOptions {
+  std::vector<std::pair<std::string, std::string>> macros = {{"__CUDA_ARCH__", "800"},
+                                                             {"__CUDACC_VER_MAJOR__", "11"},
+                                                             {"__CUDACC_VER_MINOR__", "0"},
+                                                             {"__KDFLOW_CPU__", "1"}};
+};
+
 /// Parses `source` (label `file` in diagnostics) in CUDA device mode with kdflow's stand-in
-/// headers (the same preprocessing as extract: __CUDA_ARCH__ 900; the CPU back end must
-/// compile the same branches) and checks every kernel. An Error only when clang cannot
+/// headers and `opt.macros`, and checks every kernel. An Error only when clang cannot
 /// read the file at all (a fatal error: ExitCode::DataError, as extract); a clang error
 /// inside a kernel or a function it calls is a refusal (the host compile could accept what
 /// device mode rejects, e.g. a call to a host function), one elsewhere a module refusal.
-Expected<KernelSafetyReport> check_kernel_safety(const std::string& source, const std::string& file);
+/// A macro name that is not an identifier, or a value with a line break, is a usage Error.
+Expected<KernelSafetyReport> check_kernel_safety(const std::string& source, const std::string& file,
+                                                 const SafetyOptions& opt = SafetyOptions());
 
 /// One family of the table below (for docs and coverage checks).
 struct CpuBuiltinGroup {
