@@ -2,14 +2,13 @@
 // Each fault is provoked in a forked child (its stderr piped back, its exit status read):
 // the child's line and exit code are the assertions. The "kernels" here are hand-written
 // C++ loops standing in for compiled kernel code.
-#include <catch2/catch.hpp>
-
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -149,9 +148,9 @@ TEST_CASE("guarded buffers end at their guard page, stay aligned and are zeroed"
 
 TEST_CASE("bad allocations are errors, not crashes", "[cpu][guard]") {
   GuardedMemory mem(1);
-  CHECK_FALSE(mem.allocate(1, "a", 16, 3));                           // not a power of two
+  CHECK_FALSE(mem.allocate(1, "a", 16, 3));                               // not a power of two
   CHECK_FALSE(mem.allocate(1, "a", 16, GuardedMemory::page_size() * 2));  // beyond a page
-  auto huge = mem.allocate(1, "a", UINT64_MAX - 2, 64);               // overflows
+  auto huge = mem.allocate(1, "a", UINT64_MAX - 2, 64);                   // overflows
   REQUIRE_FALSE(huge);
   CHECK(huge.error().message.find("overflows") != std::string::npos);
   CHECK(huge.error().code == ExitCode::Software);
@@ -401,4 +400,34 @@ TEST_CASE("faults that are not the reporter's go to the previous handler, or the
     static_cast<volatile float*>(p)[16] = 1.0f;  // the guard page, but nobody reports it
   });
   CHECK(disarmed.exit_code == 42);
+}
+
+TEST_CASE("launch_argument turns the IR's footprint into proven / unknown", "[cpu][guard]") {
+  Arg buf;
+  buf.kind = Arg::Kind::Buffer;
+  buf.buffer = 5;
+  buf.offset = 64;
+  LaunchArgument none = launch_argument(0, "p", buf, 1024);
+  CHECK(none.buffer_id == 5u);
+  CHECK(none.offset == 64);
+  CHECK(none.footprint == LaunchArgument::Footprint::Unknown);  // no footprint at all
+  Footprint f;
+  f.read = std::array<int64_t, 2>{0, 512};
+  f.write = std::array<int64_t, 2>{128, 960};
+  buf.footprint = f;
+  LaunchArgument exact = launch_argument(1, "p", buf, 1024);
+  CHECK(exact.footprint == LaunchArgument::Footprint::Exact);
+  CHECK(exact.footprint_lo == 0);
+  CHECK(exact.footprint_hi == 960);
+  buf.footprint->exact = false;
+  CHECK(launch_argument(1, "p", buf, 1024).footprint == LaunchArgument::Footprint::Superset);
+  buf.footprint->write = std::array<int64_t, 2>{128, 961};  // 64 + 961 > 1024: out of bounds (--allow-oob)
+  CHECK(launch_argument(1, "p", buf, 1024).footprint == LaunchArgument::Footprint::Unknown);
+  Footprint unknown;
+  unknown.unknown = "data-dependent index";
+  buf.footprint = unknown;
+  CHECK(launch_argument(1, "p", buf, 1024).footprint == LaunchArgument::Footprint::Unknown);
+  Arg scalar;
+  scalar.kind = Arg::Kind::Int;
+  CHECK_FALSE(launch_argument(2, "n", scalar, 0).buffer_id);
 }

@@ -2,7 +2,6 @@
 // Every real sample's device source passes; hand-written hostile kernels (labelled as such,
 // one construct each) are refused with the exact line.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <set>
 
@@ -213,7 +212,8 @@ TEST_CASE("hand-written: module-level code that would run at load is refused", "
         "hostile.cu:2:5: error: the module cannot run on the CPU: it defines global variable 'ran' with a dynamic "
         "initializer (it would run when loaded)");
   const char* fasm = "asm(\".globl pwn\");\nextern \"C\" __global__ void k(float* out) { out[0] = 1.0f; }\n";
-  CHECK(first_refusal(fasm) == "hostile.cu:1:1: error: the module cannot run on the CPU: it has file-scope inline assembly");
+  CHECK(first_refusal(fasm) ==
+        "hostile.cu:1:1: error: the module cannot run on the CPU: it has file-scope inline assembly");
 }
 
 TEST_CASE("hand-written: a pointer made from an integer, new, and host functions are refused", "[cpu][safety]") {
@@ -221,17 +221,18 @@ TEST_CASE("hand-written: a pointer made from an integer, new, and host functions
       "extern \"C\" __global__ void evil(unsigned long long addr) {\n"
       "  *(int*)addr = 0;\n"
       "}\n";
-  CHECK(first_refusal(cast) ==
-        "hostile.cu:2:4: error: kernel 'evil' cannot run on the CPU: it makes a pointer from an integer (it could point "
-        "anywhere in the host)");
+  CHECK(
+      first_refusal(cast) ==
+      "hostile.cu:2:4: error: kernel 'evil' cannot run on the CPU: it makes a pointer from an integer (it could point "
+      "anywhere in the host)");
   const char* host_fn =
       "void host_only(float* p) { p[0] = 1; }\n"
       "extern \"C\" __global__ void evil(float* out) { host_only(out); }\n";
   std::string l = first_refusal(host_fn);
-  CHECK(l == "hostile.cu:2:47: error: kernel 'evil' cannot run on the CPU: it calls host function 'host_only' (not "
-             "__device__)");
-  const char* nw =
-      "extern \"C\" __global__ void evil(float** out) { out[0] = new float[4]; }\n";
+  CHECK(l ==
+        "hostile.cu:2:47: error: kernel 'evil' cannot run on the CPU: it calls host function 'host_only' (not "
+        "__device__)");
+  const char* nw = "extern \"C\" __global__ void evil(float** out) { out[0] = new float[4]; }\n";
   CHECK(first_refusal(nw) ==
         "hostile.cu:1:57: error: kernel 'evil' cannot run on the CPU: it uses 'new' (allocates host memory)");
 }
@@ -262,9 +263,10 @@ TEST_CASE("hand-written: renaming a built-in to a host symbol, and hidden calls,
   const char* label =
       "extern \"C\" __device__ float expf(float) __asm__(\"system\");\n"
       "extern \"C\" __global__ void evil(float* out) { out[0] = expf(1.0f); }\n";
-  CHECK(first_refusal(label) ==
-        "hostile.cu:1:49: error: the module cannot run on the CPU: it declares 'expf' with attribute 'asm' (code or data "
-        "the loader would run, place or rename)");
+  CHECK(
+      first_refusal(label) ==
+      "hostile.cu:1:49: error: the module cannot run on the CPU: it declares 'expf' with attribute 'asm' (code or data "
+      "the loader would run, place or rename)");
   auto r = cpu::check_kernel_safety(label, "hostile.cu");
   REQUIRE(r);
   REQUIRE(r->refusals.size() == 2);

@@ -6,7 +6,9 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 namespace kdflow::cpu {
@@ -124,7 +126,8 @@ Expected<void*> GuardedMemory::allocate(uint32_t buffer_id, const std::string& n
   };
   size_t n = size();
   if (n >= slots_.size()) return fail("the registry is full (" + std::to_string(slots_.size()) + " buffers)");
-  if (!is_pow2(align) || align > page) return fail("alignment " + std::to_string(align) + " is not a power of two up to the page size");
+  if (!is_pow2(align) || align > page)
+    return fail("alignment " + std::to_string(align) + " is not a power of two up to the page size");
   uint64_t rounded = 0, span = 0, map_bytes = 0;
   if (!round_up(bytes, align, &rounded) || !round_up(rounded, page, &span) ||
       !checked_add(span, 2 * page, &map_bytes) || map_bytes > static_cast<uint64_t>(SIZE_MAX))
@@ -243,8 +246,9 @@ class FaultLine {
     out.put(p.kernel_);
     out.put(sig == SIGBUS ? " faulted (SIGBUS) at address " : " faulted (SIGSEGV) at address ");
     out.hex(reinterpret_cast<uintptr_t>(addr));
-    out.put(", outside every replay buffer and its guard pages (a wild pointer in the kernel, a stack overflow, "
-            "or a kdflow bug)");
+    out.put(
+        ", outside every replay buffer and its guard pages (a wild pointer in the kernel, a stack overflow, "
+        "or a kdflow bug)");
   }
 
   static void build(LineBuf& out, const PreparedLaunch& p, const GuardedMemory& mem, const GuardedLocation& loc,
@@ -304,6 +308,32 @@ PreparedLaunch::PreparedLaunch(LaunchContext ctx) : ctx_(std::move(ctx)) {
                          (la.footprint == LaunchArgument::Footprint::Exact ? "exact" : "a superset") + ")";
     pointer_args_.push_back(std::move(a));
   }
+}
+
+LaunchArgument launch_argument(unsigned index, const std::string& name, const Arg& arg, uint64_t buffer_bytes) {
+  LaunchArgument a;
+  a.index = index;
+  a.name = name;
+  if (arg.kind != Arg::Kind::Buffer || arg.buffer < 0) return a;
+  a.buffer_id = static_cast<uint32_t>(arg.buffer);
+  a.offset = arg.offset > 0 ? static_cast<uint64_t>(arg.offset) : 0;
+  if (!arg.footprint || !arg.footprint->unknown.empty() || arg.offset < 0) return a;
+  const Footprint& f = *arg.footprint;
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (const auto& r : {f.read, f.write})
+    if (r) {
+      lo = std::min(lo, (*r)[0]);
+      hi = std::max(hi, (*r)[1]);
+    }
+  if (lo > hi) lo = hi = 0;  // touches nothing through it
+  // Proven only if [offset + lo, offset + hi) lies inside the buffer.
+  if (lo < 0 || hi < lo) return a;
+  uint64_t end = 0;
+  if (!checked_add(a.offset, static_cast<uint64_t>(hi), &end) || end > buffer_bytes) return a;
+  a.footprint = f.exact ? LaunchArgument::Footprint::Exact : LaunchArgument::Footprint::Superset;
+  a.footprint_lo = static_cast<uint64_t>(lo);
+  a.footprint_hi = static_cast<uint64_t>(hi);
+  return a;
 }
 
 std::string PreparedLaunch::describe(const GuardedMemory& mem, const GuardedLocation& loc, int write) const {

@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "kdflow/dataflow.h"  // Arg, Footprint
 #include "kdflow/diag.h"
 
 namespace kdflow::cpu {
@@ -51,26 +52,26 @@ enum class GuardSide { End, Start };
 
 /// One buffer of the registry.
 struct GuardedBuffer {
-  uint32_t id = 0;             ///< the caller's buffer id (the flow's buffer id)
-  std::string name;            ///< for messages ("T_dense", "workspace 2")
+  uint32_t id = 0;                ///< the caller's buffer id (the flow's buffer id)
+  std::string name;               ///< for messages ("T_dense", "workspace 2")
   unsigned char* data = nullptr;  ///< the buffer's start (aligned to `align`)
-  uint64_t bytes = 0;          ///< the size asked for
+  uint64_t bytes = 0;             ///< the size asked for
   uint64_t align = 0;
   GuardSide side = GuardSide::End;
-  unsigned char* map = nullptr;   ///< the whole mapping: front guard, pages, back guard
+  unsigned char* map = nullptr;  ///< the whole mapping: front guard, pages, back guard
   uint64_t map_bytes = 0;
-  uint64_t head_slack = 0;     ///< poisoned bytes between the front guard and `data`
-  uint64_t tail_slack = 0;     ///< poisoned bytes between `data + bytes` and the back guard
-  std::string label;           ///< preformatted "buffer 5 'T_dense' (1600 bytes)" for the handler
+  uint64_t head_slack = 0;  ///< poisoned bytes between the front guard and `data`
+  uint64_t tail_slack = 0;  ///< poisoned bytes between `data + bytes` and the back guard
+  std::string label;        ///< preformatted "buffer 5 'T_dense' (1600 bytes)" for the handler
 };
 
 /// Where an address falls.
 struct GuardedLocation {
-  uint32_t slot = 0;       ///< index into GuardedMemory's registry
+  uint32_t slot = 0;  ///< index into GuardedMemory's registry
   uint32_t buffer_id = 0;
-  int64_t offset = 0;      ///< byte offset from the buffer's start (negative: before it)
-  bool in_guard = false;   ///< in a PROT_NONE guard page
-  bool in_slack = false;   ///< in the poisoned slack
+  int64_t offset = 0;     ///< byte offset from the buffer's start (negative: before it)
+  bool in_guard = false;  ///< in a PROT_NONE guard page
+  bool in_slack = false;  ///< in the poisoned slack
 };
 
 /// A slack byte found changed by check_poison().
@@ -116,10 +117,10 @@ class GuardedMemory {
 
 /// What is known of one kernel argument, for the fault line.
 struct LaunchArgument {
-  unsigned index = 0;          ///< position in the kernel's parameter list
-  std::string name;            ///< the parameter's name ("" if unknown)
+  unsigned index = 0;                 ///< position in the kernel's parameter list
+  std::string name;                   ///< the parameter's name ("" if unknown)
   std::optional<uint32_t> buffer_id;  ///< the buffer it points into; nullopt for a scalar
-  uint64_t offset = 0;         ///< byte offset of the pointer within its buffer
+  uint64_t offset = 0;                ///< byte offset of the pointer within its buffer
   /// The static footprint (relative to the pointer) proves every access in bounds: an
   /// access outside the buffer is then kdflow's bug. Exact, or a superset (which also
   /// proves bounds); unknown for data-dependent indices (gather, sort: the dynamic check).
@@ -127,12 +128,19 @@ struct LaunchArgument {
   uint64_t footprint_lo = 0, footprint_hi = 0;  ///< [lo, hi) bytes from the pointer, when known
 };
 
+/// The LaunchArgument for the IR's argument `arg` (position `index`, parameter `name`) of
+/// a launch: a Buffer argument gets its buffer and offset, and its footprint counts as
+/// proven only when it is known (no `unknown` reason) and [offset + lo, offset + hi) lies
+/// inside the buffer's `buffer_bytes` (an out-of-bounds footprint let through with
+/// --allow-oob proves nothing). Other kinds: a scalar (no buffer).
+LaunchArgument launch_argument(unsigned index, const std::string& name, const Arg& arg, uint64_t buffer_bytes);
+
 /// The launch a kernel is running: set before the kernel runs, read by the handler.
 struct LaunchContext {
-  std::string where;           ///< diagnostic prefix, e.g. "flow.json:/launches/12" ("kdflow replay" if empty)
-  std::string kernel;          ///< the kernel's name
-  uint64_t kernel_id = 0;      ///< the flow's kernel id
-  uint64_t launch_index = 0;   ///< the launch's index in the run
+  std::string where;          ///< diagnostic prefix, e.g. "flow.json:/launches/12" ("kdflow replay" if empty)
+  std::string kernel;         ///< the kernel's name
+  uint64_t kernel_id = 0;     ///< the flow's kernel id
+  uint64_t launch_index = 0;  ///< the launch's index in the run
   std::vector<LaunchArgument> args;
 };
 
@@ -152,14 +160,14 @@ class PreparedLaunch {
  private:
   friend class FaultLine;  // guarded_memory.cpp: builds the line from these, async-signal-safe
   struct Arg {
-    std::string text;       ///< "argument J 'p'"
+    std::string text;  ///< "argument J 'p'"
     uint32_t buffer = 0;
     uint64_t offset = 0;
     LaunchArgument::Footprint footprint = LaunchArgument::Footprint::Unknown;
     std::string footprint_text;  ///< "[lo, hi), exact"
   };
-  std::string prefix_;     ///< "WHERE: error: "
-  std::string kernel_;     ///< "kernel K 'NAME' (launch L)"
+  std::string prefix_;  ///< "WHERE: error: "
+  std::string kernel_;  ///< "kernel K 'NAME' (launch L)"
   std::vector<Arg> pointer_args_;
   LaunchContext ctx_;
 };

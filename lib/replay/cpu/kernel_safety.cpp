@@ -57,31 +57,30 @@ std::vector<std::string> concat(std::initializer_list<std::vector<std::string>> 
 // The C math library as nvcc's math_functions.h declares it: `name` (double and the C++
 // float overload) and `namef`.
 const std::initializer_list<const char*> kMath1 = {
-    "acos",  "acosh", "asin",  "asinh", "atan",   "atanh", "cbrt",   "ceil",  "cos",       "cosh",
-    "cospi", "erf",   "erfc",  "erfcinv", "erfcx", "erfinv", "exp",  "exp10", "exp2",     "expm1",
-    "fabs",  "floor", "lgamma", "log",  "log10",  "log1p", "log2",   "logb",  "nearbyint", "normcdf",
-    "normcdfinv", "rcbrt", "rint", "round", "rsqrt", "sin", "sinh", "sinpi", "sqrt", "tan", "tanh",
-    "tgamma", "trunc", "atan2", "copysign", "fdim", "fmax", "fmin", "fmod", "hypot", "nextafter", "pow",
-    "remainder", "rhypot", "fma", "ldexp", "scalbn", "frexp", "modf", "remquo", "sincos", "sincospi",
-    "ilogb", "lrint", "lround", "llrint", "llround"};
+    "acos",       "acosh",    "asin",      "asinh",   "atan",     "atanh",  "cbrt",   "ceil",  "cos",       "cosh",
+    "cospi",      "erf",      "erfc",      "erfcinv", "erfcx",    "erfinv", "exp",    "exp10", "exp2",      "expm1",
+    "fabs",       "floor",    "lgamma",    "log",     "log10",    "log1p",  "log2",   "logb",  "nearbyint", "normcdf",
+    "normcdfinv", "rcbrt",    "rint",      "round",   "rsqrt",    "sin",    "sinh",   "sinpi", "sqrt",      "tan",
+    "tanh",       "tgamma",   "trunc",     "atan2",   "copysign", "fdim",   "fmax",   "fmin",  "fmod",      "hypot",
+    "nextafter",  "pow",      "remainder", "rhypot",  "fma",      "ldexp",  "scalbn", "frexp", "modf",      "remquo",
+    "sincos",     "sincospi", "ilogb",     "lrint",   "lround",   "llrint", "llround"};
 
 }  // namespace
 
 const std::vector<CpuBuiltinGroup>& cpu_prelude_builtins() {
   static const std::vector<CpuBuiltinGroup> table = {
-      {"thread and block indices and dims", {"threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize"},
+      {"thread and block indices and dims",
+       {"threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize"},
        Kind::Variable},
       {"barriers and fences",
-       {"__syncthreads", "__syncthreads_count", "__syncthreads_and", "__syncthreads_or", "__syncwarp",
-        "__threadfence", "__threadfence_block"}},
+       {"__syncthreads", "__syncthreads_count", "__syncthreads_and", "__syncthreads_or", "__syncwarp", "__threadfence",
+        "__threadfence_block"}},
       {"warp collectives",
-       {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__shfl", "__shfl_up",
-        "__shfl_down", "__shfl_xor", "__activemask", "__ballot_sync", "__all_sync", "__any_sync", "__ballot",
-        "__all", "__any"}},
-      {"atomics",
-       concat({with_suffixes({"atomicAdd", "atomicExch", "atomicMin", "atomicMax", "atomicCAS"},
-                             {"", "_block", "_system"}),
-               {"atomicSub", "atomicAnd", "atomicOr", "atomicXor", "atomicInc", "atomicDec"}})},
+       {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__shfl", "__shfl_up", "__shfl_down",
+        "__shfl_xor", "__activemask", "__ballot_sync", "__all_sync", "__any_sync", "__ballot", "__all", "__any"}},
+      {"atomics", concat({with_suffixes({"atomicAdd", "atomicExch", "atomicMin", "atomicMax", "atomicCAS"},
+                                        {"", "_block", "_system"}),
+                          {"atomicSub", "atomicAnd", "atomicOr", "atomicXor", "atomicInc", "atomicDec"}})},
       {"cache-hinted loads and stores",
        {"__ldg", "__ldcg", "__ldca", "__ldcs", "__ldlu", "__ldcv", "__stwb", "__stcg", "__stcs", "__stwt"}},
       {"vector types",
@@ -96,53 +95,81 @@ const std::vector<CpuBuiltinGroup>& cpu_prelude_builtins() {
                 "__nv_bfloat16_raw", "__nv_bfloat162_raw"}}),
        Kind::Class},
       {"half and bfloat16 arithmetic, comparisons and math",
-       concat({{"operator+", "operator-", "operator*", "operator/", "operator+=", "operator-=", "operator*=",
-                "operator/=", "operator++", "operator--", "operator==", "operator!=", "operator<", "operator>",
-                "operator<=", "operator>="},
-               {"__hadd", "__hsub", "__hmul", "__hdiv", "__hadd_sat", "__hsub_sat", "__hmul_sat", "__hfma",
-                "__hfma_sat", "__hfma_relu", "__hneg", "__habs", "__hmax", "__hmin", "__hmax_nan", "__hmin_nan",
-                "__heq", "__hne", "__hle", "__hge", "__hlt", "__hgt", "__hequ", "__hneu", "__hleu", "__hgeu",
-                "__hltu", "__hgtu", "__hisnan", "__hisinf", "hsqrt", "hrsqrt", "hrcp", "hexp", "hexp2", "hexp10",
-                "hlog", "hlog2", "hlog10", "hsin", "hcos", "hceil", "hfloor", "htrunc", "hrint", "__hadd2",
-                "__hsub2", "__hmul2", "__h2div", "__hfma2", "__hfma2_relu", "__hneg2", "__habs2", "__hmax2",
-                "__hmin2", "__heq2", "__hne2", "__hle2", "__hge2", "__hlt2", "__hgt2", "__hbeq2", "__hbne2",
-                "__hble2", "__hbge2", "__hblt2", "__hbgt2", "h2sqrt", "h2rsqrt", "h2exp", "h2log", "h2sin",
-                "h2cos", "h2ceil", "h2floor", "h2trunc", "h2rint"}})},
+       concat({{"operator+", "operator-", "operator*", "operator/",
+                "operator+=", "operator-=", "operator*=", "operator/=", "operator++", "operator--",
+                "operator==", "operator!=", "operator<", "operator>", "operator<=", "operator>="},
+               {"__hadd",     "__hsub",       "__hmul",      "__hdiv",  "__hadd_sat", "__hsub_sat", "__hmul_sat",
+                "__hfma",     "__hfma_sat",   "__hfma_relu", "__hneg",  "__habs",     "__hmax",     "__hmin",
+                "__hmax_nan", "__hmin_nan",   "__heq",       "__hne",   "__hle",      "__hge",      "__hlt",
+                "__hgt",      "__hequ",       "__hneu",      "__hleu",  "__hgeu",     "__hltu",     "__hgtu",
+                "__hisnan",   "__hisinf",     "hsqrt",       "hrsqrt",  "hrcp",       "hexp",       "hexp2",
+                "hexp10",     "hlog",         "hlog2",       "hlog10",  "hsin",       "hcos",       "hceil",
+                "hfloor",     "htrunc",       "hrint",       "__hadd2", "__hsub2",    "__hmul2",    "__h2div",
+                "__hfma2",    "__hfma2_relu", "__hneg2",     "__habs2", "__hmax2",    "__hmin2",    "__heq2",
+                "__hne2",     "__hle2",       "__hge2",      "__hlt2",  "__hgt2",     "__hbeq2",    "__hbne2",
+                "__hble2",    "__hbge2",      "__hblt2",     "__hbgt2", "h2sqrt",     "h2rsqrt",    "h2exp",
+                "h2log",      "h2sin",        "h2cos",       "h2ceil",  "h2floor",    "h2trunc",    "h2rint"}})},
       {"half and bfloat16 conversions",
-       concat({{"__float2half", "__float2half_rn", "__float2half_rz", "__float2half_ru", "__float2half_rd",
-                "__double2half", "__half2float", "__float2half2_rn", "__floats2half2_rn", "__float22half2_rn",
-                "__half22float2", "__low2float", "__high2float", "make_half2", "__half2half2", "__halves2half2",
-                "__lows2half2", "__highs2half2", "__low2half", "__high2half", "__low2half2", "__high2half2",
-                "__lowhigh2highlow", "__half_as_short", "__half_as_ushort", "__short_as_half",
-                "__ushort_as_half", "__half2char_rz", "__half2uchar_rz", "__float2bfloat16",
-                "__float2bfloat16_rn", "__float2bfloat16_rz", "__double2bfloat16", "__bfloat162float",
-                "__float2bfloat162_rn", "__floats2bfloat162_rn", "__float22bfloat162_rn", "__bfloat1622float2",
-                "make_bfloat162", "__bfloat162bfloat162", "__halves2bfloat162", "__low2bfloat16",
-                "__high2bfloat16", "__bfloat16_as_short", "__bfloat16_as_ushort", "__short_as_bfloat16",
-                "__ushort_as_bfloat16", "__bfloat162int_rn", "__bfloat162int_rz", "__int2bfloat16_rn"},
-               with_suffixes({"__half2int", "__half2uint", "__half2short", "__half2ushort", "__half2ll",
-                              "__half2ull", "__int2half", "__uint2half", "__short2half", "__ushort2half",
-                              "__ll2half", "__ull2half"},
+       concat({{"__float2half",          "__float2half_rn",     "__float2half_rz",      "__float2half_ru",
+                "__float2half_rd",       "__double2half",       "__half2float",         "__float2half2_rn",
+                "__floats2half2_rn",     "__float22half2_rn",   "__half22float2",       "__low2float",
+                "__high2float",          "make_half2",          "__half2half2",         "__halves2half2",
+                "__lows2half2",          "__highs2half2",       "__low2half",           "__high2half",
+                "__low2half2",           "__high2half2",        "__lowhigh2highlow",    "__half_as_short",
+                "__half_as_ushort",      "__short_as_half",     "__ushort_as_half",     "__half2char_rz",
+                "__half2uchar_rz",       "__float2bfloat16",    "__float2bfloat16_rn",  "__float2bfloat16_rz",
+                "__double2bfloat16",     "__bfloat162float",    "__float2bfloat162_rn", "__floats2bfloat162_rn",
+                "__float22bfloat162_rn", "__bfloat1622float2",  "make_bfloat162",       "__bfloat162bfloat162",
+                "__halves2bfloat162",    "__low2bfloat16",      "__high2bfloat16",      "__bfloat16_as_short",
+                "__bfloat16_as_ushort",  "__short_as_bfloat16", "__ushort_as_bfloat16", "__bfloat162int_rn",
+                "__bfloat162int_rz",     "__int2bfloat16_rn"},
+               with_suffixes({"__half2int", "__half2uint", "__half2short", "__half2ushort", "__half2ll", "__half2ull",
+                              "__int2half", "__uint2half", "__short2half", "__ushort2half", "__ll2half", "__ull2half"},
                              {"_rn", "_rz", "_ru", "_rd"})})},
       {"math functions",
        concat({with_suffixes(kMath1, {"", "f"}),
-               {"fdividef", "abs", "labs", "llabs", "isnan", "isinf", "isfinite", "signbit", "__isnanf",
-                "__isinff", "__finitef", "__isnan", "__isinf", "__finite", "min", "max", "umin", "umax", "llmin",
-                "llmax", "ullmin", "ullmax", "__expf", "__exp10f", "__logf", "__log2f", "__log10f", "__sinf",
-                "__cosf", "__tanf", "__sincosf", "__powf", "__fdividef", "__saturatef", "__frsqrt_rn",
-                "__drcp_rn", "__dsqrt_rn", "__fmaf_rn", "__fmaf_rz", "__fmaf_ru", "__fmaf_rd", "__fma_rn"},
-               with_suffixes({"__frcp", "__fsqrt", "__fadd", "__fsub", "__fmul", "__fdiv", "__dadd", "__dsub",
-                              "__dmul", "__ddiv"},
+               {"fdividef",  "abs",        "labs",      "llabs",     "isnan",      "isinf",       "isfinite",
+                "signbit",   "__isnanf",   "__isinff",  "__finitef", "__isnan",    "__isinf",     "__finite",
+                "min",       "max",        "umin",      "umax",      "llmin",      "llmax",       "ullmin",
+                "ullmax",    "__expf",     "__exp10f",  "__logf",    "__log2f",    "__log10f",    "__sinf",
+                "__cosf",    "__tanf",     "__sincosf", "__powf",    "__fdividef", "__saturatef", "__frsqrt_rn",
+                "__drcp_rn", "__dsqrt_rn", "__fmaf_rn", "__fmaf_rz", "__fmaf_ru",  "__fmaf_rd",   "__fma_rn"},
+               with_suffixes({"__frcp", "__fsqrt", "__fadd", "__fsub", "__fmul", "__fdiv", "__dadd", "__dsub", "__dmul",
+                              "__ddiv"},
                              {"_rn", "_rz", "_ru", "_rd"})})},
       {"integer intrinsics",
-       {"__popc", "__popcll", "__clz", "__clzll", "__ffs", "__ffsll", "__brev", "__brevll", "__byte_perm",
-        "__funnelshift_l", "__funnelshift_lc", "__funnelshift_r", "__funnelshift_rc", "__mul24", "__umul24",
-        "__mulhi", "__umulhi", "__mul64hi", "__umul64hi", "__sad", "__usad", "__hadd", "__rhadd", "__uhadd",
-        "__urhadd", "__dp4a", "__dp2a_lo", "__dp2a_hi"}},
+       {"__popc",
+        "__popcll",
+        "__clz",
+        "__clzll",
+        "__ffs",
+        "__ffsll",
+        "__brev",
+        "__brevll",
+        "__byte_perm",
+        "__funnelshift_l",
+        "__funnelshift_lc",
+        "__funnelshift_r",
+        "__funnelshift_rc",
+        "__mul24",
+        "__umul24",
+        "__mulhi",
+        "__umulhi",
+        "__mul64hi",
+        "__umul64hi",
+        "__sad",
+        "__usad",
+        "__hadd",
+        "__rhadd",
+        "__uhadd",
+        "__urhadd",
+        "__dp4a",
+        "__dp2a_lo",
+        "__dp2a_hi"}},
       {"bit reinterpretations and rounding conversions",
        concat({{"__float_as_int", "__int_as_float", "__float_as_uint", "__uint_as_float", "__double_as_longlong",
-                "__longlong_as_double", "__double2hiint", "__double2loint", "__hiloint2double",
-                "__int2double_rn", "__uint2double_rn", "__float2int"},
+                "__longlong_as_double", "__double2hiint", "__double2loint", "__hiloint2double", "__int2double_rn",
+                "__uint2double_rn", "__float2int"},
                with_suffixes({"__float2int", "__float2uint", "__float2ll", "__float2ull", "__double2int",
                               "__double2uint", "__double2ll", "__double2ull", "__double2float", "__int2float",
                               "__uint2float", "__ll2float", "__ull2float", "__ll2double", "__ull2double"},
@@ -164,10 +191,18 @@ struct Tables {
     for (const CpuBuiltinGroup& g : cpu_prelude_builtins())
       for (const std::string& n : g.names) {
         switch (g.kind) {
-          case Kind::Function: functions.insert(n); break;
-          case Kind::Variable: variables.insert(n); break;
-          case Kind::Class: classes.insert(n); break;
-          case Kind::CompilerBuiltin: builtins.insert(n); break;
+          case Kind::Function:
+            functions.insert(n);
+            break;
+          case Kind::Variable:
+            variables.insert(n);
+            break;
+          case Kind::Class:
+            classes.insert(n);
+            break;
+          case Kind::CompilerBuiltin:
+            builtins.insert(n);
+            break;
         }
       }
   }
@@ -192,7 +227,8 @@ std::vector<std::pair<std::string, std::string>> safety_headers(
     for (const auto& [path, text] : h) have |= path == name;
     if (!have) h.emplace_back(name, empty);
   }
-  std::string prelude = "// Forced after kdflow_cuda_prelude.h for the CPU safety check (kernel_safety.cpp).\n#pragma once\n";
+  std::string prelude =
+      "// Forced after kdflow_cuda_prelude.h for the CPU safety check (kernel_safety.cpp).\n#pragma once\n";
   for (const auto& [name, value] : macros) prelude += "#undef " + name + "\n#define " + name + " " + value + "\n";
   prelude += "#ifndef alignas\n#define alignas(n) __attribute__((aligned(n)))\n#endif\n";
   h.emplace_back(kSafetyPrelude, std::move(prelude));
@@ -251,7 +287,8 @@ class Checker {
     if (!fd) return;
     std::string name = fd->getQualifiedNameAsString();
     for (const FunctionDecl* r : fd->redecls())
-      if (r->hasAttr<AsmLabelAttr>() || r->hasAttr<AliasAttr>() || r->hasAttr<IFuncAttr>() || r->hasAttr<WeakRefAttr>()) {
+      if (r->hasAttr<AsmLabelAttr>() || r->hasAttr<AliasAttr>() || r->hasAttr<IFuncAttr>() ||
+          r->hasAttr<WeakRefAttr>()) {
         f.findings.push_back({at, "calls '" + name + "', which a declaration renames or aliases (asm label, alias)"});
         return;
       }
@@ -337,8 +374,9 @@ class Checker {
     std::string what = vd->hasAttr<CUDADeviceAttr>() ? "__device__ global variable" : "host global variable";
     if (vd->isStaticLocal()) what = "static local variable";
     if (!module_data) what = "global variable the module does not define";
-    f.findings.push_back({at, "uses " + what + " '" + name +
-                                  "' (only __shared__ and __constant__ data of the module, and constants, may be used)"});
+    f.findings.push_back(
+        {at, "uses " + what + " '" + name +
+                 "' (only __shared__ and __constant__ data of the module, and constants, may be used)"});
   }
 
   /// A const, constant-initialized variable of the module (TVM's static const members).
@@ -391,7 +429,8 @@ class Checker {
         add(vd->getLocation(), "declares static local variable '" + vd->getNameAsString() + "'");
       if (vd->getTLSKind() != VarDecl::TLS_None) add(vd->getLocation(), "declares a thread_local variable");
       if (vd->hasAttr<AsmLabelAttr>())
-        add(vd->getLocation(), "declares variable '" + vd->getNameAsString() + "' with an asm label (a register or symbol)");
+        add(vd->getLocation(),
+            "declares variable '" + vd->getNameAsString() + "' with an asm label (a register or symbol)");
       if (const auto* cl = vd->getAttr<CleanupAttr>()) c_.classify_callee(cl->getFunctionDecl(), vd->getLocation(), f_);
       if (const CXXRecordDecl* rd = vd->getType()->getAsCXXRecordDecl())
         if (rd->hasDefinition() && !rd->hasTrivialDestructor())
@@ -499,15 +538,16 @@ class Checker {
         if (const Expr* init = vd->getInit()) {
           if (!vd->hasConstantInitialization() && !vd->isConstexpr())
             out.push_back({vd->getLocation(), "defines global variable '" + vd->getQualifiedNameAsString() +
-                                                   "' with a dynamic initializer (it would run when loaded)"});
+                                                  "' with a dynamic initializer (it would run when loaded)"});
           else if (vd->getType()->isFunctionPointerType() || vd->getType()->isMemberFunctionPointerType())
-            out.push_back({vd->getLocation(), "defines global function pointer '" + vd->getQualifiedNameAsString() + "'"});
+            out.push_back(
+                {vd->getLocation(), "defines global function pointer '" + vd->getQualifiedNameAsString() + "'"});
           (void)init;
         }
         if (const CXXRecordDecl* rd = vd->getType()->getAsCXXRecordDecl())
           if (rd->hasDefinition() && !rd->hasTrivialDestructor())
             out.push_back({vd->getLocation(), "defines global variable '" + vd->getQualifiedNameAsString() +
-                                                   "' with a destructor (it would run at exit)"});
+                                                  "' with a destructor (it would run at exit)"});
       }
       if (isa<LinkageSpecDecl, NamespaceDecl>(d)) check_module(cast<DeclContext>(d), out);
     }
@@ -655,8 +695,8 @@ Expected<KernelSafetyReport> check_kernel_safety(const std::string& source, cons
     } else {
       std::string msg = e.line;
       size_t p = msg.find("error: ");
-      refuse(e.loc, "", "", "does not type-check as CUDA device code: " +
-                                (p == std::string::npos ? msg : msg.substr(p + 7)));
+      refuse(e.loc, "", "",
+             "does not type-check as CUDA device code: " + (p == std::string::npos ? msg : msg.substr(p + 7)));
     }
   }
 
@@ -685,9 +725,9 @@ Expected<KernelSafetyReport> check_kernel_safety(const std::string& source, cons
         for (const detail::ParseError* e : it->second) {
           if (here.count({e->loc.line, e->loc.col})) continue;
           size_t p = e->line.find("error: ");
-          refuse(e->loc, kname, via,
-                 "does not type-check as CUDA device code: " +
-                     (p == std::string::npos ? e->line : e->line.substr(p + 7)));
+          refuse(
+              e->loc, kname, via,
+              "does not type-check as CUDA device code: " + (p == std::string::npos ? e->line : e->line.substr(p + 7)));
         }
       }
       used.insert(f.builtins.begin(), f.builtins.end());

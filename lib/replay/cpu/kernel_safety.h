@@ -36,8 +36,8 @@ struct SafetyRefusal {
 
 /// What check_kernel_safety found.
 struct KernelSafetyReport {
-  std::vector<std::string> kernels;       ///< every __global__ kernel the source defines, in source order
-  std::vector<SafetyRefusal> refusals;    ///< module-level ones first, then kernel by kernel in source order
+  std::vector<std::string> kernels;     ///< every __global__ kernel the source defines, in source order
+  std::vector<SafetyRefusal> refusals;  ///< module-level ones first, then kernel by kernel in source order
   /// Every prelude built-in some kernel reaches (sorted, unique): what the prelude must provide.
   std::vector<std::string> builtins_used;
   bool safe() const { return refusals.empty(); }
@@ -51,10 +51,8 @@ struct KernelSafetyReport {
 /// CUDA 11.0, __KDFLOW_CPU__). Each is `#undef`ined and `#define`d after kdflow's stand-in
 /// prelude (which says 900 / 12.0, as extract).
 struct SafetyOptions {
-  std::vector<std::pair<std::string, std::string>> macros = {{"__CUDA_ARCH__", "800"},
-                                                             {"__CUDACC_VER_MAJOR__", "11"},
-                                                             {"__CUDACC_VER_MINOR__", "0"},
-                                                             {"__KDFLOW_CPU__", "1"}};
+  std::vector<std::pair<std::string, std::string>> macros = {
+      {"__CUDA_ARCH__", "800"}, {"__CUDACC_VER_MAJOR__", "11"}, {"__CUDACC_VER_MINOR__", "0"}, {"__KDFLOW_CPU__", "1"}};
 };
 
 /// Parses `source` (label `file` in diagnostics) in CUDA device mode with kdflow's stand-in
@@ -68,8 +66,8 @@ Expected<KernelSafetyReport> check_kernel_safety(const std::string& source, cons
 
 /// One family of the table below (for docs and coverage checks).
 struct CpuBuiltinGroup {
-  const char* family;                  ///< e.g. "warp collectives"
-  std::vector<std::string> names;      ///< functions (unqualified), variables, or class names (see kind)
+  const char* family;              ///< e.g. "warp collectives"
+  std::vector<std::string> names;  ///< functions (unqualified), variables, or class names (see kind)
   enum class Kind { Function, Variable, Class, CompilerBuiltin } kind = Kind::Function;
 };
 /// THE table of what a kernel may use from outside the module: the CUDA built-ins the CPU
