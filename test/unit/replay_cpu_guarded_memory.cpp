@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -258,6 +260,34 @@ TEST_CASE("a fault in a worker thread is reported (per-thread launch, alternate 
   CHECK(c.exit_code == kGuardKernelDefectExit);
   CHECK(c.err.find("kernel 3 'fused_dense' (launch 7) wrote byte 1036 of buffer 11 'p0' (1024 bytes), 12 bytes past "
                    "its end, through argument 1 'p0' (byte 1036 from its pointer)") != std::string::npos);
+}
+
+TEST_CASE("threads faulting at once still give one line", "[cpu][guard]") {
+  Child c = run_child([] {
+    GuardedMemory mem(4);
+    float* a = must(mem.allocate(10, "T_dense", 1024, 64));
+    float* b = must(mem.allocate(11, "p0", 1024, 64));
+    must(arm_fault_reporter(&mem));
+    PreparedLaunch launch(dense_launch());
+    CurrentLaunchScope scope(&launch);
+    std::atomic<int> ready{0};
+    auto run = [&](float* p) {
+      must(prepare_thread_for_faults());
+      ready.fetch_add(1);
+      while (ready.load() < 4) {
+      }
+      volatile float* v = p;
+      v[256] = 1.0f;
+    };
+    std::thread t1(run, a), t2(run, b), t3(run, a), t4(run, b);
+    t1.join();
+    t2.join();
+    t3.join();
+    t4.join();
+  });
+  CHECK(c.exit_code == kGuardKernelDefectExit);
+  CHECK(std::count(c.err.begin(), c.err.end(), '\n') == 1);
+  CHECK(c.err.find("0 bytes past its end") != std::string::npos);
 }
 
 TEST_CASE("a fault through an argument whose exact footprint proved it in bounds is a kdflow bug", "[cpu][guard]") {

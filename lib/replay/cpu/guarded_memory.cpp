@@ -73,6 +73,7 @@ std::atomic<const PreparedLaunch*> g_launch{nullptr};
 __attribute__((tls_model("initial-exec"))) thread_local const PreparedLaunch* t_launch = nullptr;
 
 struct sigaction g_old_segv, g_old_bus;
+std::atomic<bool> g_reporting{false};  // one line per process: the first faulting thread writes it
 bool g_armed = false;
 
 /// One alternate signal stack per thread, unmapped when the thread ends.
@@ -383,6 +384,11 @@ void on_fault(int sig, siginfo_t* info, void* uctx) {
   const PreparedLaunch* launch = t_launch ? t_launch : g_launch.load(std::memory_order_acquire);
   std::optional<GuardedLocation> loc;
   if (mem) loc = mem->locate(info->si_addr);
+  bool ours = (loc && loc->in_guard) || launch;
+  if (ours && g_reporting.exchange(true)) {
+    // Another thread faulted first and is writing the one line: wait for its _exit.
+    for (;;) pause();
+  }
   LineBuf line;
   int code = 0;
   if (loc && loc->in_guard && launch) {
