@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "../backend.h"
+#include "kernel_safety.h"
 #include "kdflow/replay/cpu_kernels.h"
 
 namespace kdflow::replay_backend {
@@ -101,6 +102,10 @@ class CpuBackend : public Backend {
         return file_error(path, "the CPU back end needs the module's CUDA source (device.cu) beside it",
                           ExitCode::NoInput);
       }
+      // The safety check on the AST comes first: nothing of a refused module is compiled.
+      auto safety = cpu::check_kernel_safety(src->bytes, src->path);
+      if (!safety) return safety.error();
+      if (Status s = safety->status(); !s) return s;
       auto id = device_->compile_module(src->bytes, src->path);
       if (!id) return id.error();
       module_ids_.push_back(*id);
