@@ -163,14 +163,3 @@ TEST_CASE("CPU back end replays mlp and matches output_0.npy", "[cpu]") {
   REQUIRE(r.checks.size() == 1);
   CHECK(r.checks[0].pass);
 }
-
-TEST_CASE("CPU back end replays every float32 sample with a reference output", "[cpu][.slow]") {
-  for (const char* name : {"attention", "squeezenet", "mobilenet", "resnet18", "mlp_v08", "mlp_cublas", "relax_mlp",
-                           "relax_mlp_compiled", "sort_scan", "sort_scan_v08", "mlp_fp16"}) {
-    std::string dir = sample_with_params(name);
-    if (dir.empty()) continue;
-    CpuRun r = run_on_cpu(dir);
-    report(name, r);
-    for (const OutputCheck& c : r.checks) CHECK(c.pass);
-  }
-}
