@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "../backend.h"
+#include "guarded_memory.h"
 #include "kernel_safety.h"
 #include "kdflow/replay/cpu_kernels.h"
 
@@ -52,6 +53,7 @@ class CpuBackend : public Backend {
  public:
   CpuBackend(const BackendOptions& opt, std::ostream& log) : opt_(opt), log_(log) {}
   ~CpuBackend() override {
+    if (armed_) cpu::disarm_fault_reporter();
     for (auto& [p, bytes] : allocations_) std::free(reinterpret_cast<void*>(p));
   }
 
@@ -64,7 +66,7 @@ class CpuBackend : public Backend {
     c.graphs = false;
     c.dag = false;
     c.library_calls = true;
-    c.guard_pages = false;
+    c.guard_pages = true;
     c.queue_depth = 0;
     return c;
   }
@@ -118,6 +120,18 @@ class CpuBackend : public Backend {
   }
 
   Fault alloc(uint64_t bytes, DevicePtr* out) override {
+    if (opt_.guard) {
+      // --guard: each allocation against a PROT_NONE page (guarded_memory.h); a kernel that
+      // reaches past it (and past the engine's redzone, which comes first) faults at once and
+      // the reporter names the kernel, the launch, the argument and the byte offset.
+      if (!guarded_) guarded_ = std::make_unique<cpu::GuardedMemory>(kMaxGuardedAllocations);
+      uint32_t id = static_cast<uint32_t>(guarded_->size());
+      auto p = guarded_->allocate(id, fmt::format("allocation {}", id), bytes);
+      if (!p) return fault("cpu alloc", p.error().message);
+      *out = reinterpret_cast<DevicePtr>(*p);
+      guarded_ids_[*out] = id;
+      return Fault::none();
+    }
     uint64_t rounded = (std::max<uint64_t>(bytes, 1) + 63) / 64 * 64;
     if (rounded < bytes) return fault("cpu alloc", "allocation size overflows");
     void* p = std::aligned_alloc(64, rounded);
@@ -128,6 +142,7 @@ class CpuBackend : public Backend {
     return Fault::none();
   }
   void free(DevicePtr p) override {
+    if (guarded_ids_.count(p)) return;  // the guarded mappings go with the back end
     auto it = allocations_.find(p);
     if (it == allocations_.end()) return;
     std::free(reinterpret_cast<void*>(p));
@@ -202,6 +217,29 @@ class CpuBackend : public Backend {
                        ExitCode::Software};
         p.args[i] = p.packed.data() + a.position;
       }
+      if (guarded_) {
+        cpu::LaunchContext ctx;
+        ctx.where = opt_.label;
+        ctx.kernel = p.launch->name;
+        ctx.kernel_id = static_cast<uint64_t>(p.launch->kernel);
+        ctx.launch_index = kl.index;
+        for (size_t i = 0; i < p.launch->args.size(); ++i) {
+          const PlanArg& a = p.launch->args[i];
+          cpu::LaunchArgument la;
+          la.index = static_cast<unsigned>(i);
+          if (a.kind == PlanArg::Kind::Pointer && i < kl.pointers.size()) {
+            auto g = guarded_ids_.find(kl.pointers[i] - a.offset);
+            if (g != guarded_ids_.end()) la.buffer_id = g->second;
+            la.offset = a.offset;
+          }
+          ctx.args.push_back(la);
+        }
+        p.fault_line = std::make_unique<cpu::PreparedLaunch>(std::move(ctx));
+      }
+    }
+    if (guarded_ && !armed_) {
+      if (Status s = cpu::arm_fault_reporter(guarded_.get()); !s) return s;
+      armed_ = true;
     }
     for (const LibraryCallArgs& c : calls) calls_[c.index] = c;
     return Status::ok();
@@ -211,6 +249,7 @@ class CpuBackend : public Backend {
     auto it = launches_.find(launch_index);
     if (it == launches_.end()) return fault("cpu kernel", "launch was not prepared (a kdflow bug)");
     Prepared& p = it->second;
+    cpu::CurrentLaunchScope scope(p.fault_line.get());
     Status s = device_->launch(p.kernel, p.launch->grid, p.launch->block, p.launch->shared_memory, p.args.data());
     if (!s) return fault("cpu kernel", s.error().message);
     return Fault::none();
@@ -263,7 +302,9 @@ class CpuBackend : public Backend {
     const PlanLaunch* launch = nullptr;
     std::string packed;
     std::vector<void*> args;
+    std::unique_ptr<cpu::PreparedLaunch> fault_line;  ///< --guard: what the fault reporter prints
   };
+  static constexpr size_t kMaxGuardedAllocations = 16384;
   static Fault fault(const char* api, std::string text) {
     Fault f;
     f.code = 1;
@@ -278,6 +319,9 @@ class CpuBackend : public Backend {
   std::unique_ptr<cpu::CpuDevice> device_;
   std::vector<int> module_ids_;
   std::map<DevicePtr, uint64_t> allocations_;
+  std::unique_ptr<cpu::GuardedMemory> guarded_;  ///< --guard
+  std::map<DevicePtr, uint32_t> guarded_ids_;
+  bool armed_ = false;
   std::map<size_t, Prepared> launches_;
   std::map<size_t, LibraryCallArgs> calls_;
   std::vector<Clock::time_point> markers_;

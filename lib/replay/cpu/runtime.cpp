@@ -27,6 +27,8 @@
 
 #include <fmt/format.h>
 
+#include "guarded_memory.h"
+
 namespace kdflow::cpu {
 
 namespace {
@@ -420,6 +422,9 @@ void WorkerPool::run_blocks(unsigned worker) {
 }
 
 void WorkerPool::work(unsigned index) {
+  // An alternate signal stack, so that guarded_memory.h's reporter runs even on a fault in a
+  // fiber's small stack. Without one a fault still kills the process, only without its line.
+  (void)prepare_thread_for_faults();
   uint64_t seen = 0;
   for (;;) {
     {
