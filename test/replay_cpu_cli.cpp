@@ -26,13 +26,15 @@ std::string folder(const std::string& name) {
 
 /// Replays `name` on the CPU once (no warm-up) and checks every output row says ok; the
 /// rows (max_abs, max_rel) go to stderr for the record.
-void replay_matches(const std::string& name, size_t outputs) {
+void replay_matches(const std::string& name, size_t outputs, const std::vector<std::string>& extra = {}) {
   std::string dir = folder(name);
   if (dir.empty()) {
     WARN("skipped: " << name << "'s params.bin is only in ../shared/samples");
     return;
   }
-  auto r = run_kdflow({"replay", dir, "--backend", "cpu", "--warmup", "0", "--repeat", "1", "-q"});
+  std::vector<std::string> args = {"replay", dir, "--backend", "cpu", "--warmup", "0", "--repeat", "1", "-q"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto r = run_kdflow(args);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   std::regex row(R"(^(\d+)\s+\S+output_\d+\.npy\s+(\S+)\s+(\S+)\s+(\d+)/(\d+)\s+(\S+)$)");
@@ -63,6 +65,10 @@ TEST_CASE("replay --backend cpu: mlp_cublas matches (reference GEMM)", "[cpu-rep
 TEST_CASE("replay --backend cpu: mlp_fp16 matches", "[cpu-replay]") { replay_matches("mlp_fp16", 1); }
 TEST_CASE("replay --backend cpu: attention matches", "[cpu-replay]") { replay_matches("attention", 1); }
 TEST_CASE("replay --backend cpu: sort_scan matches", "[cpu-replay]") { replay_matches("sort_scan", 3); }
+TEST_CASE("replay --backend cpu --guard: sort_scan's data-dependent accesses stay inside their guard pages",
+          "[cpu-replay]") {
+  replay_matches("sort_scan", 3, {"--guard"});
+}
 TEST_CASE("replay --backend cpu: sort_scan_v08 matches", "[cpu-replay]") { replay_matches("sort_scan_v08", 3); }
 TEST_CASE("replay --backend cpu: relax_mlp matches (five device modules)", "[cpu-replay]") {
   replay_matches("relax_mlp", 1);
