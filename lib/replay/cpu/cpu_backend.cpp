@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "../backend.h"
+#include "kdflow/commands.h"
 #include "guarded_memory.h"
 #include "kernel_safety.h"
 #include "kdflow/replay/cpu_kernels.h"
@@ -51,7 +52,13 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, in
 
 class CpuBackend : public Backend {
  public:
-  CpuBackend(const BackendOptions& opt, std::ostream& log) : opt_(opt), log_(log) {}
+  CpuBackend(const BackendOptions& opt, std::ostream& log) : opt_(opt), log_(log) {
+    // Progress per launch on a terminal (kernels of a large model take seconds on the CPU):
+    // the same one-line display as extract's, only when stderr is a terminal and the log
+    // is not silenced (-q gives the engine a null stream).
+    progress_.enabled = log_.rdbuf() != nullptr && progress_wanted(false);
+    progress_.err = &log_;
+  }
   ~CpuBackend() override {
     if (armed_) cpu::disarm_fault_reporter();
     for (auto& [p, bytes] : allocations_) std::free(reinterpret_cast<void*>(p));
@@ -108,7 +115,9 @@ class CpuBackend : public Backend {
       auto safety = cpu::check_kernel_safety(src->bytes, src->path);
       if (!safety) return safety.error();
       if (Status s = safety->status(); !s) return s;
+      if (progress_.enabled) print_terminal_progress(&progress_, 0, 1, "cpu: compiling " + base_name(src->path));
       auto id = device_->compile_module(src->bytes, src->path);
+      if (progress_.enabled) print_terminal_progress(&progress_, 1, 1, "");
       if (!id) return id.error();
       module_ids_.push_back(*id);
       if (!names.empty()) names += ", ";
@@ -249,6 +258,11 @@ class CpuBackend : public Backend {
     auto it = launches_.find(launch_index);
     if (it == launches_.end()) return fault("cpu kernel", "launch was not prepared (a kdflow bug)");
     Prepared& p = it->second;
+    if (progress_.enabled) {
+      print_terminal_progress(&progress_, launch_index, launches_.size(),
+                              fmt::format("cpu: node {} {}", p.launch->node, p.launch->name));
+      if (launch_index + 1 == launches_.size()) print_terminal_progress(&progress_, 1, 1, "");
+    }
     cpu::CurrentLaunchScope scope(p.fault_line.get());
     Status s = device_->launch(p.kernel, p.launch->grid, p.launch->block, p.launch->shared_memory, p.args.data());
     if (!s) return fault("cpu kernel", s.error().message);
@@ -325,6 +339,7 @@ class CpuBackend : public Backend {
   std::map<size_t, Prepared> launches_;
   std::map<size_t, LibraryCallArgs> calls_;
   std::vector<Clock::time_point> markers_;
+  TerminalProgress progress_;
 };
 
 }  // namespace
