@@ -99,3 +99,15 @@ TEST_CASE("replay --backend cpu refuses a kernel that calls system() before anyt
   CHECK(r.err.find("system") != std::string::npos);
   CHECK(r.out.find("output_0.npy") == std::string::npos);
 }
+
+TEST_CASE("replay --backend cpu labels its times as the CPU's in --timing-json and --trace", "[cpu-replay]") {
+  std::string dir = kdflow::test::temp_dir();
+  auto r = run_kdflow({"replay", kdflow::test::sample_dir("relax_mlp"), "--backend", "cpu", "--warmup", "0", "--repeat",
+                       "1", "-q", "--timing-json", dir + "/t.json", "--trace", dir + "/trace.json"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  std::string timing = kdflow::test::slurp(dir + "/t.json"), trace = kdflow::test::slurp(dir + "/trace.json");
+  CHECK(timing.find("\"backend\": \"cpu\"") != std::string::npos);
+  CHECK(timing.find("\"device\": \"host CPU (") != std::string::npos);
+  CHECK(trace.find("(cpu back end: host CPU (") != std::string::npos);
+}

@@ -294,6 +294,7 @@ std::string timing_json(const ReplayReport& r, const Dataflow& df) {
   json root = {{"schema", "kdflow-replay-timing/1"},
                {"model", r.plan.label},
                {"device", r.device},
+               {"backend", to_string(r.backend)},
                {"mode", to_string(r.mode)},
                {"method", r.timing_method},
                {"warmup", r.warmup},
@@ -325,7 +326,8 @@ std::string chrome_trace(const ReplayReport& r, const Dataflow& df) {
   using nlohmann::json;
   json events = json::array();
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 0},
-                    {"args", {{"name", "kdflow replay " + r.plan.label}}}});
+                    {"args", {{"name", fmt::format("kdflow replay {} ({} back end: {})", r.plan.label,
+                                                                  to_string(r.backend), r.device)}}}});
   std::map<int, double> start, dur;  // kernel id → µs
   std::vector<int> nodes;
   double ts = 0;
