@@ -40,6 +40,8 @@ class CpuDevice {
   /// module; returns its id. A clang error → `label:line:col: error: ...` (DataError);
   /// a symbol outside the prelude's runtime → Unavailable.
   Expected<int> compile_module(const std::string& source, const std::string& label);
+  /// Every kernel of module `module` (not yet linked: entry is null), by name.
+  std::vector<CpuKernel> kernels(int module) const;
   /// Whether module `module` defines a kernel `name`.
   bool has_kernel(int module, const std::string& name) const;
   /// The kernel `name` of module `module` (its wrapper is looked up in the JIT).

@@ -116,10 +116,19 @@ class CpuBackend : public Backend {
       if (!safety) return safety.error();
       if (Status s = safety->status(); !s) return s;
       if (progress_.enabled) print_terminal_progress(&progress_, 0, 1, "cpu: compiling " + base_name(src->path));
+      const Clock::time_point compile_start = Clock::now();
       auto id = device_->compile_module(src->bytes, src->path);
       if (progress_.enabled) print_terminal_progress(&progress_, 1, 1, "");
       if (!id) return id.error();
       module_ids_.push_back(*id);
+      std::vector<cpu::CpuKernel> ks = device_->kernels(*id);
+      size_t fibers = 0;
+      for (const cpu::CpuKernel& k : ks) fibers += k.fibers;
+      log_ << fmt::format("replay: cpu: {} compiled for the host in {:.2f} s: {} kernels, {} of them synchronise "
+                          "(their blocks run one fiber per thread), {} run each block as a loop\n",
+                          base_name(src->path),
+                          std::chrono::duration<double>(Clock::now() - compile_start).count(), ks.size(), fibers,
+                          ks.size() - fibers);
       if (!names.empty()) names += ", ";
       names += base_name(src->path);
     }

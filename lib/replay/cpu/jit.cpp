@@ -454,11 +454,29 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
     return Error{file_error(label, "JIT: " + llvm_message(std::move(e))).message, ExitCode::Software};
   if (llvm::Error e = d.jit->addIRModule(*dylib, llvm::orc::ThreadSafeModule(std::move(m), std::move(context))))
     return Error{file_error(label, "JIT: " + llvm_message(std::move(e))).message, ExitCode::Software};
+  // Machine code now (ORC compiles the whole module at the first lookup): the compile's
+  // cost and its errors belong to loading the module, not to the first launch.
+  for (auto& [name, k] : infos) {
+    auto sym = d.jit->lookup(*dylib, "__kdflow_entry_" + name);
+    if (!sym)
+      return Error{file_error(label, fmt::format("kernel '{}': the JIT could not link it: {}", name,
+                                                 llvm_message(sym.takeError())))
+                       .message,
+                   ExitCode::Unavailable};
+    k.entry = sym->toPtr<void (*)(void**)>();
+  }
   Impl::ModuleInfo info;
   info.dylib = &*dylib;
   info.kernels = std::move(infos);
   d.modules.push_back(std::move(info));
   return id;
+}
+
+std::vector<CpuKernel> CpuDevice::kernels(int module) const {
+  std::vector<CpuKernel> out;
+  if (module < 0 || static_cast<size_t>(module) >= impl_->modules.size()) return out;
+  for (const auto& [name, k] : impl_->modules[module].kernels) out.push_back(k);
+  return out;
 }
 
 bool CpuDevice::has_kernel(int module, const std::string& name) const {
