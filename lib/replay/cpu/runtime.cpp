@@ -95,8 +95,8 @@ struct BlockRunner::Impl {
   std::vector<ThreadContext> contexts;
   std::vector<Fiber> fibers;
   std::vector<Barrier> warps;
-  std::vector<std::array<unsigned char, kMaxSlot>> slots;
-  std::vector<uint64_t> slot_generation;
+  std::vector<std::array<unsigned char, kMaxSlot>> slots[2];
+  std::vector<uint64_t> slot_generation[2];
   Barrier block;
   unsigned current = 0;
   uint64_t events = 0;    // arrivals, releases and exits: progress for the deadlock check
@@ -193,15 +193,20 @@ static void kdflow_warp_step() {
   t_runner->wait_warp();
 }
 
+// Shuffles and votes exchange through per-lane slots in two banks, chosen by the warp
+// barrier's generation: a lane writes its bank, waits for the warp, reads. One barrier is
+// enough: a lane can write the same bank again only two exchanges later, after passing the
+// next exchange's barrier, which every other lane reaches only after its read here.
 static void kdflow_warp_shuffle(void* out, const void* in, unsigned long size, int mode, int arg, int width) {
   auto* r = t_runner;
   if (!r->in_fibers) kdflow::cpu::fail_here("warp shuffle outside a fiber block (a kdflow bug)");
   if (size > static_cast<unsigned long>(kdflow::cpu::kMaxSlot)) kdflow::cpu::fail_here("shuffled value over 32 bytes");
   unsigned me = r->current;
   unsigned lane = me % 32, warp = me / 32;
-  std::memcpy(r->slots[me].data(), in, size);
   const uint64_t gen = r->warps[warp].generation;
-  r->slot_generation[me] = gen;  // which exchange the slot's value belongs to
+  const unsigned bank = static_cast<unsigned>(gen & 1);
+  std::memcpy(r->slots[bank][me].data(), in, size);
+  r->slot_generation[bank][me] = gen;  // which exchange the slot's value belongs to
   r->wait_warp();
   if (width <= 0 || width > 32 || (width & (width - 1)) != 0) width = 32;
   unsigned w = static_cast<unsigned>(width);
@@ -215,27 +220,26 @@ static void kdflow_warp_shuffle(void* out, const void* in, unsigned long size, i
   }
   unsigned src_thread = warp * 32 + static_cast<unsigned>(src);
   // A lane not in this exchange (returned, or diverged to the block barrier): own value.
-  if (src_thread >= r->fibers.size() || r->slot_generation[src_thread] != gen) src_thread = me;
-  std::memcpy(out, r->slots[src_thread].data(), size);
-  r->wait_warp();
+  if (src_thread >= r->fibers.size() || r->slot_generation[bank][src_thread] != gen) src_thread = me;
+  std::memcpy(out, r->slots[bank][src_thread].data(), size);
 }
 
 static unsigned kdflow_warp_vote(int mode, int pred) {
   auto* r = t_runner;
   if (!r->in_fibers) kdflow::cpu::fail_here("warp vote outside a fiber block (a kdflow bug)");
   unsigned me = r->current, warp = me / 32;
-  r->slots[me][0] = pred ? 1 : 0;
   const uint64_t gen = r->warps[warp].generation;
-  r->slot_generation[me] = gen;
+  const unsigned bank = static_cast<unsigned>(gen & 1);
+  r->slots[bank][me][0] = pred ? 1 : 0;
+  r->slot_generation[bank][me] = gen;
   r->wait_warp();
   unsigned mask = 0, live = 0;
   for (unsigned l = 0; l < 32; ++l) {
     unsigned t = warp * 32 + l;
-    if (t >= r->fibers.size() || r->slot_generation[t] != gen) continue;
+    if (t >= r->fibers.size() || r->slot_generation[bank][t] != gen) continue;
     live |= 1u << l;
-    if (r->slots[t][0]) mask |= 1u << l;
+    if (r->slots[bank][t][0]) mask |= 1u << l;
   }
-  r->wait_warp();
   if (mode == 0) return mask;
   if (mode == 1) return mask != 0;
   return (mask & live) == live;
@@ -337,8 +341,10 @@ std::string BlockRunner::run_block(KernelEntry entry, void** args, const LaunchS
   r.in_fibers = true;
   r.abandon = false;
   r.contexts.resize(threads);
-  r.slots.resize(threads);
-  r.slot_generation.assign(threads, ~0ull);
+  for (int bank = 0; bank < 2; ++bank) {
+    r.slots[bank].resize(threads);
+    r.slot_generation[bank].assign(threads, ~0ull);
+  }
   r.fibers.clear();
   r.fibers.resize(threads);
   r.block = Barrier{threads, 0, 0, 0};
