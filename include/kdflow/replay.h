@@ -270,6 +270,10 @@ struct ReplayReport {
 /// driver call → Software (launch failures name the kernel).
 Expected<ReplayReport> replay(const Dataflow& df, const ReplayOptions& opt, std::ostream& log);
 
+/// The libcublas names replay tries, in order (`override_path`, else $KDFLOW_CUBLAS_LIBRARY,
+/// else the loader path's libcublas.so.13/.12/.11/.so, then the CUDA toolkit folders).
+std::vector<std::string> replay_cublas_candidates(const std::string& override_path);
+
 /// True once a replay in this process left a device hung or poisoned (a time-out or a sticky
 /// fault): the process should end with _Exit() after printing, without running static
 /// destructors or atexit handlers (a library's teardown may wait on the device forever).

@@ -554,24 +554,28 @@ class Engine {
     if (!opt_.dump_dir.empty())
       if (Status s = ensure_dir(opt_.dump_dir); !s) return s;
     Capabilities caps = b_.caps();
-    bool gate = caps.gate && caps.asynchronous && !opt_.locate;
+    // Gate the timed runs when the back end can and a whole run fits in its launch queue (a
+    // launch and a marker per step): else the host, blocked in a launch, could never release it.
+    bool fits = caps.queue_depth <= 0 || 2 * n + 2 <= static_cast<size_t>(caps.queue_depth);
+    bool gate = caps.gate && caps.asynchronous && !opt_.locate && fits;
     std::vector<std::vector<double>> samples(n);
     std::vector<double> runs_us, gated_runs_us;
     int runs = 1 + opt_.warmup + opt_.repeat;
     for (int run = 0; run < runs; ++run) {
       bool checked = run == 0 || opt_.locate;
       bool timed = run >= 1 + opt_.warmup && !opt_.locate;
-      if (Status s = queue_run(run, checked, false); !s || rep_.guard) return s;
-      if (!timed) continue;
+      if (Status s = queue_run(run, checked, gate && timed); !s || rep_.guard) return s;
       double us = 0;
-      if (Status s = elapsed(0, n, &us); !s) return s;
-      runs_us.push_back(us);
-      if (gate) {
-        // The same run again, queued whole behind the gate: its step intervals are device time.
-        if (Status s = queue_run(run, false, true); !s) return s;
-        if (Status s = elapsed(0, n, &us); !s) return s;
-        gated_runs_us.push_back(us);
+      if (!timed) {
+        // Gated: the warm-up runs (ungated) give the end-to-end time a host loop achieves.
+        if (gate && !checked) {
+          if (Status s = elapsed(0, n, &us); !s) return s;
+          runs_us.push_back(us);
+        }
+        continue;
       }
+      if (Status s = elapsed(0, n, &us); !s) return s;
+      (gate ? gated_runs_us : runs_us).push_back(us);
       for (size_t s = 0; s < n; ++s) {
         if (Status st = elapsed(s, s + 1, &us); !st) return st;
         samples[s].push_back(us);
@@ -607,18 +611,20 @@ class Engine {
     std::string how = caps.timing ? "CUDA events" : fmt::format("host clock stamps ({} back end)", b_.name());
     if (gate)
       rep_.timing_method = fmt::format(
-          "{} between steps queued back to back on one stream, each timed run queued whole behind a gate "
-          "(cuStreamWaitValue32 on a host-pinned word, released once the run is queued), so a kernel's time is "
-          "device time from the end of the step before it; the eager end-to-end time is from the same runs "
-          "ungated (launch overhead included); {} timed runs after 1 checked (synchronised, untimed) and {} "
-          "warm-up runs",
-          how, opt_.repeat, opt_.warmup);
+          "{} between steps queued back to back on one stream; each of the {} timed runs queued whole behind a gate "
+          "(cuStreamWaitValue32 on a host-pinned word, released once the run is queued), so a step's time is its "
+          "device time from the end of the step before it, not the host's enqueue rate; the eager end-to-end time "
+          "is from the {} warm-up runs, not gated (launch overhead included){}; after 1 checked (synchronised, "
+          "untimed) run",
+          how, opt_.repeat, opt_.warmup, opt_.warmup ? "" : ": none, so it is not measured");
     else
       rep_.timing_method = fmt::format(
           "{} between launches queued back to back on one stream, one wait per run; {} timed runs after 1 "
-          "checked (synchronised, untimed) and {} warm-up runs; a kernel's time includes any gap before it starts "
-          "(no gate: on a GPU, short kernels measure the host's enqueue rate)",
-          how, opt_.repeat, opt_.warmup);
+          "checked (synchronised, untimed) and {} warm-up runs; not gated ({}), so a kernel's time includes any gap "
+          "before it starts: on a GPU, short kernels measure the host's enqueue rate",
+          how, opt_.repeat, opt_.warmup,
+          !caps.gate ? fmt::format("the {} back end has no gate", b_.name())
+                     : fmt::format("a run of {} steps does not fit in the launch queue", n));
     if (!caps.asynchronous)
       rep_.timing_method += fmt::format("; the {} back end runs each step when it is queued, so the times are of "
                                         "the host, not of a GPU",

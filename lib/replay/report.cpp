@@ -252,19 +252,35 @@ std::string format_times(const ReplayReport& r, const Dataflow& df) {
   out += fmt::format("total: {:.2f} (min {:.2f}) over {} kernels\n", r.kernel_sum_median_us, r.kernel_sum_min_us,
                      r.times.size());
   if (r.kernel < 0 && r.slice_kernels.empty()) {
-    out += fmt::format(
-        "eager end to end: {:.2f} us per run (min {:.2f}); launch overhead beyond the kernel sum: {:.2f} "
-        "us\n",
-        r.eager_run_median_us, r.eager_run_min_us, r.eager_run_median_us - r.kernel_sum_median_us);
+    // Kernel intervals tile a run (event i → i + 1), so only a gated run, whose kernels start
+    // once it is queued whole, against the same run ungated measures launch overhead.
+    if (r.gated && r.warmup == 0)
+      out += fmt::format("gated run: {:.2f} us (min {:.2f}); no ungated run (--warmup 0), so no launch overhead "
+                         "measured\n",
+                         r.gated_run_median_us, r.gated_run_min_us);
+    else if (r.gated)
+      out += fmt::format(
+          "eager end to end: {:.2f} us per run (min {:.2f}) ungated, {:.2f} us (min {:.2f}) gated; launch overhead "
+          "(ungated − gated run): {:.2f} us\n",
+          r.eager_run_median_us, r.eager_run_min_us, r.gated_run_median_us, r.gated_run_min_us,
+          r.eager_run_median_us - r.gated_run_median_us);
+    else
+      out += fmt::format(
+          "eager end to end: {:.2f} us per run (min {:.2f}); no launch overhead measured (runs not gated: kernel "
+          "times include the host's enqueue gaps)\n",
+          r.eager_run_median_us, r.eager_run_min_us);
     if (r.mode != ReplayMode::Eager)
       out += fmt::format("{}: median {:.2f} us, min {:.2f} us per launch of all {} kernels\n", to_string(r.mode),
                          r.graph_run_median_us, r.graph_run_min_us, r.plan.launches.size());
     if (r.mode == ReplayMode::Dag) {
-      double speedup = r.dag_critical_path_us > 0 ? r.kernel_sum_median_us / r.dag_critical_path_us : 1;
+      double steps_us = r.kernel_sum_median_us;
+      for (const KernelTime& t : r.library_call_times) steps_us += t.median_us;
+      double speedup = r.dag_critical_path_us > 0 ? steps_us / r.dag_critical_path_us : 1;
       out += fmt::format(
-          "dag: {} edges, longest chain {} of {} launches; critical path {:.2f} us of {:.2f} us of kernel "
+          "dag: {} edges, longest chain {} of {} steps; critical path {:.2f} us of {:.2f} us of step "
           "time (at most {:.2f}x from concurrency)\n",
-          r.dag_edges, r.dag_longest_chain, r.plan.launches.size(), r.dag_critical_path_us, r.kernel_sum_median_us,
+          r.dag_edges, r.dag_longest_chain, r.plan.launches.size() + r.plan.library_calls.size(),
+          r.dag_critical_path_us, steps_us,
           speedup);
     }
   }
@@ -309,7 +325,20 @@ std::string timing_json(const ReplayReport& r, const Dataflow& df) {
   } else {
     root["eager_run_median_us"] = r.eager_run_median_us;
     root["eager_run_min_us"] = r.eager_run_min_us;
+    root["gated"] = r.gated;
+    if (r.gated) {
+      root["gated_run_median_us"] = r.gated_run_median_us;
+      root["gated_run_min_us"] = r.gated_run_min_us;
+    }
   }
+  if (!r.library_call_times.empty()) {
+    json calls = json::array();
+    for (const KernelTime& t : r.library_call_times)
+      calls.push_back({{"library_call", t.kernel}, {"samples", t.samples}, {"median_us", t.median_us},
+                       {"min_us", t.min_us}});
+    root["library_calls"] = std::move(calls);
+  }
+  root["backend"] = to_string(r.backend);
   if (r.mode != ReplayMode::Eager) {
     root["graph_run_median_us"] = r.graph_run_median_us;
     root["graph_run_min_us"] = r.graph_run_min_us;

@@ -24,7 +24,7 @@
 //
 // The work is queued under a name that carries the handle's workspace ("cublasSgemm_v2
 // ws=0x...+BYTES"), so the fake driver fails a graph in which two calls that no edge orders
-// share it. KDFLOW_FAKE_CUBLAS_FAULT=N: the Nth gemm of the process faults when its work
+// share it. KDFLOW_FAKE_CUBLAS_FAULT=N: the Nth gemm on a handle faults when its work
 // runs (a sticky CUDA_ERROR_ILLEGAL_ADDRESS in the fake driver, as a faulting cuBLAS kernel
 // would leave).
 #include <dlfcn.h>
@@ -87,6 +87,7 @@ struct Handle {
   bool stream_set = false;
   CUdeviceptr workspace = 0;
   size_t workspace_bytes = 0;
+  int calls = 0;  // gemms queued on this handle (KDFLOW_FAKE_CUBLAS_FAULT)
 };
 
 struct Gemm {
@@ -176,9 +177,8 @@ Status gemm(const char* call, Handle* h, int ta, int tb, int m, int n, int k, co
     }
   int q = 0;
   if (r == kSuccess && m && n && batch) {
-    static int calls = 0;
     const char* planted = std::getenv("KDFLOW_FAKE_CUBLAS_FAULT");
-    bool fault = planted && *planted && std::atoi(planted) == ++calls;
+    bool fault = planted && *planted && std::atoi(planted) == ++h->calls;
     gemms().push_back(std::unique_ptr<Gemm>(new Gemm{h->drv, ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc,
                                                      *alpha, *beta, A, B, C, fault}));
     char what[160];
@@ -208,6 +208,12 @@ Status cublasCreate_v2(Handle** out) {
   if (!driver(&d)) {
     log_line("cublasCreate -> %d error=fake_driver_not_loaded", kNotInitialized);
     return kNotInitialized;
+  }
+  // As cuBLAS's static runtime opens the driver by its soname at the first call:
+  // KDFLOW_FAKE_CUBLAS_LOADS_DRIVER=PATH opens PATH (a driver other than the engine's).
+  if (const char* drv = std::getenv("KDFLOW_FAKE_CUBLAS_LOADS_DRIVER"); drv && *drv) {
+    void* other = ::dlopen(drv, RTLD_NOW | RTLD_LOCAL);
+    log_line("cublasCreate loads driver=%s -> %s", drv, other ? "loaded" : "failed");
   }
   Handle* h = new Handle{d};
   handles().insert(h);

@@ -38,8 +38,19 @@
 //                                      terminated and relaunched"): releasing or creating a
 //                                      context does not clear it; only kdflow_fake_cuda_reset does
 //                                      (the tests' stand-in for a new process)
-//   KDFLOW_FAKE_CUDA_DURATION=name=US[,name=US]  kernel `name` takes US µs of device time
-//                                      (default 10); the device clock honours stream order
+//   KDFLOW_FAKE_CUDA_DURATION=name=US[,name=US]  kernel `name` (`*`: every kernel) takes US µs
+//                                      of device time (default 10)
+//   KDFLOW_FAKE_CUDA_LAUNCH_US=US      each cuLaunchKernel costs the host US µs (default 0)
+//   KDFLOW_FAKE_CUDA_TEARDOWN_BLOCKS=1 at process exit (static destructors), with a hung kernel,
+//                                      block for KDFLOW_FAKE_CUDA_HANG_S as libcublas's static
+//                                      runtime does when its teardown synchronises a hung device
+//
+// The clocks honour stream order: a host clock (advanced by launches) and one per stream;
+// work starts at max(its stream's clock, the host clock when it was queued) — an idle stream
+// starts a kernel when the host gets to it — and an event's time is when the stream reaches
+// it. cuStreamWaitValue32_v2 (GEQ) on a host-pinned word (cuMemHostAlloc with DEVICEMAP,
+// cuMemHostGetDevicePointer_v2) holds the stream's later work until the word is written:
+// the fake looks at the word at each driver call and then runs what was held, in order.
 //   KDFLOW_FAKE_CUDA_SLOW_MS=name=MS   kernel `name` also takes MS ms of real time: events
 //                                      recorded after it are not ready until then
 //   KDFLOW_FAKE_CUDA_JIT_MS=MS         cuModuleLoadDataEx takes MS ms of real time (a slow JIT)
@@ -83,6 +94,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <algorithm>
 #include <map>
 #include <new>
 #include <random>
@@ -195,6 +207,19 @@ struct State {
   bool capture_invalidated = false;
   unsigned long long allocated = 0;
   std::map<uintptr_t, double> stream_clock;         // stream → device time its queued work ends (µs)
+  double host_us = 0;                               // host time (µs): launches advance it
+  struct Gate {
+    const volatile uint32_t* word;
+    uint32_t value;
+  };
+  std::map<uintptr_t, Gate> gates;                  // stream → the wait holding it
+  struct Held {
+    bool event = false;
+    uintptr_t ev = 0;
+    Launch launch;
+  };
+  std::map<uintptr_t, std::vector<Held>> held;      // stream → work queued behind its gate
+  std::set<void*> host_allocs;                      // cuMemHostAlloc'd
   std::map<uintptr_t, std::chrono::steady_clock::time_point> slow_until;  // stream → real time it drains
   std::map<uintptr_t, std::chrono::steady_clock::time_point> event_ready;  // event → real time it is ready
 };
@@ -219,6 +244,18 @@ void reset_context() {
 /// Lands every deferred NULL-stream copy and memset, in issue order.
 void flush_null_stream();
 
+/// A kernel hung in this process (for the teardown below); cleared by kdflow_fake_cuda_reset.
+bool g_hung = false;
+
+/// Static teardown of a library that synchronises the device at exit (KDFLOW_FAKE_CUDA_TEARDOWN_BLOCKS).
+struct Teardown {
+  ~Teardown() {
+    if (!g_hung || !env_on("KDFLOW_FAKE_CUDA_TEARDOWN_BLOCKS")) return;
+    const char* v = std::getenv("KDFLOW_FAKE_CUDA_HANG_S");
+    std::this_thread::sleep_for(std::chrono::seconds(v && *v ? std::atoi(v) : 20));
+  }
+} g_teardown;
+
 /// What a blocking wait on work that never finishes does: block, then give up.
 CUresult block_forever(const char* call) {
   const char* v = std::getenv("KDFLOW_FAKE_CUDA_HANG_S");
@@ -237,6 +274,40 @@ bool refused_in_capture(const char* call) {
   log_line("%s refused during stream capture -> %d", call, kCaptureUnsupported);
   return true;
 }
+
+/// An event reached by its stream: its time, and whether it waits on slow or hung work.
+void record_now(uintptr_t e, uintptr_t sh) {
+  State& s = st();
+  s.events[e] = std::max(s.stream_clock[sh], s.host_us);
+  if (auto sl = s.slow_until.find(sh); sl != s.slow_until.end()) s.event_ready[e] = sl->second;
+  else s.event_ready.erase(e);
+  if (s.hung_streams.count(sh)) s.pending_events.insert(e);
+  else s.pending_events.erase(e);
+}
+
+void execute(const Launch& l, uintptr_t stream);
+
+/// Releases every stream whose gate word has been written, running what it held in order.
+void drain_gates() {
+  State& s = st();
+  for (auto it = s.gates.begin(); it != s.gates.end();) {
+    if (*it->second.word < it->second.value) {
+      ++it;
+      continue;
+    }
+    uintptr_t sh = it->first;
+    it = s.gates.erase(it);
+    std::vector<State::Held> held = std::move(s.held[sh]);
+    s.held.erase(sh);
+    log_line("gate released stream=0x%lx held=%zu host_us=%g", static_cast<unsigned long>(sh), held.size(), s.host_us);
+    for (const State::Held& h : held) {
+      if (h.event) record_now(h.ev, sh);
+      else execute(h.launch, sh);
+    }
+  }
+}
+
+bool gated(uintptr_t sh) { return st().gates.count(sh) > 0; }
 
 bool blocking_stream(uintptr_t stream) {
   if (stream == 0) return true;
@@ -462,8 +533,11 @@ void execute(const Launch& l, uintptr_t stream) {
       std::string spec = std::string(",") + d + ",";
       size_t at = spec.find("," + name + "=");
       if (at != std::string::npos) duration = std::atof(spec.c_str() + at + name.size() + 2);
+      else if ((at = spec.find(",*=")) != std::string::npos) duration = std::atof(spec.c_str() + at + 3);
     }
-  st_.clock_us += duration;
+  double& clock = st_.stream_clock[stream];
+  clock = std::max(clock, st_.host_us) + duration;
+  st_.clock_us = clock;
   if (!l.host)
     if (const char* sl = std::getenv("KDFLOW_FAKE_CUDA_SLOW_MS"); sl && *sl) {
       const std::string& name = st_.functions[l.function].name;
@@ -480,6 +554,7 @@ void execute(const Launch& l, uintptr_t stream) {
   int n = ++st_.executions[fname];
   if (const char* h = std::getenv("KDFLOW_FAKE_CUDA_HANG"); h && fname == h) {
     st_.hung_streams.insert(stream);
+    g_hung = true;
     log_line("hang kernel=%s stream=0x%lx", fname.c_str(), static_cast<unsigned long>(stream));
     return;
   }
@@ -560,6 +635,43 @@ CUresult cuDeviceGetAttribute(int* value, int attrib, int dev) {
   return kSuccess;
 }
 
+CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned flags) {
+  *p = std::calloc(1, bytes ? bytes : 1);
+  st().host_allocs.insert(*p);
+  log_line("cuMemHostAlloc bytes=%zu flags=%u -> 0", bytes, flags);
+  return kSuccess;
+}
+
+CUresult cuMemFreeHost(void* p) {
+  CUresult r = st().host_allocs.erase(p) ? kSuccess : kInvalidValue;
+  if (r == kSuccess) std::free(p);
+  log_line("cuMemFreeHost -> %d", r);
+  return r;
+}
+
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* d, void* p, unsigned flags) {
+  CUresult r = st().host_allocs.count(p) && flags == 0 ? kSuccess : kInvalidValue;
+  if (r == kSuccess) *d = reinterpret_cast<CUdeviceptr>(p);  // unified addressing: the same address
+  log_line("cuMemHostGetDevicePointer flags=%u -> %d", flags, r);
+  return r;
+}
+
+CUresult cuStreamWaitValue32_v2(Handle stream, CUdeviceptr addr, uint32_t value, unsigned flags) {
+  uintptr_t sh = reinterpret_cast<uintptr_t>(stream);
+  void* host = reinterpret_cast<void*>(addr);
+  CUresult r = st().sticky ? st().sticky
+               : !st().host_allocs.count(host) || flags != 0 ? kInvalidValue  // the fake knows GEQ on pinned words
+               : sh != 0 && !st().stream_flags.count(sh)    ? kInvalidHandle
+                                                            : kSuccess;
+  if (r == kSuccess) {
+    drain_gates();
+    if (gated(sh)) r = kInvalidValue;  // one gate at a time is all the fake models
+    else st().gates[sh] = State::Gate{static_cast<const volatile uint32_t*>(host), value};
+  }
+  log_line("cuStreamWaitValue32 stream=%p value=%u flags=%u -> %d", stream, value, flags, r);
+  return r;
+}
+
 CUresult cuDeviceTotalMem_v2(size_t* bytes, int dev) {
   unsigned long long total = kDefaultTotalMem;
   if (const char* t = std::getenv("KDFLOW_FAKE_CUDA_TOTAL_MEM"); t && *t) total = std::strtoull(t, nullptr, 10);
@@ -616,7 +728,8 @@ CUresult cuCtxSetCurrent(Handle ctx) {
 CUresult cuCtxSynchronize() {
   if (refused_in_capture("cuCtxSynchronize")) return kCaptureUnsupported;
   flush_null_stream();
-  if (!st().hung_streams.empty()) {
+  drain_gates();
+  if (!st().hung_streams.empty() || !st().gates.empty()) {
     CUresult r = block_forever("cuCtxSynchronize");
     log_line("cuCtxSynchronize -> %d", r);
     return r;
@@ -634,6 +747,7 @@ CUresult cuDriverGetVersion(int* version) {
 
 CUresult cuEventQuery(Handle ev) {
   if (refused_in_capture("cuEventQuery")) return kCaptureUnsupported;
+  drain_gates();
   uintptr_t e = reinterpret_cast<uintptr_t>(ev);
   bool slow = st().event_ready.count(e) && std::chrono::steady_clock::now() < st().event_ready[e];
   CUresult r = st().sticky ? st().sticky
@@ -905,7 +1019,10 @@ CUresult cuLaunchKernel(Handle f, unsigned gx, unsigned gy, unsigned gz, unsigne
            fn.name.c_str(), gx, gy, gz, bx, by, bz, smem, static_cast<unsigned long>(sh), captured ? 1 : 0,
            l.params.size(), hex(l.params).c_str(), args.empty() ? "-" : args.c_str(), racing, r, why.c_str());
   if (r != kSuccess) return r;
+  if (const char* c = std::getenv("KDFLOW_FAKE_CUDA_LAUNCH_US"); c && *c && !captured) s.host_us += std::atof(c);
+  drain_gates();
   if (captured) s.graphs[s.capturing[sh]].push_back(l);
+  else if (gated(sh)) s.held[sh].push_back({false, 0, l});
   else execute(l, sh);
   return kSuccess;
 }
@@ -923,11 +1040,13 @@ CUresult cuEventRecord(Handle ev, Handle stream) {
   CUresult r = st().sticky ? st().sticky : st().events.count(e) ? kSuccess : kInvalidHandle;
   if (r == kSuccess) {
     if (blocking_stream(sh)) flush_null_stream();
-    st().events[e] = st().clock_us;
-    if (auto sl = st().slow_until.find(sh); sl != st().slow_until.end()) st().event_ready[e] = sl->second;
-    else st().event_ready.erase(e);
-    if (st().hung_streams.count(sh)) st().pending_events.insert(e);
-    else st().pending_events.erase(e);
+    drain_gates();
+    if (gated(sh)) {
+      st().held[sh].push_back({true, e, {}});
+      st().pending_events.insert(e);  // not reached until the gate opens
+    } else {
+      record_now(e, sh);
+    }
   }
   log_line("cuEventRecord event=%p stream=%p -> %d", ev, stream, r);
   return r;
@@ -935,6 +1054,7 @@ CUresult cuEventRecord(Handle ev, Handle stream) {
 
 CUresult cuEventSynchronize(Handle ev) {
   if (refused_in_capture("cuEventSynchronize")) return kCaptureUnsupported;
+  drain_gates();
   uintptr_t e = reinterpret_cast<uintptr_t>(ev);
   CUresult r = st().sticky;
   if (r == kSuccess && st().pending_events.count(e)) r = block_forever("cuEventSynchronize");
@@ -943,6 +1063,7 @@ CUresult cuEventSynchronize(Handle ev) {
 }
 
 CUresult cuEventElapsedTime(float* ms, Handle a, Handle b) {
+  drain_gates();
   if (st().sticky || st().pending_events.count(reinterpret_cast<uintptr_t>(a)) ||
       st().pending_events.count(reinterpret_cast<uintptr_t>(b))) {
     CUresult r = st().sticky ? st().sticky : kNotReady;
@@ -1247,69 +1368,111 @@ CUresult cuGetErrorString(CUresult err, const char** str) {
   return kSuccess;
 }
 
+/// cuGetProcAddress's table: per base name, the CUDA version from which each ABI is what
+/// the name resolves to (as cuda.h's versioned symbols: "cuMemAlloc" at 2000 is the 32-bit
+/// cuMemAlloc, at 3020 cuMemAlloc_v2; "cuCtxCreate" at 11040 is _v3, at 12050 _v4). The fake
+/// implements one ABI per name; a request that resolves to another one gets wrong_abi, which
+/// fails loudly when called, and a version older than the name's first one gets nothing
+/// (CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT).
 struct ProcEntry {
   const char* name;
-  void* fn;
+  int since;
+  void* fn;  // null: an ABI the fake does not implement
 };
 
+CUresult wrong_abi() {
+  log_line("called an entry point with an ABI the fake does not implement (cuGetProcAddress asked for another "
+           "version) -> %d",
+           kInvalidValue);
+  return kInvalidValue;
+}
+
 static const ProcEntry kProcs[] = {
-    {"cuInit", reinterpret_cast<void*>(&cuInit)},
-    {"cuDeviceGet", reinterpret_cast<void*>(&cuDeviceGet)},
-    {"cuDeviceGetAttribute", reinterpret_cast<void*>(&cuDeviceGetAttribute)},
-    {"cuDeviceGetName", reinterpret_cast<void*>(&cuDeviceGetName)},
-    {"cuDeviceTotalMem", reinterpret_cast<void*>(&cuDeviceTotalMem_v2)},
-    {"cuDevicePrimaryCtxRetain", reinterpret_cast<void*>(&cuDevicePrimaryCtxRetain)},
-    {"cuDevicePrimaryCtxRelease", reinterpret_cast<void*>(&cuDevicePrimaryCtxRelease_v2)},
-    {"cuCtxCreate", reinterpret_cast<void*>(&cuCtxCreate_v2)},
-    {"cuCtxDestroy", reinterpret_cast<void*>(&cuCtxDestroy_v2)},
-    {"cuCtxSetCurrent", reinterpret_cast<void*>(&cuCtxSetCurrent)},
-    {"cuCtxSynchronize", reinterpret_cast<void*>(&cuCtxSynchronize)},
-    {"cuModuleLoadDataEx", reinterpret_cast<void*>(&cuModuleLoadDataEx)},
-    {"cuModuleGetFunction", reinterpret_cast<void*>(&cuModuleGetFunction)},
-    {"cuModuleUnload", reinterpret_cast<void*>(&cuModuleUnload)},
-    {"cuFuncSetAttribute", reinterpret_cast<void*>(&cuFuncSetAttribute)},
-    {"cuFuncGetAttribute", reinterpret_cast<void*>(&cuFuncGetAttribute)},
-    {"cuMemAlloc", reinterpret_cast<void*>(&cuMemAlloc_v2)},
-    {"cuMemFree", reinterpret_cast<void*>(&cuMemFree_v2)},
-    {"cuMemcpyHtoD", reinterpret_cast<void*>(&cuMemcpyHtoD_v2)},
-    {"cuMemcpyDtoH", reinterpret_cast<void*>(&cuMemcpyDtoH_v2)},
-    {"cuMemsetD8", reinterpret_cast<void*>(&cuMemsetD8_v2)},
-    {"cuLaunchKernel", reinterpret_cast<void*>(&cuLaunchKernel)},
-    {"cuEventCreate", reinterpret_cast<void*>(&cuEventCreate)},
-    {"cuEventRecord", reinterpret_cast<void*>(&cuEventRecord)},
-    {"cuEventSynchronize", reinterpret_cast<void*>(&cuEventSynchronize)},
-    {"cuEventElapsedTime", reinterpret_cast<void*>(&cuEventElapsedTime)},
-    {"cuEventDestroy", reinterpret_cast<void*>(&cuEventDestroy_v2)},
-    {"cuStreamCreate", reinterpret_cast<void*>(&cuStreamCreate)},
-    {"cuStreamDestroy", reinterpret_cast<void*>(&cuStreamDestroy_v2)},
-    {"cuStreamBeginCapture", reinterpret_cast<void*>(&cuStreamBeginCapture_v2)},
-    {"cuStreamEndCapture", reinterpret_cast<void*>(&cuStreamEndCapture)},
-    {"cuGraphInstantiateWithFlags", reinterpret_cast<void*>(&cuGraphInstantiateWithFlags)},
-    {"cuGraphInstantiate", reinterpret_cast<void*>(&cuGraphInstantiateWithFlags)},
-    {"cuGraphLaunch", reinterpret_cast<void*>(&cuGraphLaunch)},
-    {"cuGraphCreate", reinterpret_cast<void*>(&cuGraphCreate)},
-    {"cuGraphAddKernelNode", reinterpret_cast<void*>(&cuGraphAddKernelNode_v2)},
-    {"cuGraphAddChildGraphNode", reinterpret_cast<void*>(&cuGraphAddChildGraphNode)},
-    {"cuEventQuery", reinterpret_cast<void*>(&cuEventQuery)},
-    {"cuDriverGetVersion", reinterpret_cast<void*>(&cuDriverGetVersion)},
-    {"cuGraphDestroy", reinterpret_cast<void*>(&cuGraphDestroy)},
-    {"cuGraphExecDestroy", reinterpret_cast<void*>(&cuGraphExecDestroy)},
-    {"cuGetErrorName", reinterpret_cast<void*>(&cuGetErrorName)},
-    {"cuGetErrorString", reinterpret_cast<void*>(&cuGetErrorString)},
+    {"cuInit", 2000, reinterpret_cast<void*>(&cuInit)},
+    {"cuDeviceGet", 2000, reinterpret_cast<void*>(&cuDeviceGet)},
+    {"cuDeviceGetAttribute", 2000, reinterpret_cast<void*>(&cuDeviceGetAttribute)},
+    {"cuDeviceGetName", 2000, reinterpret_cast<void*>(&cuDeviceGetName)},
+    {"cuDeviceTotalMem", 2000, nullptr},  // an older ABI
+    {"cuDeviceTotalMem", 3020, reinterpret_cast<void*>(&cuDeviceTotalMem_v2)},
+    {"cuMemHostAlloc", 2020, reinterpret_cast<void*>(&cuMemHostAlloc)},
+    {"cuMemFreeHost", 2000, reinterpret_cast<void*>(&cuMemFreeHost)},
+    {"cuMemHostGetDevicePointer", 2020, nullptr},  // an older ABI
+    {"cuMemHostGetDevicePointer", 3020, reinterpret_cast<void*>(&cuMemHostGetDevicePointer_v2)},
+    {"cuStreamWaitValue32", 8000, nullptr},  // an older ABI
+    {"cuStreamWaitValue32", 11070, reinterpret_cast<void*>(&cuStreamWaitValue32_v2)},
+    {"cuDevicePrimaryCtxRetain", 7000, reinterpret_cast<void*>(&cuDevicePrimaryCtxRetain)},
+    {"cuDevicePrimaryCtxRelease", 7000, nullptr},  // an older ABI
+    {"cuDevicePrimaryCtxRelease", 11000, reinterpret_cast<void*>(&cuDevicePrimaryCtxRelease_v2)},
+    {"cuCtxCreate", 2000, nullptr},  // an older ABI
+    {"cuCtxCreate", 3020, reinterpret_cast<void*>(&cuCtxCreate_v2)},
+    {"cuCtxCreate", 11040, nullptr},  // a newer ABI
+    {"cuCtxCreate", 12050, nullptr},  // a newer ABI
+    {"cuCtxDestroy", 2000, nullptr},  // an older ABI
+    {"cuCtxDestroy", 4000, reinterpret_cast<void*>(&cuCtxDestroy_v2)},
+    {"cuCtxSetCurrent", 4000, reinterpret_cast<void*>(&cuCtxSetCurrent)},
+    {"cuCtxSynchronize", 2000, reinterpret_cast<void*>(&cuCtxSynchronize)},
+    {"cuModuleLoadDataEx", 2010, reinterpret_cast<void*>(&cuModuleLoadDataEx)},
+    {"cuModuleGetFunction", 2000, reinterpret_cast<void*>(&cuModuleGetFunction)},
+    {"cuModuleUnload", 2000, reinterpret_cast<void*>(&cuModuleUnload)},
+    {"cuFuncSetAttribute", 9000, reinterpret_cast<void*>(&cuFuncSetAttribute)},
+    {"cuFuncGetAttribute", 2020, reinterpret_cast<void*>(&cuFuncGetAttribute)},
+    {"cuMemAlloc", 2000, nullptr},  // an older ABI
+    {"cuMemAlloc", 3020, reinterpret_cast<void*>(&cuMemAlloc_v2)},
+    {"cuMemFree", 2000, nullptr},  // an older ABI
+    {"cuMemFree", 3020, reinterpret_cast<void*>(&cuMemFree_v2)},
+    {"cuMemcpyHtoD", 2000, nullptr},  // an older ABI
+    {"cuMemcpyHtoD", 3020, reinterpret_cast<void*>(&cuMemcpyHtoD_v2)},
+    {"cuMemcpyDtoH", 2000, nullptr},  // an older ABI
+    {"cuMemcpyDtoH", 3020, reinterpret_cast<void*>(&cuMemcpyDtoH_v2)},
+    {"cuMemsetD8", 2000, nullptr},  // an older ABI
+    {"cuMemsetD8", 3020, reinterpret_cast<void*>(&cuMemsetD8_v2)},
+    {"cuLaunchKernel", 4000, reinterpret_cast<void*>(&cuLaunchKernel)},
+    {"cuEventCreate", 2000, reinterpret_cast<void*>(&cuEventCreate)},
+    {"cuEventRecord", 2000, reinterpret_cast<void*>(&cuEventRecord)},
+    {"cuEventSynchronize", 2000, reinterpret_cast<void*>(&cuEventSynchronize)},
+    {"cuEventElapsedTime", 2000, reinterpret_cast<void*>(&cuEventElapsedTime)},
+    {"cuEventDestroy", 2000, nullptr},  // an older ABI
+    {"cuEventDestroy", 4000, reinterpret_cast<void*>(&cuEventDestroy_v2)},
+    {"cuStreamCreate", 2000, reinterpret_cast<void*>(&cuStreamCreate)},
+    {"cuStreamDestroy", 2000, nullptr},  // an older ABI
+    {"cuStreamDestroy", 4000, reinterpret_cast<void*>(&cuStreamDestroy_v2)},
+    {"cuStreamBeginCapture", 10000, nullptr},  // an older ABI
+    {"cuStreamBeginCapture", 10010, reinterpret_cast<void*>(&cuStreamBeginCapture_v2)},
+    {"cuStreamEndCapture", 10000, reinterpret_cast<void*>(&cuStreamEndCapture)},
+    {"cuGraphInstantiateWithFlags", 11040, reinterpret_cast<void*>(&cuGraphInstantiateWithFlags)},
+    {"cuGraphInstantiate", 12000, reinterpret_cast<void*>(&cuGraphInstantiateWithFlags)},
+    {"cuGraphLaunch", 10000, reinterpret_cast<void*>(&cuGraphLaunch)},
+    {"cuGraphCreate", 10000, reinterpret_cast<void*>(&cuGraphCreate)},
+    {"cuGraphAddKernelNode", 10000, nullptr},  // an older ABI
+    {"cuGraphAddKernelNode", 12000, reinterpret_cast<void*>(&cuGraphAddKernelNode_v2)},
+    {"cuGraphAddChildGraphNode", 10000, reinterpret_cast<void*>(&cuGraphAddChildGraphNode)},
+    {"cuEventQuery", 2000, reinterpret_cast<void*>(&cuEventQuery)},
+    {"cuDriverGetVersion", 2020, reinterpret_cast<void*>(&cuDriverGetVersion)},
+    {"cuGraphDestroy", 10000, reinterpret_cast<void*>(&cuGraphDestroy)},
+    {"cuGraphExecDestroy", 10000, reinterpret_cast<void*>(&cuGraphExecDestroy)},
+    {"cuGetErrorName", 6000, reinterpret_cast<void*>(&cuGetErrorName)},
+    {"cuGetErrorString", 6000, reinterpret_cast<void*>(&cuGetErrorString)},
 };
 
 CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, unsigned long long flags, int* status) {
   *pfn = nullptr;
   CUresult r = kNotFound;
+  int why = 1;  // CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND
+  const ProcEntry* best = nullptr;
   if (!env_on("KDFLOW_FAKE_CUDA_NO_PROC_ADDRESS"))
     for (const ProcEntry& e : kProcs)
       if (std::strcmp(e.name, symbol) == 0) {
-        *pfn = e.fn;
-        r = kSuccess;
-        break;
+        why = 2;  // CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, unless a row fits
+        if (e.since <= version && (!best || e.since > best->since)) best = &e;
       }
-  if (status) *status = r == kSuccess ? 0 : 1;
-  log_line("cuGetProcAddress symbol=%s version=%d flags=%llu -> %d", symbol, version, flags, r);
+  if (best) {
+    *pfn = best->fn ? best->fn : reinterpret_cast<void*>(&wrong_abi);
+    r = kSuccess;
+    why = 0;
+  }
+  if (status) *status = why;
+  log_line("cuGetProcAddress symbol=%s version=%d flags=%llu -> %d%s", symbol, version, flags, r,
+           best && !best->fn ? " abi=not_the_fakes" : "");
   return r;
 }
 
@@ -1317,6 +1480,7 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, unsign
 /// that held a hung context had exited.
 void kdflow_fake_cuda_reset() {
   st() = State{};
+  g_hung = false;
   log_line("kdflow_fake_cuda_reset");
 }
 
@@ -1347,7 +1511,9 @@ CUresult kdflow_fake_cuda_enqueue(Handle stream, const char* what, void (*fn)(vo
     if (captured) s.graphs[s.capturing[sh]].push_back(l);
     else {
       if (blocking_stream(sh)) flush_null_stream();
-      execute(l, sh);
+      drain_gates();
+      if (gated(sh)) s.held[sh].push_back({false, 0, l});
+      else execute(l, sh);
     }
   }
   log_line("enqueue what=%s stream=0x%lx captured=%d racing=%zu -> %d", what ? what : "?",

@@ -29,7 +29,17 @@ std::vector<std::string> cublas_library_candidates(const std::string& override_p
   if (!override_path.empty()) return {override_path};
   const char* env = std::getenv("KDFLOW_CUBLAS_LIBRARY");
   if (env && *env) return {env};
-  return {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"};
+  std::vector<std::string> names = {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"};
+  // A CUDA toolkit that is not on the loader path (no ldconfig entry, no LD_LIBRARY_PATH):
+  // $CUDA_HOME, $CUDA_PATH, then the toolkit's default folder.
+  std::vector<std::string> roots;
+  for (const char* var : {"CUDA_HOME", "CUDA_PATH"})
+    if (const char* v = std::getenv(var); v && *v) roots.push_back(v);
+  roots.push_back("/usr/local/cuda");
+  for (const std::string& root : roots)
+    for (const char* dir : {"/lib64/", "/targets/x86_64-linux/lib/", "/targets/sbsa-linux/lib/"})
+      for (const char* n : {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11"}) names.push_back(root + dir + n);
+  return names;
 }
 
 Expected<Library> load_cublas(const std::string& override_path) {
@@ -75,3 +85,9 @@ Expected<Library> load_cublas(const std::string& override_path) {
 }
 
 }  // namespace kdflow::cublas
+
+namespace kdflow {
+std::vector<std::string> replay_cublas_candidates(const std::string& override_path) {
+  return cublas::cublas_library_candidates(override_path);
+}
+}  // namespace kdflow

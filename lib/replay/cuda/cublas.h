@@ -41,7 +41,9 @@ struct Library {
 };
 
 /// The names tried, in order: `override_path`, else $KDFLOW_CUBLAS_LIBRARY, else
-/// libcublas.so.13, .12, .11, libcublas.so.
+/// libcublas.so.13, .12, .11, libcublas.so on the loader path, then libcublas.so.13/.12/.11
+/// in $CUDA_HOME, $CUDA_PATH and /usr/local/cuda (lib64/, targets/x86_64-linux/lib/,
+/// targets/sbsa-linux/lib/).
 std::vector<std::string> cublas_library_candidates(const std::string& override_path);
 
 /// Loads the first candidate that opens. None → ExitCode::Unavailable, one line naming

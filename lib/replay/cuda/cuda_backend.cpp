@@ -8,7 +8,9 @@
 // cuMemsetD8); the work stream is CU_STREAM_NON_BLOCKING, which does not wait for the NULL
 // stream: the engine calls synchronize() between them. Parameters are passed packed,
 // through `extra` (CU_LAUNCH_PARAM_BUFFER_POINTER/SIZE), in the layout plan.cpp computed.
+#include <dlfcn.h>
 #include <fmt/format.h>
+#include <link.h>
 
 #include <algorithm>
 #include <cctype>
@@ -17,6 +19,7 @@
 #include <map>
 #include <optional>
 #include <ostream>
+#include <vector>
 
 #include "../backend.h"
 #include "cublas.h"
@@ -76,6 +79,33 @@ std::string describe_module(const std::string& path, const std::string& bytes) {
   return out;
 }
 
+/// Every loaded library named libcuda.so* (full paths, resolved).
+std::vector<std::string> loaded_drivers() {
+  std::vector<std::string> out;
+  dl_iterate_phdr(
+      [](struct dl_phdr_info* info, size_t, void* data) {
+        if (!info->dlpi_name || !*info->dlpi_name) return 0;
+        std::string path = info->dlpi_name;
+        if (std::filesystem::path(path).filename().string().rfind("libcuda.so", 0) == 0) {
+          std::error_code ec;
+          std::string real = std::filesystem::canonical(path, ec).string();
+          static_cast<std::vector<std::string>*>(data)->push_back(ec ? path : real);
+        }
+        return 0;
+      },
+      &out);
+  return out;
+}
+
+/// The file `handle` was loaded from (resolved), or "".
+std::string loaded_path(void* handle) {
+  struct link_map* lm = nullptr;
+  if (!handle || dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || !lm || !lm->l_name) return "";
+  std::error_code ec;
+  std::string real = std::filesystem::canonical(lm->l_name, ec).string();
+  return ec ? std::string(lm->l_name) : real;
+}
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend(Driver d, std::optional<cublas::Library> blas, const BackendOptions& opt, std::ostream& log)
@@ -86,6 +116,7 @@ class CudaBackend final : public Backend {
     // process exit, which tears the context down.
     if (abandoned_) return;
     // Best effort, in reverse order of creation; errors here change nothing for the user.
+    if (word_ && d_.cuMemFreeHost) d_.cuMemFreeHost(word_);
     if (exec_) d_.cuGraphExecDestroy(exec_);
     if (graph_) d_.cuGraphDestroy(graph_);
     for (CUevent e : events_)
@@ -109,7 +140,10 @@ class CudaBackend final : public Backend {
     Capabilities c;
     c.asynchronous = true;
     c.timing = true;
-    c.gate = false;
+    c.gate = word_ != nullptr;
+    // The launch queue: past about this many pending launches cuLaunchKernel blocks (so a
+    // gated run must fit in it, and an ungated one is waited on in between).
+    c.queue_depth = 1000;
     c.graphs = true;
     c.dag = d_.cuGraphCreate && d_.cuGraphAddKernelNode;
     c.library_calls = blas_.has_value();
@@ -147,6 +181,20 @@ class CudaBackend final : public Backend {
     if (CUresult r = d_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS)
       return fail(r, "cuStreamCreate");
     log_ << fmt::format("replay: device {}: {}, driver {}\n", opt_.device, info_.name, d_.library);
+    // The gate of timed runs: a host-pinned word, mapped for the device, that the stream waits
+    // on (cuStreamWaitValue32_v2, GEQ) until the host writes it once a run is queued.
+    if (d_.cuMemHostAlloc && d_.cuMemHostGetDevicePointer && d_.cuStreamWaitValue32 && d_.cuMemFreeHost) {
+      void* p = nullptr;
+      if (d_.cuMemHostAlloc(&p, sizeof(uint32_t), CU_MEMHOSTALLOC_DEVICEMAP) == CUDA_SUCCESS) {
+        word_ = static_cast<uint32_t*>(p);
+        *word_ = 0;
+        if (d_.cuMemHostGetDevicePointer(&word_dev_, p, 0) != CUDA_SUCCESS) {
+          d_.cuMemFreeHost(p);
+          word_ = nullptr;
+        }
+      }
+      if (!word_) log_ << "replay: note: no host-pinned word for the gate; timed runs are not gated\n";
+    }
     return Status::ok();
   }
 
@@ -342,6 +390,18 @@ class CudaBackend final : public Backend {
     return Fault::none();
   }
 
+  Fault hold_queue() override {
+    if (!word_) return Fault::none();
+    ++target_;
+    if (CUresult r = d_.cuStreamWaitValue32(stream_, word_dev_, target_, CU_STREAM_WAIT_VALUE_GEQ); r != CUDA_SUCCESS)
+      return fault(r, "cuStreamWaitValue32");
+    return Fault::none();
+  }
+
+  void release_queue() override {
+    if (word_) __atomic_store_n(word_, target_, __ATOMIC_RELEASE);
+  }
+
   void abandon() override { abandoned_ = true; }
 
  private:
@@ -475,6 +535,17 @@ class CudaBackend final : public Backend {
       return file_error(blas_->library, fmt::format("cublasCreate_v2 failed: {}", blas_->describe(r)),
                         ExitCode::Unavailable);
     }
+    // cuBLAS's runtime opens the driver by its soname (libcuda.so.1); with another driver
+    // (KDFLOW_CUDA_LIBRARY) two drivers would share the process, each with its own contexts.
+    std::string ours = loaded_path(d_.handle);
+    for (const std::string& other : loaded_drivers())
+      if (!ours.empty() && other != ours)
+        return file_error(blas_->library,
+                          fmt::format("cuBLAS loaded a second CUDA driver ({}) beside the one replay uses ({}): the "
+                                      "two would not share contexts; set KDFLOW_CUDA_LIBRARY to the driver cuBLAS "
+                                      "loads, or unset it",
+                                      other, ours),
+                          ExitCode::Unavailable);
     if (cublas::cublasStatus_t r = blas_->cublasSetStream(blas_handle_, stream_); r != cublas::CUBLAS_STATUS_SUCCESS)
       return file_error(blas_->library, fmt::format("cublasSetStream_v2 failed: {}", blas_->describe(r)),
                         ExitCode::Software);
@@ -606,6 +677,9 @@ class CudaBackend final : public Backend {
   CUdeviceptr blas_workspace_ = 0;
   CUgraph graph_ = nullptr;
   CUgraphExec exec_ = nullptr;
+  uint32_t* word_ = nullptr;   ///< the gate's host-pinned word
+  CUdeviceptr word_dev_ = 0;   ///< its device address
+  uint32_t target_ = 0;        ///< the value the last hold waits for
 };
 
 }  // namespace

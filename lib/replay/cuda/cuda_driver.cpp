@@ -129,6 +129,11 @@ Expected<Driver> load_driver(const std::string& override_path) {
       {"cuGraphLaunch", 10000, "cuGraphLaunch", true, reinterpret_cast<void**>(&d.cuGraphLaunch)},
       {"cuGraphDestroy", 10000, "cuGraphDestroy", true, reinterpret_cast<void**>(&d.cuGraphDestroy)},
       {"cuGraphExecDestroy", 10000, "cuGraphExecDestroy", true, reinterpret_cast<void**>(&d.cuGraphExecDestroy)},
+      {"cuMemHostAlloc", 2020, "cuMemHostAlloc", false, reinterpret_cast<void**>(&d.cuMemHostAlloc)},
+      {"cuMemFreeHost", 2000, "cuMemFreeHost", false, reinterpret_cast<void**>(&d.cuMemFreeHost)},
+      {"cuMemHostGetDevicePointer", 3020, "cuMemHostGetDevicePointer_v2", false,
+       reinterpret_cast<void**>(&d.cuMemHostGetDevicePointer)},
+      {"cuStreamWaitValue32", 12000, "cuStreamWaitValue32_v2", false, reinterpret_cast<void**>(&d.cuStreamWaitValue32)},
       {"cuGetErrorString", 6000, "cuGetErrorString", false, reinterpret_cast<void**>(&d.cuGetErrorString)},
       {"cuGetErrorName", 6000, "cuGetErrorName", false, reinterpret_cast<void**>(&d.cuGetErrorName)},
   };

@@ -70,6 +70,8 @@ inline constexpr int CU_STREAM_CAPTURE_MODE_GLOBAL = 0;
 inline constexpr int CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
 inline constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
 inline constexpr unsigned CU_EVENT_DEFAULT = 0x0;
+inline constexpr unsigned CU_MEMHOSTALLOC_DEVICEMAP = 0x02;
+inline constexpr unsigned CU_STREAM_WAIT_VALUE_GEQ = 0x0;
 
 // cuLaunchKernel `extra` markers (CU_LAUNCH_PARAM_*), as pointer values.
 inline constexpr uintptr_t CU_LAUNCH_PARAM_END = 0x00;
@@ -141,6 +143,12 @@ struct Driver {
   CUresult (*cuGraphLaunch)(CUgraphExec exec, CUstream stream) = nullptr;
   CUresult (*cuGraphDestroy)(CUgraph graph) = nullptr;
   CUresult (*cuGraphExecDestroy)(CUgraphExec exec) = nullptr;
+  // The gate of timed runs (optional: without them runs are not gated).
+  CUresult (*cuMemHostAlloc)(void** p, size_t bytes, unsigned flags) = nullptr;               // optional
+  CUresult (*cuMemFreeHost)(void* p) = nullptr;                                               // optional
+  CUresult (*cuMemHostGetDevicePointer)(CUdeviceptr* d, void* p, unsigned flags) = nullptr;   // _v2, optional
+  CUresult (*cuStreamWaitValue32)(CUstream s, CUdeviceptr addr, uint32_t value,
+                                  unsigned flags) = nullptr;                                  // _v2, optional
   CUresult (*cuGetErrorString)(CUresult err, const char** str) = nullptr;                    // optional
   CUresult (*cuGetErrorName)(CUresult err, const char** str) = nullptr;                      // optional
 
