@@ -319,3 +319,21 @@ TEST_CASE("hand-written: the check sees the preprocessor branches the CPU prelud
   REQUIRE_FALSE(b);
   CHECK(b.error().code == ExitCode::Usage);
 }
+
+TEST_CASE("hand-written: load-time initializers hidden in classes and templates are refused", "[cpu][safety]") {
+  const char* member =
+      "extern \"C\" int system(const char*);\n"
+      "struct S { static inline int ran = system(\"id\"); };\n"
+      "extern \"C\" __global__ void k(float* out) { out[0] = 1.0f; }\n";
+  CHECK(first_refusal(member) ==
+        "hostile.cu:2:30: error: the module cannot run on the CPU: it defines global variable 'S::ran' with a dynamic "
+        "initializer (it would run when loaded)");
+  const char* var_template =
+      "extern \"C\" int system(const char*);\n"
+      "template <int N> int ran = system(\"id\");\n"
+      "int* p = &ran<1>;\n"
+      "extern \"C\" __global__ void k(float* out) { out[0] = 1.0f; }\n";
+  CHECK(first_refusal(var_template) ==
+        "hostile.cu:2:22: error: the module cannot run on the CPU: it defines global variable 'ran' with a dynamic "
+        "initializer (it would run when loaded)");
+}

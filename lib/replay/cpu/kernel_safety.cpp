@@ -517,40 +517,60 @@ class Checker {
 
   /// Module-level constructs: things that would run when the module is loaded, or hide code.
   void check_module(const DeclContext* dc, std::vector<Finding>& out) {
-    for (const Decl* d : dc->decls()) {
-      if (!in_main(d->getLocation()) && !isa<LinkageSpecDecl, NamespaceDecl>(d)) continue;
-      if (isa<FileScopeAsmDecl>(d)) {
-        out.push_back({d->getBeginLoc(), "has file-scope inline assembly"});
-        continue;
-      }
-      for (const Attr* a : d->attrs())
-        if (isa<ConstructorAttr, DestructorAttr, SectionAttr, AliasAttr, IFuncAttr, WeakRefAttr, WeakAttr, UsedAttr,
-                InitPriorityAttr, CleanupAttr, AsmLabelAttr>(a)) {
-          const auto* nd = dyn_cast<NamedDecl>(d);
-          out.push_back({a->getLocation().isValid() ? a->getLocation() : d->getLocation(),
-                         "declares '" + (nd ? nd->getQualifiedNameAsString() : std::string("?")) +
-                             "' with attribute '" + std::string(a->getSpelling()) +
-                             "' (code or data the loader would run, place or rename)"});
-          break;
-        }
-      if (const auto* vd = dyn_cast<VarDecl>(d)) {
-        if (vd->hasAttr<CUDASharedAttr>() || vd->hasExternalStorage()) continue;
-        if (const Expr* init = vd->getInit()) {
-          if (!vd->hasConstantInitialization() && !vd->isConstexpr())
-            out.push_back({vd->getLocation(), "defines global variable '" + vd->getQualifiedNameAsString() +
-                                                  "' with a dynamic initializer (it would run when loaded)"});
-          else if (vd->getType()->isFunctionPointerType() || vd->getType()->isMemberFunctionPointerType())
-            out.push_back(
-                {vd->getLocation(), "defines global function pointer '" + vd->getQualifiedNameAsString() + "'"});
-          (void)init;
-        }
-        if (const CXXRecordDecl* rd = vd->getType()->getAsCXXRecordDecl())
-          if (rd->hasDefinition() && !rd->hasTrivialDestructor())
-            out.push_back({vd->getLocation(), "defines global variable '" + vd->getQualifiedNameAsString() +
-                                                  "' with a destructor (it would run at exit)"});
-      }
-      if (isa<LinkageSpecDecl, NamespaceDecl>(d)) check_module(cast<DeclContext>(d), out);
+    for (const Decl* d : dc->decls()) check_decl(d, out);
+  }
+
+  /// One module-level declaration, and what it holds that is instantiated or run at load:
+  /// members of classes (static data members), specializations of class and variable
+  /// templates.
+  void check_decl(const Decl* d, std::vector<Finding>& out) {
+    if (isa<LinkageSpecDecl, NamespaceDecl>(d)) {
+      check_module(cast<DeclContext>(d), out);
+      return;
     }
+    if (const auto* ct = dyn_cast<ClassTemplateDecl>(d)) {
+      for (const ClassTemplateSpecializationDecl* spec : ct->specializations()) check_decl(spec, out);
+      return;
+    }
+    if (const auto* vt = dyn_cast<VarTemplateDecl>(d)) {
+      for (const VarTemplateSpecializationDecl* spec : vt->specializations()) check_decl(spec, out);
+      return;
+    }
+    if (!in_main(d->getLocation())) return;
+    if (isa<FileScopeAsmDecl>(d)) {
+      out.push_back({d->getBeginLoc(), "has file-scope inline assembly"});
+      return;
+    }
+    for (const Attr* a : d->attrs())
+      if (isa<ConstructorAttr, DestructorAttr, SectionAttr, AliasAttr, IFuncAttr, WeakRefAttr, WeakAttr, UsedAttr,
+              InitPriorityAttr, CleanupAttr, AsmLabelAttr>(a)) {
+        const auto* nd = dyn_cast<NamedDecl>(d);
+        out.push_back({a->getLocation().isValid() ? a->getLocation() : d->getLocation(),
+                       "declares '" + (nd ? nd->getQualifiedNameAsString() : std::string("?")) + "' with attribute '" +
+                           std::string(a->getSpelling()) + "' (code or data the loader would run, place or rename)"});
+        break;
+      }
+    if (const auto* rd = dyn_cast<CXXRecordDecl>(d)) {
+      if (!rd->isDependentContext())
+        for (const Decl* m : rd->decls())
+          if (isa<VarDecl, CXXRecordDecl>(m)) check_decl(m, out);
+      return;
+    }
+    const auto* vd = dyn_cast<VarDecl>(d);
+    if (!vd || vd->isTemplated() || vd->getDeclContext()->isDependentContext()) return;
+    if (vd->hasAttr<CUDASharedAttr>() || vd->hasExternalStorage() || !vd->hasGlobalStorage()) return;
+    if (const Expr* init = vd->getInit()) {
+      if (init->isValueDependent() || init->containsErrors()) return;
+      if (!vd->hasConstantInitialization() && !vd->isConstexpr())
+        out.push_back({vd->getLocation(), "defines global variable '" + vd->getQualifiedNameAsString() +
+                                              "' with a dynamic initializer (it would run when loaded)"});
+      else if (vd->getType()->isFunctionPointerType() || vd->getType()->isMemberFunctionPointerType())
+        out.push_back({vd->getLocation(), "defines global function pointer '" + vd->getQualifiedNameAsString() + "'"});
+    }
+    if (const CXXRecordDecl* rd = ctx_.getBaseElementType(vd->getType())->getAsCXXRecordDecl())
+      if (rd->hasDefinition() && !rd->hasTrivialDestructor())
+        out.push_back({vd->getLocation(), "defines global variable '" + vd->getQualifiedNameAsString() +
+                                              "' with a destructor (it would run at exit)"});
   }
 
   ASTContext& ctx_;
