@@ -11,6 +11,8 @@
 #include <regex>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -110,4 +112,32 @@ TEST_CASE("replay --backend cpu labels its times as the CPU's in --timing-json a
   CHECK(timing.find("\"backend\": \"cpu\"") != std::string::npos);
   CHECK(timing.find("\"device\": \"host CPU (") != std::string::npos);
   CHECK(trace.find("(cpu back end: host CPU (") != std::string::npos);
+}
+
+TEST_CASE("replay --backend cpu: two same-size read-only arguments swapped in a flow fail --expect", "[cpu-replay]") {
+  // The planted defect of issue 19: every static check still passes (same dtype, same bytes,
+  // both read-only), only the numbers can tell. Attention's kernel 4 reads the mean and the
+  // variance of layer norm as its arguments 2 and 3.
+  std::string dir = kdflow::test::temp_dir();
+  auto ex = run_kdflow({"extract", kdflow::test::sample_dir("attention"), "-o", dir + "/flow.json"});
+  REQUIRE(ex.exit_code == 0);
+  nlohmann::json flow = nlohmann::json::parse(kdflow::test::slurp(dir + "/flow.json"));
+  nlohmann::json& k = flow["kernels"][4];
+  REQUIRE(k["name"] == "tvmgen_default_fused_subtract_add_rsqrt_multiply_add_kernel");
+  nlohmann::json& a = k["args"][2];
+  nlohmann::json& b = k["args"][3];
+  REQUIRE(a["access"] == "read");
+  REQUIRE(b["access"] == "read");
+  std::swap(a["buffer"], b["buffer"]);
+  std::swap(a["offset"], b["offset"]);
+  {
+    std::ofstream out(dir + "/swapped.json");
+    out << flow.dump();
+  }
+  auto r = run_kdflow({"replay", kdflow::test::sample_dir("attention"), "--flow", dir + "/swapped.json", "--backend",
+                       "cpu", "--warmup", "0", "--repeat", "1", "-q"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(r.out.find("MISMATCH") != std::string::npos);
+  CHECK(r.err.find("1 of 1 compared outputs differs") != std::string::npos);
 }
