@@ -12,6 +12,7 @@ PACKAGES=(
   llvm-15-dev libclang-15-dev libclang-cpp15-dev libclang-common-15-dev
   libprotobuf-dev protobuf-compiler  # Chakra traces (kdflow extract --format chakra)
   libisl-dev pkg-config  # footprints (lib/analysis/footprint)
+  libboost-context-dev  # fibers of the CPU replay back end (lib/replay/cpu)
   python3  # only for the optional cross-check
 )
 

@@ -141,6 +141,7 @@ struct BackendOptions {
   bool library_calls = false;     ///< the plan makes library calls (load cuBLAS or the CPU GEMM)
   std::string label;              ///< names the IR in diagnostics
   int threads = 0;                ///< CPU: worker threads (0: hardware concurrency)
+  bool guard = false;             ///< --guard. CPU: buffers against guard pages, faults reported at once
 };
 
 class Backend {

@@ -1190,6 +1190,7 @@ Expected<std::unique_ptr<Backend>> make_backend(const ReplayOptions& opt, const 
   bo.cublas_library = opt.cublas_library;
   bo.library_calls = !plan.library_calls.empty();
   bo.label = plan.label;
+  bo.guard = opt.guard;
   if (opt.backend == ReplayBackend::Cpu) return make_cpu_backend(bo, log);
   return make_cuda_backend(bo, log);
 }

@@ -1,0 +1,61 @@
+// cpu_kernels.h — compiles a TVM device module (device.cu) for the host in-process (clang
+// CodeGen → LLVM IR → ORC JIT at -O2) and runs its kernels on the CPU: blocks on OS
+// threads, a block's threads as a loop or as fibers. It compiles and runs the code it is
+// given: only `kdflow replay --backend cpu` may call it, after the safety check.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kdflow/support/diag.h"
+
+namespace kdflow::cpu {
+
+/// One kernel of a compiled module, ready to launch.
+struct CpuKernel {
+  std::string name;
+  int module = 0;
+  void (*entry)(void**) = nullptr;  ///< the JIT's wrapper: unpacks kernelParams-style args
+  unsigned params = 0;              ///< parameters of the kernel function
+  bool fibers = false;              ///< it synchronises (barrier or warp collective): fibers
+  uint64_t static_shared = 0;       ///< bytes of the module's static __shared__ variables
+};
+
+struct CpuDeviceOptions {
+  unsigned threads = 0;  ///< OS threads running blocks (0: the hardware's concurrency)
+};
+
+/// One JIT (one LLVM ORC LLJIT) and one worker pool: a replay's CPU "device".
+class CpuDevice {
+ public:
+  static Expected<std::unique_ptr<CpuDevice>> create(const CpuDeviceOptions& options = {});
+  ~CpuDevice();
+  CpuDevice(const CpuDevice&) = delete;
+  CpuDevice& operator=(const CpuDevice&) = delete;
+
+  /// Compiles `source` (named `label` in diagnostics) and adds it to the JIT as a new
+  /// module; returns its id. A clang error → `label:line:col: error: ...` (DataError);
+  /// a symbol outside the prelude's runtime → Unavailable.
+  Expected<int> compile_module(const std::string& source, const std::string& label);
+  /// Every kernel of module `module` (not yet linked: entry is null), by name.
+  std::vector<CpuKernel> kernels(int module) const;
+  /// Whether module `module` defines a kernel `name`.
+  bool has_kernel(int module, const std::string& name) const;
+  /// The kernel `name` of module `module` (its wrapper is looked up in the JIT).
+  Expected<CpuKernel> kernel(int module, const std::string& name);
+  /// Runs one launch to completion. `args` as cuLaunchKernel's kernelParams: one pointer
+  /// per parameter to its value. A trap or threads stuck at different barriers → Error.
+  Status launch(const CpuKernel& k, const std::array<uint32_t, 3>& grid, const std::array<uint32_t, 3>& block,
+                uint64_t dynamic_shared, void** args);
+  unsigned threads() const;
+
+ private:
+  CpuDevice();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kdflow::cpu

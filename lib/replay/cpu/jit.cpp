@@ -1,0 +1,524 @@
+// jit.cpp — device source → LLVM IR (clang CodeGen, in-process) → ORC LLJIT; the CpuDevice
+// of kdflow/replay/cpu_kernels.h.
+//
+// Why in-process rather than running clang++ and dlopen'ing a shared object: kdflow already
+// links the clang and LLVM 15 libraries; in-process there is no compiler to find on the
+// user's machine (or a different one per machine), no temporary files, and — the point for
+// untrusted builds — the compiled code resolves symbols only against the table of
+// runtime.cpp (no dynamic loader search, no process symbols: LLJIT with no generator, no
+// platform), and the source is compiled over an in-memory file system, so it cannot
+// include a real file either.
+//
+// Steps per module: the source is compiled as host C++17 with the CPU prelude
+// force-included (prelude.h), with LLVM's passes disabled; before CodeGen sees a function,
+// every local variable annotated `kdflow.shared` (the prelude's __shared__) becomes a
+// static one without initialiser. On the IR, each such variable — and each extern
+// __shared__ array (dynamic shared memory) — is replaced by an offset from the current
+// block's shared memory (`__kdflow_ctx()->shared`): static ones laid out one after the
+// other, the dynamic area after them, 16-byte aligned. Then every kernel gets a wrapper
+// `__kdflow_entry_<name>(void** args)` that loads each parameter from args[i] (as
+// cuLaunchKernel's kernelParams), the module is optimised at -O2 for the host CPU, and a
+// kernel needs fibers when its wrapper reaches a barrier or warp collective of the runtime.
+#include "kdflow/replay/cpu_kernels.h"
+
+#include <map>
+#include <mutex>
+#include <set>
+
+#include <clang/AST/ASTConsumer.h>
+#include <clang/AST/Attr.h>
+#include <clang/AST/RecursiveASTVisitor.h>
+#include <clang/Basic/Diagnostic.h>
+#include <clang/Basic/DiagnosticOptions.h>
+#include <clang/Basic/FileManager.h>
+#include <clang/Basic/SourceManager.h>
+#include <clang/CodeGen/CodeGenAction.h>
+#include <clang/Frontend/CompilerInstance.h>
+#include <clang/Frontend/CompilerInvocation.h>
+#include <clang/Frontend/MultiplexConsumer.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Instructions.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/ReplaceConstant.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/Host.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/VirtualFileSystem.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include <fmt/format.h>
+
+#include "prelude.h"
+#include "runtime.h"
+
+namespace kdflow::cpu {
+
+namespace {
+
+constexpr const char* kIncludeDir = "/kdflow-cpu/include";
+constexpr const char* kSourceDir = "/kdflow-cpu/src";
+constexpr const char* kSharedAnnotation = "kdflow.shared";
+constexpr uint64_t kDynamicSharedAlign = 16;
+
+std::string llvm_message(llvm::Error e) {
+  std::string s = llvm::toString(std::move(e));
+  for (char& c : s)
+    if (c == '\n') c = ' ';
+  return s;
+}
+
+/// Keeps clang's first error as `label:line:col: error: message`.
+class FirstError : public clang::DiagnosticConsumer {
+ public:
+  FirstError(std::string path, std::string label) : path_(std::move(path)), label_(std::move(label)) {}
+  void HandleDiagnostic(clang::DiagnosticsEngine::Level level, const clang::Diagnostic& info) override {
+    DiagnosticConsumer::HandleDiagnostic(level, info);
+    if (level < clang::DiagnosticsEngine::Error || !first_.empty()) return;
+    llvm::SmallString<256> text;
+    info.FormatDiagnostic(text);
+    if (info.hasSourceManager() && info.getLocation().isValid()) {
+      const clang::SourceManager& sm = info.getSourceManager();
+      clang::PresumedLoc p = sm.getPresumedLoc(sm.getExpansionLoc(info.getLocation()));
+      if (p.isValid()) {
+        std::string file = p.getFilename() == path_ ? label_ : std::string(p.getFilename());
+        first_ = source_error(file, p.getLine(), p.getColumn(), text.str().str()).message;
+        return;
+      }
+    }
+    first_ = file_error(label_, text.str().str()).message;
+  }
+  const std::string& first() const { return first_; }
+
+ private:
+  std::string path_, label_, first_;
+};
+
+bool is_shared(const clang::Decl* d) {
+  for (const auto* a : d->specific_attrs<clang::AnnotateAttr>())
+    if (a->getAnnotation() == kSharedAnnotation) return true;
+  return false;
+}
+
+/// Turns __shared__ locals into statics (per-block storage after the IR rewrite) and notes
+/// the names of extern __shared__ arrays, before CodeGen sees the function.
+class SharedToStatic : public clang::ASTConsumer, public clang::RecursiveASTVisitor<SharedToStatic> {
+ public:
+  explicit SharedToStatic(std::set<std::string>* dynamic) : dynamic_(dynamic) {}
+  bool HandleTopLevelDecl(clang::DeclGroupRef group) override {
+    for (clang::Decl* d : group) TraverseDecl(d);
+    return true;
+  }
+  bool VisitVarDecl(clang::VarDecl* v) {
+    if (!is_shared(v)) return true;
+    if (v->hasExternalStorage()) {
+      dynamic_->insert(v->getName().str());
+    } else if (v->isLocalVarDecl() && !v->isStaticLocal()) {
+      v->setStorageClass(clang::SC_Static);
+      // CUDA allows no initialiser on __shared__ (only empty constructors): none, so no guard.
+      v->setInit(nullptr);
+    }
+    return true;
+  }
+
+ private:
+  std::set<std::string>* dynamic_;
+};
+
+class CompileAction : public clang::EmitLLVMOnlyAction {
+ public:
+  CompileAction(llvm::LLVMContext* ctx, std::set<std::string>* dynamic)
+      : EmitLLVMOnlyAction(ctx), dynamic_(dynamic) {}
+
+ protected:
+  std::unique_ptr<clang::ASTConsumer> CreateASTConsumer(clang::CompilerInstance& ci, llvm::StringRef file) override {
+    std::vector<std::unique_ptr<clang::ASTConsumer>> consumers;
+    consumers.push_back(std::make_unique<SharedToStatic>(dynamic_));
+    consumers.push_back(EmitLLVMOnlyAction::CreateASTConsumer(ci, file));
+    return std::make_unique<clang::MultiplexConsumer>(std::move(consumers));
+  }
+
+ private:
+  std::set<std::string>* dynamic_;
+};
+
+/// The globals annotated `kdflow.shared`; removes llvm.global.annotations (it only holds them
+/// and clang's other annotations, which nothing reads).
+std::vector<llvm::GlobalVariable*> take_shared_annotations(llvm::Module& m) {
+  std::vector<llvm::GlobalVariable*> out;
+  llvm::GlobalVariable* ann = m.getNamedGlobal("llvm.global.annotations");
+  if (!ann) return out;
+  if (auto* arr = llvm::dyn_cast<llvm::ConstantArray>(ann->getInitializer())) {
+    for (llvm::Value* op : arr->operands()) {
+      auto* entry = llvm::dyn_cast<llvm::ConstantStruct>(op);
+      if (!entry || entry->getNumOperands() < 2) continue;
+      auto* gv = llvm::dyn_cast<llvm::GlobalVariable>(entry->getOperand(0)->stripPointerCasts());
+      auto* str = llvm::dyn_cast<llvm::GlobalVariable>(entry->getOperand(1)->stripPointerCasts());
+      if (!gv || !str || !str->hasInitializer()) continue;
+      auto* data = llvm::dyn_cast<llvm::ConstantDataArray>(str->getInitializer());
+      if (data && data->isCString() && data->getAsCString() == kSharedAnnotation) out.push_back(gv);
+    }
+  }
+  ann->eraseFromParent();
+  return out;
+}
+
+/// Replaces every use of `gv` by `shared + offset`, the shared pointer read from the
+/// thread's context at the use. Constant expressions over gv become instructions first.
+Status replace_with_shared(llvm::Module& m, llvm::GlobalVariable* gv, uint64_t offset, llvm::Function* ctx_fn,
+                           const std::string& label) {
+  // Constant expressions (a constant GEP into the array) → instructions at each use.
+  std::vector<llvm::ConstantExpr*> exprs;
+  for (llvm::User* u : gv->users())
+    if (auto* ce = llvm::dyn_cast<llvm::ConstantExpr>(u)) exprs.push_back(ce);
+  for (llvm::ConstantExpr* ce : exprs) {
+    std::vector<llvm::User*> users(ce->user_begin(), ce->user_end());
+    for (llvm::User* u : users) {
+      if (auto* inst = llvm::dyn_cast<llvm::Instruction>(u)) {
+        llvm::convertConstantExprsToInstructions(inst, ce);
+      }
+    }
+    ce->removeDeadConstantUsers();
+  }
+  gv->removeDeadConstantUsers();
+  std::vector<llvm::Use*> uses;
+  for (llvm::Use& u : gv->uses()) uses.push_back(&u);
+  for (llvm::Use* u : uses) {
+    auto* inst = llvm::dyn_cast<llvm::Instruction>(u->getUser());
+    if (!inst)
+      return Error{file_error(label, fmt::format("__shared__ variable '{}' is used outside a function (in a constant "
+                                                 "initialiser), which the CPU back end does not support",
+                                                 gv->getName().str())).message,
+                   ExitCode::Unavailable};
+    llvm::Instruction* at = inst;
+    if (auto* phi = llvm::dyn_cast<llvm::PHINode>(inst)) at = phi->getIncomingBlock(*u)->getTerminator();
+    llvm::IRBuilder<> b(at);
+    llvm::Type* i8p = llvm::PointerType::getUnqual(m.getContext());
+    llvm::Value* ctx = b.CreateCall(ctx_fn);
+    // ThreadContext: four uint3 (48 bytes), then `char* shared`.
+    llvm::Value* field = b.CreateConstGEP1_64(b.getInt8Ty(), ctx, 48);
+    llvm::Value* base = b.CreateLoad(i8p, field);
+    llvm::Value* addr = b.CreateConstGEP1_64(b.getInt8Ty(), base, offset);
+    u->set(addr);
+  }
+  gv->eraseFromParent();
+  return Status::ok();
+}
+
+bool reaches_collective(llvm::Function* f, std::set<llvm::Function*>& seen) {
+  if (!seen.insert(f).second) return false;
+  if (f->isDeclaration()) return is_collective_function(f->getName().str());
+  for (llvm::BasicBlock& bb : *f)
+    for (llvm::Instruction& i : bb)
+      if (auto* call = llvm::dyn_cast<llvm::CallBase>(&i)) {
+        llvm::Function* callee = call->getCalledFunction();
+        if (!callee) return true;  // an indirect call: assume the worst
+        if (reaches_collective(callee, seen)) return true;
+      }
+  return false;
+}
+
+}  // namespace
+
+struct CpuDevice::Impl {
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+  std::unique_ptr<llvm::TargetMachine> tm;
+  std::string triple, cpu;
+  std::unique_ptr<WorkerPool> pool;
+  struct ModuleInfo {
+    llvm::orc::JITDylib* dylib = nullptr;
+    std::map<std::string, CpuKernel> kernels;
+  };
+  std::vector<ModuleInfo> modules;
+};
+
+CpuDevice::CpuDevice() : impl_(std::make_unique<Impl>()) {}
+CpuDevice::~CpuDevice() = default;
+
+unsigned CpuDevice::threads() const { return impl_->pool->size(); }
+
+Expected<std::unique_ptr<CpuDevice>> CpuDevice::create(const CpuDeviceOptions& options) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+  std::unique_ptr<CpuDevice> dev(new CpuDevice);
+  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!jtmb)
+    return Error{"error: cannot set up the CPU back end's JIT: " + llvm_message(jtmb.takeError()),
+                 ExitCode::Unavailable};
+  jtmb->setCodeGenOptLevel(llvm::CodeGenOpt::Default);
+  // The host's CPU for both clang (function attributes) and the JIT's code generator; an
+  // unknown one ("generic") as the architecture's baseline.
+  std::string cpu = llvm::sys::getHostCPUName().str();
+  if (cpu.empty() || cpu == "generic") cpu = jtmb->getTargetTriple().isX86() ? "x86-64" : "generic";
+  jtmb->setCPU(cpu);
+  dev->impl_->triple = jtmb->getTargetTriple().str();
+  dev->impl_->cpu = cpu;
+  auto tm = jtmb->createTargetMachine();
+  if (!tm)
+    return Error{"error: cannot set up the CPU back end's JIT: " + llvm_message(tm.takeError()),
+                 ExitCode::Unavailable};
+  dev->impl_->tm = std::move(*tm);
+  // No platform (no initialisers, no atexit, no runtime of its own) and no generator: a
+  // symbol resolves only if a module defines it or runtime_symbols() lists it.
+  auto jit = llvm::orc::LLJITBuilder()
+                 .setJITTargetMachineBuilder(std::move(*jtmb))
+                 .setPlatformSetUp(llvm::orc::setUpInactivePlatform)
+                 .create();
+  if (!jit)
+    return Error{"error: cannot set up the CPU back end's JIT: " + llvm_message(jit.takeError()),
+                 ExitCode::Unavailable};
+  dev->impl_->jit = std::move(*jit);
+  unsigned threads = options.threads;
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  dev->impl_->pool = std::make_unique<WorkerPool>(threads);
+  return dev;
+}
+
+Expected<int> CpuDevice::compile_module(const std::string& source, const std::string& label) {
+  Impl& d = *impl_;
+  const int id = static_cast<int>(d.modules.size());
+  const std::string path = std::string(kSourceDir) + "/module" + std::to_string(id) + ".cc";
+
+  llvm::IntrusiveRefCntPtr<llvm::vfs::InMemoryFileSystem> fs(new llvm::vfs::InMemoryFileSystem);
+  fs->addFile(path, 0, llvm::MemoryBuffer::getMemBufferCopy(source, path));
+  for (const auto& [name, text] : prelude_headers())
+    fs->addFile(std::string(kIncludeDir) + "/" + name, 0, llvm::MemoryBuffer::getMemBufferCopy(text, name));
+
+  std::vector<std::string> args = {"-triple", d.triple, "-target-cpu", d.cpu, "-x", "c++", "-std=c++17", "-O2",
+                                   "-disable-llvm-passes", "-ffp-contract=off", "-fno-threadsafe-statics",
+                                   "-fno-rtti", "-nostdsysteminc", "-nobuiltininc", "-I", kIncludeDir, "-include",
+                                   kPreludeName, "-ferror-limit", "1", "-w", "-mrelocation-model", "pic",
+                                   "-pic-level", "2", "-fgnuc-version=4.2.1", path};
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+
+  FirstError diag(path, label);
+  auto inv = std::make_shared<clang::CompilerInvocation>();
+  {
+    llvm::IntrusiveRefCntPtr<clang::DiagnosticIDs> ids(new clang::DiagnosticIDs);
+    llvm::IntrusiveRefCntPtr<clang::DiagnosticOptions> opts(new clang::DiagnosticOptions);
+    clang::DiagnosticsEngine engine(ids, opts, &diag, /*ShouldOwnClient=*/false);
+    if (!clang::CompilerInvocation::CreateFromArgs(*inv, argv, engine))
+      return Error{file_error(label, "the CPU compiler's command line was refused: " + diag.first()).message,
+                   ExitCode::Software};
+  }
+  inv->getDiagnosticOpts().ShowCarets = false;  // no "N errors generated." on stderr
+  clang::CompilerInstance ci;
+  ci.setInvocation(inv);
+  ci.createDiagnostics(&diag, /*ShouldOwnClient=*/false);
+  ci.createFileManager(fs);
+  auto context = std::make_unique<llvm::LLVMContext>();
+  std::set<std::string> dynamic_names;
+  CompileAction action(context.get(), &dynamic_names);
+  bool ok = ci.ExecuteAction(action);
+  if (!diag.first().empty()) return Error{diag.first(), ExitCode::DataError};
+  std::unique_ptr<llvm::Module> m = action.takeModule();
+  if (!ok || !m) return Error{file_error(label, "clang could not compile the module for the CPU").message};
+
+  // __shared__ → offsets into the block's shared memory.
+  llvm::Function* ctx_fn = llvm::cast<llvm::Function>(
+      m->getOrInsertFunction("__kdflow_ctx", llvm::FunctionType::get(llvm::PointerType::getUnqual(m->getContext()),
+                                                                   false))
+          .getCallee());
+  ctx_fn->setDoesNotAccessMemory();
+  ctx_fn->setDoesNotThrow();
+  std::vector<llvm::GlobalVariable*> statics = take_shared_annotations(*m);
+  uint64_t offset = 0;
+  const llvm::DataLayout& dl = m->getDataLayout();
+  std::vector<std::pair<llvm::GlobalVariable*, uint64_t>> placed;
+  for (llvm::GlobalVariable* gv : statics) {
+    uint64_t align = std::max<uint64_t>(gv->getAlign() ? gv->getAlign()->value() : 1,
+                                        dl.getABITypeAlign(gv->getValueType()).value());
+    offset = (offset + align - 1) / align * align;
+    placed.emplace_back(gv, offset);
+    offset += dl.getTypeAllocSize(gv->getValueType());
+  }
+  const uint64_t static_bytes = offset;
+  const uint64_t dynamic_offset = (offset + kDynamicSharedAlign - 1) / kDynamicSharedAlign * kDynamicSharedAlign;
+  for (const std::string& name : dynamic_names)
+    if (llvm::GlobalVariable* gv = m->getNamedGlobal(name)) placed.emplace_back(gv, dynamic_offset);
+  for (auto& [gv, off] : placed)
+    if (Status s = replace_with_shared(*m, gv, off, ctx_fn, label); !s) return s.error();
+
+  // Volatile accesses take turns across the warp's lanes (runtime.cpp, kdflow_warp_step):
+  // pre-Volta TVM (0.8) reduces in shared memory through volatile pointers without barriers,
+  // relying on a warp's lanes running in step.
+  llvm::FunctionCallee step = m->getOrInsertFunction("__kdflow_warp_step", llvm::Type::getVoidTy(m->getContext()));
+  for (llvm::Function& f : *m) {
+    if (f.isDeclaration()) continue;
+    std::vector<llvm::Instruction*> volatiles;
+    for (llvm::BasicBlock& bb : f)
+      for (llvm::Instruction& i : bb) {
+        auto* ld = llvm::dyn_cast<llvm::LoadInst>(&i);
+        auto* st = llvm::dyn_cast<llvm::StoreInst>(&i);
+        if ((ld && ld->isVolatile()) || (st && st->isVolatile())) volatiles.push_back(&i);
+      }
+    for (llvm::Instruction* i : volatiles) llvm::CallInst::Create(step, "", i);
+  }
+
+  // A wrapper per kernel: every defined function with C linkage outside the prelude.
+  std::vector<llvm::Function*> kernels;
+  for (llvm::Function& f : *m)
+    if (!f.isDeclaration() && f.hasExternalLinkage() && !f.getName().startswith("_Z") &&
+        !f.getName().startswith("__"))
+      kernels.push_back(&f);
+  std::map<std::string, CpuKernel> infos;
+  llvm::LLVMContext& lc = m->getContext();
+  for (llvm::Function* f : kernels) {
+    if (!f->getReturnType()->isVoidTy()) continue;  // a __device__ helper with C linkage
+    bool simple = true;
+    for (llvm::Argument& a : f->args())
+      if (a.hasByValAttr() || a.hasStructRetAttr() || a.hasInAllocaAttr()) simple = false;
+    if (!simple) continue;
+    llvm::Type* ptr = llvm::PointerType::getUnqual(lc);
+    auto* wrapper = llvm::Function::Create(llvm::FunctionType::get(llvm::Type::getVoidTy(lc), {ptr}, false),
+                                           llvm::GlobalValue::ExternalLinkage,
+                                           "__kdflow_entry_" + f->getName().str(), *m);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(lc, "entry", wrapper));
+    std::vector<llvm::Value*> values;
+    for (llvm::Argument& a : f->args()) {
+      llvm::Value* slot = b.CreateConstGEP1_64(ptr, wrapper->getArg(0), a.getArgNo());
+      llvm::Value* p = b.CreateLoad(ptr, slot);
+      values.push_back(b.CreateAlignedLoad(a.getType(), p, llvm::Align(1)));
+    }
+    b.CreateCall(f, values);
+    b.CreateRetVoid();
+    CpuKernel k;
+    k.name = f->getName().str();
+    k.module = id;
+    k.params = static_cast<unsigned>(f->arg_size());
+    k.static_shared = static_bytes;
+    infos[k.name] = k;
+  }
+  if (llvm::verifyModule(*m, &llvm::nulls()))
+    return Error{file_error(label, "the module's IR for the CPU does not verify (a kdflow bug)").message,
+                 ExitCode::Software};
+
+  // -O2 for the host CPU.
+  m->setDataLayout(d.tm->createDataLayout());
+  m->setTargetTriple(d.triple);
+  {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PipelineTuningOptions pto;
+    pto.LoopVectorization = true;
+    pto.SLPVectorization = true;
+    llvm::PassBuilder pb(d.tm.get(), pto);
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
+    mpm.run(*m, mam);
+  }
+
+  // What the optimised code still refers to must be a runtime symbol.
+  std::set<std::string> allowed;
+  for (const auto& [name, addr] : runtime_symbols()) allowed.insert(name);
+  for (llvm::Function& f : *m)
+    if (f.isDeclaration() && !f.isIntrinsic() && !f.use_empty() && !allowed.count(f.getName().str()))
+      return Error{file_error(label, fmt::format("the module calls '{}', which the CPU back end does not provide",
+                                                 f.getName().str())).message,
+                   ExitCode::Unavailable};
+  for (llvm::GlobalVariable& g : m->globals())
+    if (g.isDeclaration() && !g.use_empty())
+      return Error{file_error(label, fmt::format("the module refers to the external variable '{}', which the CPU "
+                                                 "back end does not provide",
+                                                 g.getName().str())).message,
+                   ExitCode::Unavailable};
+  for (auto& [name, k] : infos) {
+    llvm::Function* w = m->getFunction("__kdflow_entry_" + name);
+    std::set<llvm::Function*> seen;
+    k.fibers = w && reaches_collective(w, seen);
+  }
+
+  auto dylib = d.jit->getExecutionSession().createJITDylib("module" + std::to_string(id));
+  if (!dylib) return Error{file_error(label, "JIT: " + llvm_message(dylib.takeError())).message, ExitCode::Software};
+  llvm::orc::SymbolMap symbols;
+  for (const auto& [name, addr] : runtime_symbols())
+    symbols[d.jit->mangleAndIntern(name)] =
+        llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(addr), llvm::JITSymbolFlags::Exported);
+  if (llvm::Error e = dylib->define(llvm::orc::absoluteSymbols(std::move(symbols))))
+    return Error{file_error(label, "JIT: " + llvm_message(std::move(e))).message, ExitCode::Software};
+  if (llvm::Error e = d.jit->addIRModule(*dylib, llvm::orc::ThreadSafeModule(std::move(m), std::move(context))))
+    return Error{file_error(label, "JIT: " + llvm_message(std::move(e))).message, ExitCode::Software};
+  // Machine code now (ORC compiles the whole module at the first lookup): the compile's
+  // cost and its errors belong to loading the module, not to the first launch.
+  for (auto& [name, k] : infos) {
+    auto sym = d.jit->lookup(*dylib, "__kdflow_entry_" + name);
+    if (!sym)
+      return Error{file_error(label, fmt::format("kernel '{}': the JIT could not link it: {}", name,
+                                                 llvm_message(sym.takeError())))
+                       .message,
+                   ExitCode::Unavailable};
+    k.entry = sym->toPtr<void (*)(void**)>();
+  }
+  Impl::ModuleInfo info;
+  info.dylib = &*dylib;
+  info.kernels = std::move(infos);
+  d.modules.push_back(std::move(info));
+  return id;
+}
+
+std::vector<CpuKernel> CpuDevice::kernels(int module) const {
+  std::vector<CpuKernel> out;
+  if (module < 0 || static_cast<size_t>(module) >= impl_->modules.size()) return out;
+  for (const auto& [name, k] : impl_->modules[module].kernels) out.push_back(k);
+  return out;
+}
+
+bool CpuDevice::has_kernel(int module, const std::string& name) const {
+  if (module < 0 || static_cast<size_t>(module) >= impl_->modules.size()) return false;
+  return impl_->modules[module].kernels.count(name) > 0;
+}
+
+Expected<CpuKernel> CpuDevice::kernel(int module, const std::string& name) {
+  Impl& d = *impl_;
+  if (module < 0 || static_cast<size_t>(module) >= d.modules.size())
+    return Error{fmt::format("error: no CPU module {} (a kdflow bug)", module), ExitCode::Software};
+  Impl::ModuleInfo& info = d.modules[module];
+  auto it = info.kernels.find(name);
+  if (it == info.kernels.end())
+    return Error{fmt::format("error: kernel '{}' is not a function of the compiled device module", name)};
+  if (!it->second.entry) {
+    auto sym = d.jit->lookup(*info.dylib, "__kdflow_entry_" + name);
+    if (!sym)
+      return Error{fmt::format("error: kernel '{}': the JIT could not link it: {}", name,
+                               llvm_message(sym.takeError())),
+                   ExitCode::Unavailable};
+    it->second.entry = sym->toPtr<void (*)(void**)>();
+  }
+  return it->second;
+}
+
+Status CpuDevice::launch(const CpuKernel& k, const std::array<uint32_t, 3>& grid,
+                         const std::array<uint32_t, 3>& block, uint64_t dynamic_shared, void** args) {
+  LaunchShape shape;
+  shape.grid = Uint3{grid[0], grid[1], grid[2]};
+  shape.block = Uint3{block[0], block[1], block[2]};
+  if (!k.entry) return Error{"error: kernel '" + k.name + "' was not linked (a kdflow bug)", ExitCode::Software};
+  for (uint32_t v : grid)
+    if (v == 0) return Error{"error: kernel '" + k.name + "': a grid dimension is 0"};
+  for (uint32_t v : block)
+    if (v == 0) return Error{"error: kernel '" + k.name + "': a block dimension is 0"};
+  uint64_t static_end = (k.static_shared + kDynamicSharedAlign - 1) / kDynamicSharedAlign * kDynamicSharedAlign;
+  shape.shared_bytes = static_end + dynamic_shared;
+  shape.fibers = k.fibers;
+  std::string why = impl_->pool->run(k.entry, args, shape);
+  if (!why.empty()) return Error{"error: kernel '" + k.name + "' stopped on the CPU: " + why, ExitCode::DataError};
+  return Status::ok();
+}
+
+}  // namespace kdflow::cpu

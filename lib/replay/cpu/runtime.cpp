@@ -1,0 +1,473 @@
+// runtime.cpp — the block scheduler and the functions JIT-compiled kernels call (runtime.h).
+//
+// How a block runs (compare HIP-CPU and alpaka's fiber back end, docs/how-kdflow-works.md):
+// a kernel with no barrier and no warp collective runs its threads one after the other on
+// the worker's OS thread. Otherwise every CUDA thread is a Boost.Context fiber; the worker
+// resumes them round-robin, and a fiber gives control back only when it waits: at a block
+// barrier (__syncthreads) until every live thread of the block arrived, at a warp barrier
+// (__syncwarp, and twice in each shuffle or vote: values in, values out) until every live
+// lane of its warp arrived. A thread that returned no longer counts (as on the GPU, where
+// exited threads do not hold barriers back). When a whole round resumes every waiting fiber
+// and none moves on, the threads wait at different barriers: that is reported, not hung on.
+// All fibers of a block run on one OS thread, so the current thread's context and the
+// block's shared memory are reached through thread_local pointers.
+#include "runtime.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include <boost/context/fiber.hpp>
+#include <boost/context/stack_context.hpp>
+
+#include <fmt/format.h>
+
+#include "guarded_memory.h"
+
+namespace kdflow::cpu {
+
+namespace {
+
+constexpr size_t kStackBytes = 256 * 1024;  // per CUDA thread; TVM's locals are small arrays
+constexpr int kMaxSlot = 32;                // bytes one lane may shuffle at once
+
+/// Fiber stacks from mmap with a PROT_NONE guard page below, reused across blocks.
+class StackPool {
+ public:
+  ~StackPool() {
+    for (void* p : free_) munmap(p, total());
+  }
+  boost::context::stack_context allocate() {
+    void* base = nullptr;
+    if (!free_.empty()) {
+      base = free_.back();
+      free_.pop_back();
+    } else {
+      base = mmap(nullptr, total(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (base == MAP_FAILED) throw std::bad_alloc();
+      mprotect(base, page(), PROT_NONE);
+    }
+    boost::context::stack_context sc;
+    sc.size = kStackBytes;
+    sc.sp = static_cast<char*>(base) + total();
+    return sc;
+  }
+  void deallocate(boost::context::stack_context& sc) noexcept {
+    free_.push_back(static_cast<char*>(sc.sp) - total());
+  }
+
+ private:
+  static size_t page() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+  static size_t total() { return kStackBytes + page(); }
+  std::vector<void*> free_;
+};
+
+/// Boost.Context's StackAllocator concept over a StackPool.
+struct PoolAllocator {
+  StackPool* pool;
+  boost::context::stack_context allocate() { return pool->allocate(); }
+  void deallocate(boost::context::stack_context& sc) noexcept { pool->deallocate(sc); }
+};
+
+struct Barrier {
+  unsigned live = 0, arrived = 0;
+  unsigned blocked = 0;  // warps: lanes waiting at the block barrier (diverged from the warp)
+  uint64_t generation = 0;
+};
+
+struct Fiber {
+  boost::context::fiber self;    // resumed by the scheduler
+  boost::context::fiber caller;  // the scheduler, resumed to yield
+  std::jmp_buf exit;             // a trap or an abandoned block leaves the kernel through here
+  bool done = false;
+};
+
+}  // namespace
+
+struct BlockRunner::Impl {
+  StackPool stacks;
+  std::vector<char> shared;
+  std::vector<ThreadContext> contexts;
+  std::vector<Fiber> fibers;
+  std::vector<Barrier> warps;
+  std::vector<std::array<unsigned char, kMaxSlot>> slots[2];
+  std::vector<uint64_t> slot_generation[2];
+  Barrier block;
+  unsigned current = 0;
+  uint64_t events = 0;    // arrivals, releases and exits: progress for the deadlock check
+  bool abandon = false;   // the block is being torn down: waiting fibers leave at once
+  bool in_fibers = false;
+  std::string trap;       // why the block stopped
+  std::jmp_buf loop_exit; // a trap in plain-loop mode
+
+  void yield() {
+    Fiber& f = fibers[current];
+    f.caller = std::move(f.caller).resume();
+    if (abandon) std::longjmp(f.exit, 1);
+  }
+  void release(Barrier& b) {
+    b.arrived = 0;
+    ++b.generation;
+  }
+  // A warp barrier holds until every live lane of the warp arrived, lanes waiting at the
+  // block barrier excepted (they diverged: on the GPU they are not in the warp's active mask).
+  void check_warp(Barrier& w) {
+    if (w.arrived > 0 && w.arrived + w.blocked >= w.live) release(w);
+  }
+  void release_block() {
+    release(block);
+    for (Barrier& w : warps) w.blocked = 0;
+  }
+  void wait_block() {
+    ++events;
+    uint64_t gen = block.generation;
+    Barrier& w = warps[current / 32];
+    ++w.blocked;
+    check_warp(w);
+    if (++block.arrived >= block.live) {
+      release_block();
+      return;
+    }
+    while (block.generation == gen) yield();
+  }
+  void wait_warp() {
+    ++events;
+    Barrier& w = warps[current / 32];
+    uint64_t gen = w.generation;
+    ++w.arrived;
+    check_warp(w);
+    while (w.generation == gen) yield();
+  }
+  void leave(unsigned t) {
+    ++events;
+    if (--block.live > 0 && block.arrived >= block.live) release_block();
+    Barrier& w = warps[t / 32];
+    --w.live;
+    check_warp(w);
+  }
+};
+
+namespace {
+
+thread_local BlockRunner::Impl* t_runner = nullptr;
+thread_local ThreadContext* t_ctx = nullptr;
+
+[[noreturn]] void fail_here(const std::string& why) {
+  BlockRunner::Impl* r = t_runner;
+  if (r->trap.empty()) r->trap = why;
+  if (r->in_fibers) std::longjmp(r->fibers[r->current].exit, 1);
+  std::longjmp(r->loop_exit, 1);
+}
+
+}  // namespace
+
+}  // namespace kdflow::cpu
+
+// --- the functions the prelude declares --------------------------------------------------
+using kdflow::cpu::t_ctx;
+using kdflow::cpu::t_runner;
+
+extern "C" {
+
+static const kdflow::cpu::ThreadContext* kdflow_ctx() { return t_ctx; }
+
+static void kdflow_syncthreads() {
+  if (!t_runner->in_fibers) kdflow::cpu::fail_here("__syncthreads outside a fiber block (a kdflow bug)");
+  t_runner->wait_block();
+}
+
+static void kdflow_syncwarp() {
+  if (!t_runner->in_fibers) kdflow::cpu::fail_here("__syncwarp outside a fiber block (a kdflow bug)");
+  t_runner->wait_warp();
+}
+
+// Before each volatile access (jit.cpp inserts the call): the lanes of a warp take their
+// volatile accesses in step, as pre-Volta warp-synchronous code expects of a warp.
+static void kdflow_warp_step() {
+  if (!t_runner->in_fibers) kdflow::cpu::fail_here("volatile access outside a fiber block (a kdflow bug)");
+  t_runner->wait_warp();
+}
+
+// Shuffles and votes exchange through per-lane slots in two banks, chosen by the warp
+// barrier's generation: a lane writes its bank, waits for the warp, reads. One barrier is
+// enough: a lane can write the same bank again only two exchanges later, after passing the
+// next exchange's barrier, which every other lane reaches only after its read here.
+static void kdflow_warp_shuffle(void* out, const void* in, unsigned long size, int mode, int arg, int width) {
+  auto* r = t_runner;
+  if (!r->in_fibers) kdflow::cpu::fail_here("warp shuffle outside a fiber block (a kdflow bug)");
+  if (size > static_cast<unsigned long>(kdflow::cpu::kMaxSlot)) kdflow::cpu::fail_here("shuffled value over 32 bytes");
+  unsigned me = r->current;
+  unsigned lane = me % 32, warp = me / 32;
+  const uint64_t gen = r->warps[warp].generation;
+  const unsigned bank = static_cast<unsigned>(gen & 1);
+  std::memcpy(r->slots[bank][me].data(), in, size);
+  r->slot_generation[bank][me] = gen;  // which exchange the slot's value belongs to
+  r->wait_warp();
+  if (width <= 0 || width > 32 || (width & (width - 1)) != 0) width = 32;
+  unsigned w = static_cast<unsigned>(width);
+  unsigned base = lane & ~(w - 1);
+  long src = lane;
+  switch (mode) {
+    case 0: src = base + (static_cast<unsigned>(arg) & (w - 1)); break;
+    case 1: src = static_cast<long>(lane) - arg; if (src < static_cast<long>(base)) src = lane; break;
+    case 2: src = static_cast<long>(lane) + arg; if (src >= static_cast<long>(base + w)) src = lane; break;
+    default: src = lane ^ static_cast<unsigned>(arg); if (src >= static_cast<long>(base + w)) src = lane; break;
+  }
+  unsigned src_thread = warp * 32 + static_cast<unsigned>(src);
+  // A lane not in this exchange (returned, or diverged to the block barrier): own value.
+  if (src_thread >= r->fibers.size() || r->slot_generation[bank][src_thread] != gen) src_thread = me;
+  std::memcpy(out, r->slots[bank][src_thread].data(), size);
+}
+
+static unsigned kdflow_warp_vote(int mode, int pred) {
+  auto* r = t_runner;
+  if (!r->in_fibers) kdflow::cpu::fail_here("warp vote outside a fiber block (a kdflow bug)");
+  unsigned me = r->current, warp = me / 32;
+  const uint64_t gen = r->warps[warp].generation;
+  const unsigned bank = static_cast<unsigned>(gen & 1);
+  r->slots[bank][me][0] = pred ? 1 : 0;
+  r->slot_generation[bank][me] = gen;
+  r->wait_warp();
+  unsigned mask = 0, live = 0;
+  for (unsigned l = 0; l < 32; ++l) {
+    unsigned t = warp * 32 + l;
+    if (t >= r->fibers.size() || r->slot_generation[bank][t] != gen) continue;
+    live |= 1u << l;
+    if (r->slots[bank][t][0]) mask |= 1u << l;
+  }
+  if (mode == 0) return mask;
+  if (mode == 1) return mask != 0;
+  return (mask & live) == live;
+}
+
+static void kdflow_trap() { kdflow::cpu::fail_here("the kernel called __trap()"); }
+
+}  // extern "C"
+
+namespace kdflow::cpu {
+
+bool is_collective_function(const std::string& name) {
+  return name == "__kdflow_syncthreads" || name == "__kdflow_syncwarp" || name == "__kdflow_warp_shuffle" ||
+         name == "__kdflow_warp_vote" || name == "__kdflow_warp_step";
+}
+
+const std::vector<std::pair<const char*, void*>>& runtime_symbols() {
+  using F1 = float (*)(float);
+  using D1 = double (*)(double);
+  using F2 = float (*)(float, float);
+  using D2 = double (*)(double, double);
+#define KDFLOW_M1(n) {#n "f", reinterpret_cast<void*>(static_cast<F1>(&::n##f))}, \
+                     {#n, reinterpret_cast<void*>(static_cast<D1>(&::n))}
+#define KDFLOW_M2(n) {#n "f", reinterpret_cast<void*>(static_cast<F2>(&::n##f))}, \
+                     {#n, reinterpret_cast<void*>(static_cast<D2>(&::n))}
+  static const std::vector<std::pair<const char*, void*>> table = {
+      {"__kdflow_ctx", reinterpret_cast<void*>(&kdflow_ctx)},
+      {"__kdflow_syncthreads", reinterpret_cast<void*>(&kdflow_syncthreads)},
+      {"__kdflow_syncwarp", reinterpret_cast<void*>(&kdflow_syncwarp)},
+      {"__kdflow_warp_step", reinterpret_cast<void*>(&kdflow_warp_step)},
+      {"__kdflow_warp_shuffle", reinterpret_cast<void*>(&kdflow_warp_shuffle)},
+      {"__kdflow_warp_vote", reinterpret_cast<void*>(&kdflow_warp_vote)},
+      {"__kdflow_trap", reinterpret_cast<void*>(&kdflow_trap)},
+      {"memcpy", reinterpret_cast<void*>(&::memcpy)},
+      {"memset", reinterpret_cast<void*>(&::memset)},
+      {"memmove", reinterpret_cast<void*>(&::memmove)},
+      KDFLOW_M1(exp), KDFLOW_M1(exp2), KDFLOW_M1(exp10), KDFLOW_M1(expm1), KDFLOW_M1(log), KDFLOW_M1(log2),
+      KDFLOW_M1(log10), KDFLOW_M1(log1p), KDFLOW_M1(sqrt), KDFLOW_M1(cbrt), KDFLOW_M1(sin), KDFLOW_M1(cos),
+      KDFLOW_M1(tan), KDFLOW_M1(asin), KDFLOW_M1(acos), KDFLOW_M1(atan), KDFLOW_M1(sinh), KDFLOW_M1(cosh),
+      KDFLOW_M1(tanh), KDFLOW_M1(asinh), KDFLOW_M1(acosh), KDFLOW_M1(atanh), KDFLOW_M1(erf), KDFLOW_M1(erfc),
+      KDFLOW_M1(tgamma), KDFLOW_M1(lgamma), KDFLOW_M1(fabs), KDFLOW_M1(floor), KDFLOW_M1(ceil),
+      KDFLOW_M1(round), KDFLOW_M1(trunc), KDFLOW_M1(rint), KDFLOW_M1(nearbyint),
+      KDFLOW_M2(pow), KDFLOW_M2(atan2), KDFLOW_M2(fmod), KDFLOW_M2(fmax), KDFLOW_M2(fmin), KDFLOW_M2(hypot),
+      KDFLOW_M2(copysign), KDFLOW_M2(remainder), KDFLOW_M2(fdim),
+      {"fmaf", reinterpret_cast<void*>(static_cast<float (*)(float, float, float)>(&::fmaf))},
+      {"fma", reinterpret_cast<void*>(static_cast<double (*)(double, double, double)>(&::fma))},
+      {"abs", reinterpret_cast<void*>(static_cast<int (*)(int)>(&::abs))},
+      {"labs", reinterpret_cast<void*>(static_cast<long (*)(long)>(&::labs))},
+      {"llabs", reinterpret_cast<void*>(static_cast<long long (*)(long long)>(&::llabs))},
+  };
+#undef KDFLOW_M1
+#undef KDFLOW_M2
+  return table;
+}
+
+// --- BlockRunner ----------------------------------------------------------------------------
+
+BlockRunner::BlockRunner() : impl_(new Impl) {}
+BlockRunner::~BlockRunner() { delete impl_; }
+
+std::string BlockRunner::run_block(KernelEntry entry, void** args, const LaunchShape& shape, uint64_t linear) {
+  Impl& r = *impl_;
+  const unsigned threads = shape.block.x * shape.block.y * shape.block.z;
+  if (r.shared.size() < shape.shared_bytes) r.shared.resize(shape.shared_bytes);
+  ThreadContext base;
+  base.block_dim = shape.block;
+  base.grid_dim = shape.grid;
+  base.block_idx.x = static_cast<unsigned>(linear % shape.grid.x);
+  base.block_idx.y = static_cast<unsigned>((linear / shape.grid.x) % shape.grid.y);
+  base.block_idx.z = static_cast<unsigned>(linear / (static_cast<uint64_t>(shape.grid.x) * shape.grid.y));
+  base.shared = r.shared.data();
+  auto set_thread = [&](ThreadContext& c, unsigned t) {
+    c = base;
+    c.thread_idx.x = t % shape.block.x;
+    c.thread_idx.y = (t / shape.block.x) % shape.block.y;
+    c.thread_idx.z = t / (shape.block.x * shape.block.y);
+    c.lane = t % 32;
+    unsigned warp_threads = std::min(32u, threads - (t / 32) * 32);
+    c.live_mask = warp_threads == 32 ? 0xffffffffu : ((1u << warp_threads) - 1u);
+  };
+  r.trap.clear();
+  t_runner = &r;
+  if (!shape.fibers) {
+    r.in_fibers = false;
+    r.contexts.resize(1);
+    ThreadContext& c = r.contexts[0];
+    t_ctx = &c;
+    if (setjmp(r.loop_exit) == 0) {
+      for (unsigned t = 0; t < threads; ++t) {
+        set_thread(c, t);
+        entry(args);
+      }
+    }
+    t_ctx = nullptr;
+    t_runner = nullptr;
+    return r.trap;
+  }
+
+  r.in_fibers = true;
+  r.abandon = false;
+  r.contexts.resize(threads);
+  for (int bank = 0; bank < 2; ++bank) {
+    r.slots[bank].resize(threads);
+    r.slot_generation[bank].assign(threads, ~0ull);
+  }
+  r.fibers.clear();
+  r.fibers.resize(threads);
+  r.block = Barrier{threads, 0, 0, 0};
+  r.warps.assign((threads + 31) / 32, Barrier{});
+  for (unsigned w = 0; w < r.warps.size(); ++w) r.warps[w].live = std::min(32u, threads - w * 32);
+  for (unsigned t = 0; t < threads; ++t) {
+    set_thread(r.contexts[t], t);
+    Fiber& f = r.fibers[t];
+    f.self = boost::context::fiber(std::allocator_arg, PoolAllocator{&r.stacks},
+                                   [&r, t, entry, args](boost::context::fiber&& caller) {
+                                     Fiber& me = r.fibers[t];
+                                     me.caller = std::move(caller);
+                                     if (setjmp(me.exit) == 0) entry(args);
+                                     me.done = true;
+                                     r.leave(t);
+                                     return std::move(me.caller);
+                                   });
+  }
+  unsigned live = threads;
+  while (live > 0) {
+    uint64_t before = r.events;
+    unsigned resumed = 0;
+    for (unsigned t = 0; t < threads; ++t) {
+      Fiber& f = r.fibers[t];
+      if (f.done) continue;
+      r.current = t;
+      t_ctx = &r.contexts[t];
+      f.self = std::move(f.self).resume();
+      ++resumed;
+      if (f.done) --live;
+    }
+    if (live > 0 && r.events == before && !r.abandon) {
+      // Every live thread is waiting and none could go on: different barriers.
+      if (r.trap.empty())
+        r.trap = fmt::format("threads of the block wait at different barriers ({} of {} threads at __syncthreads)",
+                             r.block.arrived, r.block.live);
+      r.abandon = true;
+    } else if (!r.trap.empty()) {
+      r.abandon = true;  // a trap: the other threads leave at their next wait
+    }
+  }
+  r.fibers.clear();
+  t_ctx = nullptr;
+  t_runner = nullptr;
+  r.in_fibers = false;
+  return r.trap;
+}
+
+// --- WorkerPool -------------------------------------------------------------------------------
+
+WorkerPool::WorkerPool(unsigned threads) {
+  if (threads == 0) threads = 1;
+  for (unsigned i = 0; i < threads; ++i) runners_.push_back(std::make_unique<BlockRunner>());
+  for (unsigned i = 1; i < threads; ++i) threads_.emplace_back([this, i] { work(i); });
+}
+
+WorkerPool::~WorkerPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+void WorkerPool::run_blocks(unsigned worker) {
+  BlockRunner& runner = *runners_[worker];
+  for (;;) {
+    uint64_t b = next_.fetch_add(1);
+    if (b >= blocks_ || failed_.load()) return;
+    std::string why = runner.run_block(entry_, args_, shape_, b);
+    if (!why.empty()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!failed_.load() || b < fail_block_) {
+        fail_block_ = b;
+        fail_text_ = std::move(why);
+      }
+      failed_.store(true);
+    }
+  }
+}
+
+void WorkerPool::work(unsigned index) {
+  // An alternate signal stack, so that guarded_memory.h's reporter runs even on a fault in a
+  // fiber's small stack. Without one a fault still kills the process, only without its line.
+  (void)prepare_thread_for_faults();
+  uint64_t seen = 0;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+    }
+    run_blocks(index);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--busy_ == 0) done_.notify_all();
+    }
+  }
+}
+
+std::string WorkerPool::run(KernelEntry entry, void** args, const LaunchShape& shape) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    entry_ = entry;
+    args_ = args;
+    shape_ = shape;
+    blocks_ = static_cast<uint64_t>(shape.grid.x) * shape.grid.y * shape.grid.z;
+    next_.store(0);
+    failed_.store(false);
+    fail_text_.clear();
+    busy_ = static_cast<unsigned>(threads_.size());
+    ++generation_;
+  }
+  wake_.notify_all();
+  run_blocks(0);
+  std::unique_lock<std::mutex> lock(mu_);
+  done_.wait(lock, [&] { return busy_ == 0; });
+  if (!failed_.load()) return {};
+  const uint64_t gx = shape.grid.x, gy = shape.grid.y;
+  return fmt::format("block ({},{},{}): {}", fail_block_ % gx, (fail_block_ / gx) % gy, fail_block_ / (gx * gy),
+                     fail_text_);
+}
+
+}  // namespace kdflow::cpu

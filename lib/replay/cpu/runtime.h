@@ -1,0 +1,100 @@
+// runtime.h — what JIT-compiled kernels call at run time (the prelude's __kdflow_* functions
+// and the C library's math), and the block scheduler behind them: one block's CUDA threads
+// as a plain loop, or as one Boost.Context fiber each switching at barriers and warp
+// collectives. Knows nothing about plans or files.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <csetjmp>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace kdflow::cpu {
+
+struct Uint3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+/// One CUDA thread's view. Layout-identical to __kdflow_thread_ctx in the prelude text.
+struct ThreadContext {
+  Uint3 thread_idx{0, 0, 0}, block_idx{0, 0, 0}, block_dim, grid_dim;
+  char* shared = nullptr;
+  unsigned lane = 0;
+  unsigned live_mask = 0;
+};
+
+/// (name, address) of every symbol JIT-compiled code may reference: nothing else resolves.
+const std::vector<std::pair<const char*, void*>>& runtime_symbols();
+
+/// Names of the runtime functions that need the block's threads to run as fibers.
+bool is_collective_function(const std::string& name);
+
+/// A kernel entry: the JIT's wrapper, which unpacks `args` (one pointer per parameter, as
+/// cuLaunchKernel's kernelParams) and calls the kernel for the current thread.
+using KernelEntry = void (*)(void** args);
+
+struct LaunchShape {
+  Uint3 grid, block;
+  uint64_t shared_bytes = 0;  ///< static + dynamic shared memory per block
+  bool fibers = false;        ///< the kernel synchronises: one fiber per thread
+};
+
+/// Runs blocks on one OS thread; owns that thread's shared memory and fiber stacks.
+class BlockRunner {
+ public:
+  BlockRunner();
+  ~BlockRunner();
+  BlockRunner(const BlockRunner&) = delete;
+  BlockRunner& operator=(const BlockRunner&) = delete;
+  /// Runs block `linear` of the launch. Empty string: done; otherwise what stopped it
+  /// (a trap, threads waiting at different barriers).
+  std::string run_block(KernelEntry entry, void** args, const LaunchShape& shape, uint64_t linear);
+
+  struct Impl;  // runtime.cpp's; public so that the prelude's functions reach it
+
+ private:
+  Impl* impl_;
+};
+
+/// A fixed set of OS threads that run a launch's blocks; block b goes to whichever worker
+/// takes it first (results do not depend on it: blocks share no state but global memory,
+/// which CUDA already leaves unordered between blocks).
+class WorkerPool {
+ public:
+  explicit WorkerPool(unsigned threads);
+  ~WorkerPool();
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+  unsigned size() const { return static_cast<unsigned>(runners_.size()); }
+  /// Runs every block; the first failure (lowest block index) comes back as text.
+  std::string run(KernelEntry entry, void** args, const LaunchShape& shape);
+
+ private:
+  void work(unsigned index);
+  std::vector<std::unique_ptr<BlockRunner>> runners_;
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable wake_, done_;
+  uint64_t generation_ = 0;
+  unsigned busy_ = 0;
+  bool stop_ = false;
+  // The job of the current generation.
+  KernelEntry entry_ = nullptr;
+  void** args_ = nullptr;
+  LaunchShape shape_;
+  uint64_t blocks_ = 0;
+  std::atomic<uint64_t> next_{0};
+  std::atomic<bool> failed_{false};
+  uint64_t fail_block_ = 0;
+  std::string fail_text_;
+  void run_blocks(unsigned worker);
+};
+
+}  // namespace kdflow::cpu

@@ -1,0 +1,211 @@
+// Unit tests of the CPU back end's compiler and runner (lib/replay/cpu): hand-written CUDA
+// kernels (labelled as such) for one construct each, and kernels of the samples' device.cu
+// against a plain C++ reference.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "kdflow/replay/cpu_kernels.h"
+
+using kdflow::cpu::CpuDevice;
+using kdflow::cpu::CpuKernel;
+
+namespace {
+
+std::unique_ptr<CpuDevice> device(unsigned threads = 2) {
+  auto d = CpuDevice::create({threads});
+  REQUIRE(d);
+  return d.take();
+}
+
+CpuKernel compile_one(CpuDevice& d, const std::string& src, const std::string& name) {
+  auto m = d.compile_module(src, "hand.cu");
+  INFO((m ? std::string() : m.error().message));
+  REQUIRE(m);
+  auto k = d.kernel(*m, name);
+  INFO((k ? std::string() : k.error().message));
+  REQUIRE(k);
+  return *k;
+}
+
+std::string read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("hand-written element-wise kernel runs as a plain loop over its threads", "[cpu]") {
+  auto d = device();
+  // Hand-written.
+  CpuKernel k = compile_one(*d, R"(
+extern "C" __global__ void add(float* __restrict__ c, const float* __restrict__ a, const float* b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) c[i] = a[i] + 2.0f * b[i];
+})", "add");
+  CHECK_FALSE(k.fibers);
+  CHECK(k.params == 4);
+  std::vector<float> a(1000), b(1000), c(1000, -1.0f);
+  for (int i = 0; i < 1000; ++i) a[i] = i, b[i] = 0.5f * i;
+  float *pc = c.data(), *pa = a.data(), *pb = b.data();
+  int n = 1000;
+  void* args[] = {&pc, &pa, &pb, &n};
+  REQUIRE(d->launch(k, {8, 1, 1}, {128, 1, 1}, 0, args));
+  for (int i = 0; i < 1000; ++i) REQUIRE(c[i] == a[i] + 2.0f * b[i]);
+}
+
+TEST_CASE("hand-written block reduction with __shared__, __syncthreads and shuffles uses fibers", "[cpu]") {
+  auto d = device();
+  // Hand-written: each block sums 256 values (warp shuffles, then a shared staging array).
+  CpuKernel k = compile_one(*d, R"(
+extern "C" __global__ void __launch_bounds__(256) block_sum(float* __restrict__ out, const float* __restrict__ in) {
+  __shared__ float staging[8];
+  float v = in[blockIdx.x * 256 + threadIdx.x];
+  unsigned mask = __activemask();
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(mask, v, o, 32);
+  if (threadIdx.x % 32 == 0) staging[threadIdx.x / 32] = v;
+  __syncthreads();
+  if (threadIdx.x < 8) {
+    float w = staging[threadIdx.x];
+    w += __shfl_xor_sync(0xffu, w, 4, 8);
+    w += __shfl_xor_sync(0xffu, w, 2, 8);
+    w += __shfl_xor_sync(0xffu, w, 1, 8);
+    if (threadIdx.x == 0) out[blockIdx.x] = w;
+  }
+})", "block_sum");
+  CHECK(k.fibers);
+  CHECK(k.static_shared == 32);
+  const int blocks = 37;
+  std::vector<float> in(blocks * 256), out(blocks, 0);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i % 97);
+  float *po = out.data(), *pi = in.data();
+  void* args[] = {&po, &pi};
+  REQUIRE(d->launch(k, {blocks, 1, 1}, {256, 1, 1}, 0, args));
+  for (int b = 0; b < blocks; ++b) {
+    double want = 0;
+    for (int t = 0; t < 256; ++t) want += in[b * 256 + t];
+    REQUIRE(out[b] == Approx(want));
+  }
+}
+
+TEST_CASE("hand-written kernel with dynamic shared memory reverses each block", "[cpu]") {
+  auto d = device();
+  // Hand-written.
+  CpuKernel k = compile_one(*d, R"(
+extern "C" __global__ void rev(int* data) {
+  extern __shared__ int buf[];
+  __shared__ int first;
+  if (threadIdx.x == 0) first = data[blockIdx.x * blockDim.x];
+  buf[threadIdx.x] = data[blockIdx.x * blockDim.x + threadIdx.x];
+  __syncthreads();
+  data[blockIdx.x * blockDim.x + threadIdx.x] = buf[blockDim.x - 1 - threadIdx.x] + 0 * first;
+})", "rev");
+  CHECK(k.fibers);
+  std::vector<int> v(3 * 100);
+  for (int i = 0; i < 300; ++i) v[i] = i;
+  int* p = v.data();
+  void* args[] = {&p};
+  REQUIRE(d->launch(k, {3, 1, 1}, {100, 1, 1}, 100 * sizeof(int), args));
+  for (int b = 0; b < 3; ++b)
+    for (int t = 0; t < 100; ++t) REQUIRE(v[b * 100 + t] == b * 100 + 99 - t);
+}
+
+TEST_CASE("lanes that diverge to the block barrier leave the warp's shuffles to the others", "[cpu]") {
+  auto d = device();
+  // Hand-written: lane 0 waits at the block barrier while lanes 1-31 shuffle among themselves
+  // (on the GPU lane 0 is not in their active mask); lane 31 reads past the warp: own value.
+  CpuKernel k = compile_one(*d, R"(
+extern "C" __global__ void split(float* x) {
+  if (threadIdx.x == 0) { __syncthreads(); x[0] = -1.0f; }
+  else { x[threadIdx.x] = __shfl_down_sync(0xfffffffeu, (float)threadIdx.x, 1, 32); }
+})", "split");
+  std::vector<float> v(32, 0.0f);
+  float* p = v.data();
+  void* args[] = {&p};
+  REQUIRE(d->launch(k, {1, 1, 1}, {32, 1, 1}, 0, args));
+  CHECK(v[0] == -1.0f);
+  for (int t = 1; t < 31; ++t) CHECK(v[t] == t + 1);
+  CHECK(v[31] == 31.0f);
+}
+
+TEST_CASE("a trap stops the launch with one line naming the block", "[cpu]") {
+  auto d = device();
+  // Hand-written.
+  CpuKernel k = compile_one(*d, R"(
+extern "C" __global__ void trapper(float* x) {
+  if (blockIdx.x == 2 && threadIdx.x == 5) __trap();
+  __syncthreads();
+  x[blockIdx.x] = 1.0f;
+})", "trapper");
+  std::vector<float> v(4, 0.0f);
+  float* p = v.data();
+  void* args[] = {&p};
+  kdflow::Status s = d->launch(k, {4, 1, 1}, {64, 1, 1}, 0, args);
+  REQUIRE_FALSE(s);
+  CHECK(s.error().message == "error: kernel 'trapper' stopped on the CPU: block (2,0,0): the kernel called __trap()");
+}
+
+TEST_CASE("a kernel calling a function outside the prelude does not link", "[cpu]") {
+  auto d = device();
+  // Hand-written: system() is no CUDA built-in.
+  auto m = d->compile_module(R"(
+extern "C" int system(const char*);
+extern "C" __global__ void evil(int* x) { x[0] = system("true"); })", "evil.cu");
+  REQUIRE_FALSE(m);
+  CHECK(m.error().message == "evil.cu: error: the module calls 'system', which the CPU back end does not provide");
+  CHECK(m.error().code == kdflow::ExitCode::Unavailable);
+}
+
+TEST_CASE("a clang error names the file, line and column", "[cpu]") {
+  auto d = device();
+  auto m = d->compile_module("extern \"C\" __global__ void k(float* x) {\n  x[0] = undeclared;\n}\n", "bad.cu");
+  REQUIRE_FALSE(m);
+  CHECK(m.error().message == "bad.cu:2:10: error: use of undeclared identifier 'undeclared'");
+}
+
+TEST_CASE("mlp's dense kernel from the sample matches a C++ reference", "[cpu]") {
+  auto d = device();
+  std::string src = read(std::string(KDFLOW_SOURCE_DIR) + "/samples/mlp/device.cu");
+  auto m = d->compile_module(src, "device.cu");
+  INFO((m ? std::string() : m.error().message));
+  REQUIRE(m);
+  // T_relu[j] = max(sum_k p0[k] * p1[j*1000+k] + p2[j], 0), k < 1000, one block per j, 64 threads.
+  auto k = d->kernel(*m, "tvmgen_default_fused_nn_dense_add_nn_relu_2_kernel");
+  REQUIRE(k);
+  CHECK(k->fibers);
+  const int out_n = 16;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> x(1000), w(out_n * 1000), bias(out_n), y(out_n, -7);
+  for (float& v : x) v = u(rng);
+  for (float& v : w) v = u(rng);
+  for (float& v : bias) v = u(rng);
+  float *py = y.data(), *px = x.data(), *pw = w.data(), *pb = bias.data();
+  void* args[] = {&py, &px, &pw, &pb};
+  REQUIRE(d->launch(*k, {out_n, 1, 1}, {64, 1, 1}, 0, args));
+  for (int j = 0; j < out_n; ++j) {
+    double s = bias[j];
+    for (int i = 0; i < 1000; ++i) s += static_cast<double>(x[i]) * w[j * 1000 + i];
+    REQUIRE(y[j] == Approx(std::max(s, 0.0)).margin(1e-4));
+  }
+}
+
+TEST_CASE("every sample's device modules compile for the CPU", "[cpu]") {
+  for (const char* f : {"mlp/device.cu", "attention/device.cu", "sort_scan/device.cu", "resnet18/device.cu",
+                        "squeezenet/device.cu", "mobilenet/device.cu", "mlp_fp16/device.cu", "mlp_cublas/device.cu",
+                        "mlp_v08/device.cu", "sort_scan_v08/device.cu", "relax_mlp/device_0.cu",
+                        "relax_mlp/device_1.cu", "relax_mlp/device_2.cu", "relax_mlp/device_3.cu",
+                        "relax_mlp/device_4.cu"}) {
+    auto d = device(1);
+    std::string src = read(std::string(KDFLOW_SOURCE_DIR) + "/samples/" + f);
+    REQUIRE_FALSE(src.empty());
+    auto m = d->compile_module(src, f);
+    INFO(f << ": " << (m ? std::string() : m.error().message));
+    CHECK(m);
+  }
+}
