@@ -34,8 +34,8 @@
 #include <string>
 #include <vector>
 
-#include "kdflow/dataflow.h"  // Arg, Footprint
-#include "kdflow/diag.h"
+#include "kdflow/ir/dataflow.h"  // Arg, Footprint
+#include "kdflow/support/diag.h"
 
 namespace kdflow::cpu {
 

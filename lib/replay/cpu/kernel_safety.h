@@ -20,8 +20,8 @@
 #include <utility>
 #include <vector>
 
-#include "kdflow/diag.h"
-#include "kdflow/host_trace.h"  // SourceLoc
+#include "kdflow/support/diag.h"
+#include "kdflow/ir/host_trace.h"  // SourceLoc
 
 namespace kdflow::cpu {
 
