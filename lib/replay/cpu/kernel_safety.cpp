@@ -30,6 +30,8 @@
 #include <clang/Basic/SourceManager.h>
 #include <clang/Frontend/ASTUnit.h>
 
+// The parse is the device analyzer's (frontend/clang/): the same in-memory stand-in headers
+// and clang command line, so that the check sees what extract sees.
 #include "frontend/clang/device_headers.h"
 #include "frontend/clang/in_memory_parse.h"
 

@@ -59,7 +59,9 @@ struct SafetyOptions {
 /// headers and `opt.macros`, and checks every kernel. An Error only when clang cannot
 /// read the file at all (a fatal error: ExitCode::DataError, as extract); a clang error
 /// inside a kernel or a function it calls is a refusal (the host compile could accept what
-/// device mode rejects, e.g. a call to a host function), one elsewhere a module refusal.
+/// device mode rejects, e.g. a call to a host function), one outside every function a
+/// module refusal; one inside a function no kernel reaches is ignored (that code never runs:
+/// nothing at module level may call it).
 /// A macro name that is not an identifier, or a value with a line break, is a usage Error.
 Expected<KernelSafetyReport> check_kernel_safety(const std::string& source, const std::string& file,
                                                  const SafetyOptions& opt = SafetyOptions());
