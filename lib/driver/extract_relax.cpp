@@ -115,6 +115,37 @@ Expected<std::optional<DeviceBlob>> relax_blob(const std::string& library, std::
   return std::optional<DeviceBlob>(blob.take());
 }
 
+/// Which TVM release wrote the build, from the files themselves: each observation narrows a
+/// range of 0.<minor> releases (20 – 26, the ones kdflow reads). Recorded in `sources`.
+void detect_tvm_version(const VmExecutable& ex, const std::string& vm_label, const std::string& host_text,
+                        const std::string& host_label, const std::string& blob_symbol, Sources* out) {
+  int lo = 20, hi = 26;
+  auto narrow = [&](int a, int b, const std::string& why) {
+    lo = std::max(lo, a), hi = std::min(hi, b);
+    out->tvm_version_evidence.push_back(why);
+  };
+  if (ex.tvm_versions == "0.20") narrow(20, 20, vm_label + ": length prefix, ConstantType tags (0.20)");
+  else if (ex.tvm_versions == "0.21") narrow(21, 21, vm_label + ": tvm-ffi tags with Tensor 72 (0.21)");
+  else if (ex.tvm_versions == "0.22") narrow(22, 22, vm_label + ": first magic, Tensor 70 (0.22)");
+  else if (ex.tvm_versions == "0.21-0.22") narrow(21, 22, vm_label + ": first magic, tvm-ffi tags (0.21-0.22)");
+  else if (ex.tvm_versions == "0.23+") narrow(23, 26, vm_label + ": magic 0xd225de2f4214151e (0.23+)");
+  const bool ffi = host_text.find("TVMFFIAny") != std::string::npos;
+  if (!ffi) narrow(20, 20, host_label + ": TVMValue packed calls (up to 0.20)");
+  else narrow(21, 26, host_label + ": TVMFFIAny (0.21+)");
+  if (ffi && host_text.find("TVMFFIEnvModLookupFromImports") != std::string::npos)
+    narrow(26, 26, host_label + ": TVMFFIEnvModLookupFromImports (0.26)");
+  else if (ffi && host_text.find("TVMBackendGetFuncFromEnv") != std::string::npos)
+    narrow(21, 25, host_label + ": TVMBackendGetFuncFromEnv (up to 0.25)");
+  if (ffi && host_text.find("int32_t __tvm_ffi_") != std::string::npos)
+    narrow(22, 26, host_label + ": __tvm_ffi_ exports (0.22+)");
+  if (blob_symbol == "__tvm_ffi__library_bin") narrow(22, 26, "__tvm_ffi__library_bin (0.22+)");
+  else if (blob_symbol == "__tvm_ffi_library_bin") narrow(21, 21, "__tvm_ffi_library_bin (0.21)");
+  else if (blob_symbol == "__tvm_dev_mblob") narrow(20, 20, "__tvm_dev_mblob (up to 0.20)");
+  if (lo > hi) out->tvm_version = "unknown (the files disagree)";
+  else if (lo == hi) out->tvm_version = fmt::format("0.{}", lo);
+  else out->tvm_version = fmt::format("0.{}-0.{}", lo, hi);
+}
+
 /// device_<i>.cu beside `dir`, by i.
 std::vector<std::string> numbered_device_sources(const fs::path& dir) {
   std::vector<std::pair<uint64_t, std::string>> found;
@@ -288,6 +319,7 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
   options.sources.vm_exec = vm_label;
   options.sources.vm_function = vm_function;
   if (!in.library.empty()) options.sources.library = base_name(in.library);
+  detect_tvm_version(*ex, vm_label, *host_text, base_name(in.host), blob_symbol, &options.sources);
   options.params_known = true;  // the pool's tensors are the bound weights
   for (size_t nid = 0; nid < graph.nodes.size(); ++nid)
     if (vm->constant_index[nid] >= 0) options.param_names.insert(graph.nodes[nid].name);
