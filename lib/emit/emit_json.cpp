@@ -98,6 +98,10 @@ ojson build(const Dataflow& df) {
   src["library"] = df.sources.library.empty() ? ojson(nullptr) : ojson(df.sources.library);
   if (!df.sources.vm_exec.empty()) src["vm_exec"] = df.sources.vm_exec;
   if (!df.sources.vm_function.empty()) src["vm_function"] = df.sources.vm_function;
+  if (!df.sources.tvm_version.empty()) {
+    src["tvm_version"] = df.sources.tvm_version;
+    src["tvm_version_evidence"] = df.sources.tvm_version_evidence;
+  }
   root["sources"] = std::move(src);
 
   size_t function_nodes = 0, workspaces = 0;

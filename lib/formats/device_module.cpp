@@ -304,7 +304,8 @@ Expected<std::vector<DeviceImage>> ptx_images(std::string_view text, const std::
 
 class BlobReader : private detail::ByteReader {
  public:
-  BlobReader(std::string_view bytes, const std::string& file) : ByteReader(bytes, file, "blob") {}
+  BlobReader(std::string_view bytes, const std::string& file, BlobLayout layout)
+      : ByteReader(bytes, file, "blob"), layout_(layout) {}
 
   Expected<DeviceBlob> read() {
     uint64_t len = 0;
@@ -312,6 +313,7 @@ class BlobReader : private detail::ByteReader {
     if (len > left())
       return err(0, fmt::format("the blob says it is {} bytes long, but only {} bytes follow", len, left()));
     end_ = pos_ + len;
+    if (layout_ == BlobLayout::FfiLibraryBin) return read_ffi();
     uint64_t at = pos_, n = 0;
     if (!read_u64(&n, "the entry count")) return error_;
     if (n > left() / 8) return err(at, fmt::format("entry count {} is more than the {} bytes left can hold", n, left()));
@@ -359,6 +361,46 @@ class BlobReader : private detail::ByteReader {
   }
 
  private:
+  /// TVM 0.22+ `__tvm_ffi__library_bin`: the import tree first (row pointers, child indices),
+  /// then per module its kind and, except for "_lib", its payload as one string. A payload
+  /// has a length, so a module kdflow does not read is skipped (its kind stays in `entries`).
+  Expected<DeviceBlob> read_ffi() {
+    tree_at_ = pos_;
+    if (!read_u64_vector(&out_.import_tree_row_ptr, "the import tree's row pointers") ||
+        !read_u64_vector(&out_.import_tree_child_indices, "the import tree's child indices"))
+      return error_;
+    if (out_.import_tree_row_ptr.empty()) return err(tree_at_, "the import tree has no row pointers (no module)");
+    const size_t modules = out_.import_tree_row_ptr.size() - 1;
+    for (size_t i = 0; i < modules; ++i) {
+      uint64_t at = pos_;
+      std::string key;
+      if (!read_string(&key, fmt::format("the kind of module {}", i))) return error_;
+      out_.entries.push_back(key);
+      if (key == "_lib") continue;
+      uint64_t len_at = pos_, len = 0;
+      if (!read_u64(&len, fmt::format("the payload length of module {} ({})", i, quote_input(key)))) return error_;
+      if (len > left())
+        return err(len_at, fmt::format("module {} ({}) says its payload is {} bytes, but only {} bytes are left", i,
+                                       quote_input(key), len, left()));
+      const uint64_t payload_end = pos_ + len, outer_end = end_;
+      if (key == "relax.VMExecutable") {
+        out_.vm_executables.emplace_back(bytes_.data() + pos_, len);
+        pos_ = payload_end;
+      } else if (key == "cuda") {
+        end_ = payload_end;
+        if (!read_cuda()) return error_;
+        if (pos_ != end_) return err(pos_, fmt::format("{} unexpected bytes at the end of cuda module {}", end_ - pos_, i));
+        end_ = outer_end;
+      } else {
+        pos_ = payload_end;  // another kind of module (c, static_library, ...): not needed
+      }
+      (void)at;
+    }
+    if (pos_ != end_) return err(pos_, fmt::format("{} unexpected bytes after the last module", end_ - pos_));
+    if (!check_tree(modules)) return error_;
+    return std::move(out_);
+  }
+
   bool read_u64_vector(std::vector<uint64_t>* out, const std::string& what) {
     uint64_t at = pos_, n = 0;
     if (!read_u64(&n, "the length of " + what)) return false;
@@ -424,19 +466,26 @@ class BlobReader : private detail::ByteReader {
     if (!read_u64(&n, "the launch tag count of " + what)) return false;
     if (n > left() / 8)
       return fail(at, fmt::format("{}: launch tag count {} is more than the {} bytes left can hold", what, n, left()));
+    std::set<std::string> seen;
     for (uint64_t i = 0; i < n; ++i) {
       at = pos_;
       std::string tag;
       if (!read_string(&tag, fmt::format("launch tag {} of {}", i, what))) return false;
-      if (!is_known_launch_tag(tag))
-        return fail(at, fmt::format("{}: unknown launch parameter tag {} (expected blockIdx.x/y/z, threadIdx.x/y/z or "
-                                    "tir.use_dyn_shared_memory)",
-                                    what, quote_input(tag)));
-      // Thread tags repeat for virtual threads (the last value wins); the dynamic
-      // shared memory tag must come once, last (TVM's LaunchParamConfig).
-      if (tag == "tir.use_dyn_shared_memory" && i + 1 != n)
-        return fail(at, fmt::format("{}: \"tir.use_dyn_shared_memory\" must be the last launch parameter tag", what));
-      fi->launch_param_tags.push_back(std::move(tag));
+      const std::string why = add_launch_tag(tag, i + 1 == n, &seen, fi);
+      if (!why.empty()) return fail(at, fmt::format("{}: {}", what, why));
+    }
+    if (layout_ == BlobLayout::DevMblob) return true;
+    // TVM 0.21+: arg_extra_tags, u64 n then n × i32 (0 none, 1 tensor map).
+    at = pos_;
+    if (!read_u64(&n, "the extra-tag count of " + what)) return false;
+    if (n > left() / 4)
+      return fail(at, fmt::format("{}: extra-tag count {} is more than the {} bytes left can hold", what, n, left()));
+    for (uint64_t i = 0; i < n; ++i) {
+      at = pos_;
+      int32_t v = 0;
+      if (!read_i32(&v, "an argument extra tag of " + what)) return false;
+      if (v < 0 || v > 1) return fail(at, fmt::format("{}: argument extra tag {} (expected 0 none or 1 tensor map)", what, v));
+      fi->arg_extra_tags.push_back(v);
     }
     return true;
   }
@@ -504,6 +553,7 @@ class BlobReader : private detail::ByteReader {
   }
 
   uint64_t tree_at_ = 0;
+  BlobLayout layout_ = BlobLayout::DevMblob;
   DeviceBlob out_;
 };
 
@@ -657,9 +707,9 @@ Expected<std::vector<PtxEntry>> parse_ptx_entries(std::string_view text, const s
   }
 }
 
-Expected<DeviceBlob> parse_device_blob(std::string_view bytes, const std::string& file) {
+Expected<DeviceBlob> parse_device_blob(std::string_view bytes, const std::string& file, BlobLayout layout) {
   try {
-    return BlobReader(bytes, file).read();
+    return BlobReader(bytes, file, layout).read();
   } catch (const std::bad_alloc&) {
     return file_error(file, "out of memory while reading the device blob", ExitCode::Software);
   }

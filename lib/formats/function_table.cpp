@@ -84,16 +84,18 @@ class TableReader {
       std::string tptr = ptr_at(list_ptr, i);
       if (!t.is_string()) return err(tptr, "expected a launch tag string, got " + kind_of(t));
       std::string tag = t.get<std::string>();
-      if (!is_known_launch_tag(tag))
-        return err(tptr, "unknown launch parameter tag " + quote_input(tag) +
-                             " (expected blockIdx.x/y/z, threadIdx.x/y/z or tir.use_dyn_shared_memory)");
-      // TVM repeats thread tags for virtual threads (resnet18's conv2d kernels list
-      // threadIdx.z/y/x three times); its LaunchParamConfig lets the last value win.
-      if (!seen.insert(tag).second && tag == "tir.use_dyn_shared_memory")
-        return err(tptr, "launch parameter tag " + quote_input(tag) + " appears twice");
-      if (tag == "tir.use_dyn_shared_memory" && i + 1 != tags->size())
-        return err(tptr, "\"tir.use_dyn_shared_memory\" must be the last launch parameter tag");
-      fi->launch_param_tags.push_back(std::move(tag));
+      const std::string why = add_launch_tag(tag, i + 1 == tags->size(), &seen, fi);
+      if (!why.empty()) return err(tptr, why);
+    }
+    if (const json* extra = member(v, "arg_extra_tags")) {
+      std::string eptr = ptr_at(ptr, "arg_extra_tags");
+      if (!extra->is_array()) return err(eptr, "expected an array, got " + kind_of(*extra));
+      for (size_t i = 0; i < extra->size(); ++i) {
+        const json& e = (*extra)[i];
+        if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > 1)
+          return err(ptr_at(eptr, i), "expected 0 (none) or 1 (tensor map), got " + e.dump());
+        fi->arg_extra_tags.push_back(static_cast<int>(e.get<int64_t>()));
+      }
     }
     return Status::ok();
   }
@@ -104,15 +106,46 @@ class TableReader {
 
 }  // namespace
 
-bool is_known_launch_tag(const std::string& tag) {
-  static const std::set<std::string> kTags = {"blockIdx.x",
-                                              "blockIdx.y",
-                                              "blockIdx.z",
-                                              "threadIdx.x",
-                                              "threadIdx.y",
-                                              "threadIdx.z",
-                                              "tir.use_dyn_shared_memory"};
-  return kTags.count(tag) != 0;
+LaunchTag classify_launch_tag(const std::string& tag) {
+  static const std::set<std::string> kThread = {"blockIdx.x",  "blockIdx.y",  "blockIdx.z",
+                                                "threadIdx.x", "threadIdx.y", "threadIdx.z"};
+  if (kThread.count(tag)) return LaunchTag::Thread;
+  // "tir." up to TVM 0.23, "tirx." from 0.24 (src/runtime/metadata.h launch_param).
+  std::string rest;
+  if (tag.rfind("tir.", 0) == 0) rest = tag.substr(4);
+  else if (tag.rfind("tirx.", 0) == 0) rest = tag.substr(5);
+  if (rest == "use_dyn_shared_memory") return LaunchTag::DynamicSharedMemory;
+  if (rest == "use_programtic_dependent_launch") return LaunchTag::ProgrammaticDependentLaunch;  // sic, TVM's spelling
+  if (rest == "use_cooperative_launch") return LaunchTag::CooperativeLaunch;
+  return LaunchTag::Unknown;
+}
+
+bool is_known_launch_tag(const std::string& tag) { return classify_launch_tag(tag) != LaunchTag::Unknown; }
+
+std::string add_launch_tag(const std::string& tag, bool last, std::set<std::string>* seen, FunctionInfo* fi) {
+  switch (classify_launch_tag(tag)) {
+    case LaunchTag::Unknown:
+      return "unknown launch parameter tag " + quote_input(tag) +
+             " (expected blockIdx.x/y/z, threadIdx.x/y/z, tir.use_dyn_shared_memory, or TVM 0.23+'s "
+             "tir(x).use_programtic_dependent_launch / use_cooperative_launch)";
+    case LaunchTag::Thread:
+      // TVM repeats thread tags for virtual threads (resnet18's conv2d kernels list
+      // threadIdx.z/y/x three times); its LaunchParamConfig lets the last value win.
+      fi->launch_param_tags.push_back(tag);
+      return "";
+    case LaunchTag::DynamicSharedMemory:
+      if (!seen->insert("dyn").second) return "launch parameter tag " + quote_input(tag) + " appears twice";
+      if (!last) return quote_input(tag) + " must be the last launch parameter tag";
+      fi->launch_param_tags.push_back("tir.use_dyn_shared_memory");
+      return "";
+    case LaunchTag::ProgrammaticDependentLaunch:
+      fi->programmatic_dependent_launch = true;
+      return "";
+    case LaunchTag::CooperativeLaunch:
+      fi->cooperative_launch = true;
+      return "";
+  }
+  return "";
 }
 
 Expected<FunctionTable> parse_function_table(std::string_view text, const std::string& file) {

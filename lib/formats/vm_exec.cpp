@@ -1,10 +1,13 @@
-// vm_exec.cpp — reads TVM's serialized Relax VM executable (TVM 0.20, RELAX_VM_VERSION "0.14").
+// vm_exec.cpp — reads TVM's serialized Relax VM executable (TVM 0.20 – 0.26, VM_VERSION "0.14").
 //
-// Layout (little-endian, dmlc stream): u64 payload length, then the payload:
-//   u64 magic 0xD225DE2F4214151D, version (u64 length + bytes),
+// Layout (little-endian, dmlc stream): 0.20 writes a u64 payload length, then the payload;
+// 0.21+ (`ex.mod.save()`, the library blob's entry) the payload alone:
+//   u64 magic 0xD225DE2F4214151D (0.23+: ...151E), version (u64 length + bytes),
 //   function table: u64 n, n × {i32 kind, name, i64 start_instr, i64 end_instr, i64 num_args,
 //                                i64 register_file_size, u64 m, m × param name},
-//   constant pool:  u64 n, n × {i32 type, value}: 0 NDArray (as in params files), 1 DLDataType
+//   0.23+ (magic ...151E): memory scopes, u64 n, n × {i64 index, string scope},
+//   constant pool:  u64 n, n × {i32 type, value}; 0.21+ tag with tvm-ffi type indices (see
+//                   read_constants); 0.20's ConstantType: 0 NDArray (as in params files), 1 DLDataType
 //                   (u8 code, u8 bits, u16 lanes), 2 shape (u64 n, n × i64), 3 string (u64 n, bytes),
 //                   4 int (8 bytes), 5 float (8 bytes, a double),
 //   code section:   u64 n, n × i64 instruction offsets; u64 m, m × i64 words. An instruction is
@@ -61,22 +64,53 @@ class VmReader : private detail::ByteReader {
   }
 
   Expected<VmExecutable> read() {
-    uint64_t len = 0;
-    if (!read_u64(&len, "the payload length")) return error_;
-    if (len != left())
-      return err(0, fmt::format("the payload length says {} bytes, but {} bytes follow (a truncated or padded file?)",
-                                len, left()));
-    uint64_t magic = 0;
-    if (!read_u64(&magic, "the magic")) return error_;
-    if (magic != kVmExecMagic)
-      return err(8, fmt::format("not a Relax VM executable (magic {:#018x}, expected {:#018x})", magic, kVmExecMagic));
+    // 0.20 writes the payload as one string (u64 length first); 0.21+ writes the payload alone.
+    uint64_t first = 0;
+    if (!read_u64(&first, "the magic")) return error_;
+    uint64_t magic = first, magic_at = 0;
+    if (first != kVmExecMagic && first != kVmExecMagicV2) {
+      if (first != left())
+        return err(0, fmt::format("neither a Relax VM executable's magic ({:#018x} or {:#018x}) nor a payload length "
+                                  "({} bytes follow, the first 8 bytes say {})",
+                                  kVmExecMagic, kVmExecMagicV2, left(), first));
+      out_.length_prefixed = true;
+      magic_at = pos_;
+      if (!read_u64(&magic, "the magic")) return error_;
+      if (magic != kVmExecMagic && magic != kVmExecMagicV2)
+        return err(magic_at, fmt::format("not a Relax VM executable (magic {:#018x}, expected {:#018x} or {:#018x})",
+                                         magic, kVmExecMagic, kVmExecMagicV2));
+    }
     uint64_t at = pos_;
     if (!read_string(&out_.version, "the version")) return error_;
     if (out_.version != kVmExecVersion)
-      return err(at, fmt::format("Relax VM executable version {} is not supported (kdflow reads version {}, TVM 0.20)",
+      return err(at, fmt::format("Relax VM executable version {} is not supported (kdflow reads version {}, TVM "
+                                 "0.20 – 0.26)",
                                  detail::quote_input(out_.version), kVmExecVersion));
-    if (!read_functions() || !read_constants() || !read_code() || !check_functions()) return error_;
+    if (!read_functions()) return error_;
+    if (magic == kVmExecMagicV2 && !read_memory_scopes()) return error_;
+    // Constant tags: ConstantType 0–5 (0.20) or tvm-ffi type indices (0.21+). Only a 0.20 or
+    // 0.21 payload can be either; the 0.20 numbering is tried first there.
+    const uint64_t pool_at = pos_;
+    bool ok = false;
+    if (out_.length_prefixed && magic == kVmExecMagic) {
+      ok = read_constants(false);
+      if (!ok) {
+        Error legacy = error_;
+        pos_ = pool_at;
+        out_.constants.clear();
+        ok = read_constants(true);
+        if (!ok) return legacy;
+      }
+    } else {
+      ok = read_constants(true);
+    }
+    if (!ok || !read_code() || !check_functions()) return error_;
     if (left() != 0) return err(pos_, fmt::format("{} unexpected bytes after the code section", left()));
+    if (!ffi_tags_) out_.tvm_versions = "0.20";
+    else if (magic == kVmExecMagicV2) out_.tvm_versions = "0.23+";
+    else if (saw_021_) out_.tvm_versions = "0.21";
+    else if (saw_022_) out_.tvm_versions = "0.22";
+    else out_.tvm_versions = "0.21-0.22";
     return std::move(out_);
   }
 
@@ -124,7 +158,26 @@ class VmReader : private detail::ByteReader {
     return true;
   }
 
-  bool read_constants() {
+  bool read_memory_scopes() {
+    uint64_t n = 0;
+    if (!read_count(&n, 8 + 8, "the memory-scope count")) return false;
+    for (uint64_t i = 0; i < n; ++i) {
+      int64_t index = 0;
+      std::string scope;
+      if (!read_i64(&index, fmt::format("memory scope {}", i)) ||
+          !read_string(&scope, fmt::format("the name of memory scope {}", i)))
+        return false;
+      out_.memory_scopes.emplace_back(index, std::move(scope));
+    }
+    return true;
+  }
+
+  /// `ffi`: tags are tvm-ffi type indices (0.21+: Int 1, Float 3, DataType 5, String 65,
+  /// Shape 69/71, Tensor 70/72); else TVM 0.20's ConstantType (0 NDArray, 1 DLDataType,
+  /// 2 shape, 3 string, 4 int, 5 float).
+  bool read_constants(bool ffi) {
+    ffi_tags_ = ffi;
+    saw_021_ = saw_022_ = false;
     uint64_t n = 0;
     if (!read_count(&n, 4 + 4, "the constant count")) return false;
     out_.constants.reserve(n);
@@ -134,21 +187,43 @@ class VmReader : private detail::ByteReader {
       uint64_t at = pos_;
       int32_t type = 0;
       if (!read_i32(&type, "the type of " + what)) return false;
-      switch (type) {
-        case 0:
-          c.kind = VmConstant::Kind::Tensor;
+      VmConstant::Kind kind;
+      if (!ffi) {
+        if (type < 0 || type > 5) return fail(at, fmt::format("{}: unknown constant type {} (TVM 0.20 numbering)", what, type));
+        kind = static_cast<VmConstant::Kind>(type);
+      } else {
+        switch (type) {
+          case 1: kind = VmConstant::Kind::Int; break;
+          case 3: kind = VmConstant::Kind::Float; break;
+          case 5: kind = VmConstant::Kind::DType; break;
+          case 65: kind = VmConstant::Kind::String; break;
+          case 69: kind = VmConstant::Kind::Shape, saw_022_ = true; break;
+          case 70: kind = VmConstant::Kind::Tensor, saw_022_ = true; break;
+          case 71: kind = VmConstant::Kind::Shape, saw_021_ = true; break;
+          case 72: kind = VmConstant::Kind::Tensor, saw_021_ = true; break;
+          default:
+            return fail(at, fmt::format("{}: unknown constant type index {} (tvm-ffi numbering of TVM 0.21 – 0.26: "
+                                        "1, 3, 5, 65, 69/71, 70/72)",
+                                        what, type));
+        }
+        if (saw_021_ && saw_022_)
+          return fail(at, fmt::format("{}: type index {} mixes TVM 0.21's numbering (Tensor 72, Shape 71) with 0.22's "
+                                      "(Tensor 70, Shape 69)",
+                                      what, type));
+      }
+      c.kind = kind;
+      switch (kind) {
+        case VmConstant::Kind::Tensor:
           if (!read_tensor(&c, what)) return false;
           break;
-        case 1: {
-          c.kind = VmConstant::Kind::DType;
+        case VmConstant::Kind::DType: {
           uint64_t dt = 0;
           if (!read_le(4, what, &dt)) return false;
           c.dtype = DType{static_cast<uint8_t>(dt & 0xff), static_cast<uint8_t>((dt >> 8) & 0xff),
                           static_cast<uint16_t>(dt >> 16)};
           break;
         }
-        case 2: {
-          c.kind = VmConstant::Kind::Shape;
+        case VmConstant::Kind::Shape: {
           uint64_t m = 0;
           if (!read_count(&m, 8, "the length of " + what)) return false;
           for (uint64_t d = 0; d < m; ++d) {
@@ -158,23 +233,18 @@ class VmReader : private detail::ByteReader {
           }
           break;
         }
-        case 3:
-          c.kind = VmConstant::Kind::String;
+        case VmConstant::Kind::String:
           if (!read_string(&c.text, what)) return false;
           break;
-        case 4:
-          c.kind = VmConstant::Kind::Int;
+        case VmConstant::Kind::Int:
           if (!read_i64(&c.int_value, what)) return false;
           break;
-        case 5: {
-          c.kind = VmConstant::Kind::Float;
+        case VmConstant::Kind::Float: {
           uint64_t bits = 0;
           if (!read_u64(&bits, what)) return false;
           std::memcpy(&c.float_value, &bits, sizeof bits);
           break;
         }
-        default:
-          return fail(at, fmt::format("{}: unknown constant type {}", what, type));
       }
       out_.constants.push_back(std::move(c));
     }
@@ -273,6 +343,7 @@ class VmReader : private detail::ByteReader {
 
   VmExecLimits limits_;
   VmExecutable out_;
+  bool ffi_tags_ = false, saw_021_ = false, saw_022_ = false;
   std::vector<uint64_t> func_at_;
 };
 

@@ -92,8 +92,8 @@ Expected<ExtractInputs> resolve_extract_inputs(const ExtractInputs& in) {
 #ifdef KDFLOW_HAVE_CLANG
 Status check_host_abi(const std::string& host_text, const std::string& file) {
   if (host_text.find("TVMFFIAny") != std::string::npos)
-    return file_error(file, "this host C uses the tvm-ffi ABI (TVMFFIAny) of TVM 0.21 and later, which kdflow does not "
-                            "read (it reads TVM 0.8-0.19 Relay builds and TVM 0.20 Relax builds)",
+    return file_error(file, "this host C uses the tvm-ffi ABI (TVMFFIAny) of TVM 0.21 and later, which has no graph "
+                            "executor: a graph.json cannot go with it (extract its Relax build: vm_exec.bin or model.so)",
                       ExitCode::DataError);
   return Status::ok();
 }

@@ -19,8 +19,11 @@ namespace kdflow {
 /// and device_<i>.cu) into `out`.
 Status resolve_relax_inputs(const ExtractInputs& in, ExtractInputs& out);
 
+/// `--input-shape NAME=8x100` → (NAME, [8, 100]); a malformed one is a usage error.
+Expected<std::pair<std::string, std::vector<int64_t>>> parse_input_shape(const std::string& spec);
+
 #ifdef KDFLOW_HAVE_CLANG
-/// A host C of TVM 0.21+ (the tvm-ffi ABI) is an error saying so.
+/// Relay front end: a host C of TVM 0.21+ (the tvm-ffi ABI; no graph executor) is an error saying so.
 Status check_host_abi(const std::string& host_text, const std::string& file);
 
 /// The device sources of `in` (in.devices, else in.device) read and analyzed, one result per

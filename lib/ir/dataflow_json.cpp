@@ -311,9 +311,15 @@ Dataflow Reader::document(const json& root) const {
   if (!params_src.is_null()) df.sources.params = string(params_src, "/sources/params");
   for (auto [key, field] : {std::pair<const char*, std::string*>{"device", &df.sources.device},
                             {"relay", &df.sources.relay}, {"library", &df.sources.library},
-                            {"vm_exec", &df.sources.vm_exec}, {"vm_function", &df.sources.vm_function}}) {
+                            {"vm_exec", &df.sources.vm_exec}, {"vm_function", &df.sources.vm_function},
+                            {"tvm_version", &df.sources.tvm_version}}) {
     const json* v = optional(src, key);
     if (v && !v->is_null()) *field = string(*v, at("/sources", key));
+  }
+  if (const json* ev = optional(src, "tvm_version_evidence")) {
+    const json& list = array(*ev, "/sources/tvm_version_evidence");
+    for (size_t i = 0; i < list.size(); ++i)
+      df.sources.tvm_version_evidence.push_back(string(list[i], at("/sources/tvm_version_evidence", i)));
   }
   if (const json* g = optional(root, "generator")) string(*g, "/generator");
   if (const json* s = optional(root, "summary")) object(*s, "/summary");  // derived; recomputed on output

@@ -30,6 +30,9 @@ void add_build_inputs(CLI::App* cmd, kdflow::ExtractInputs& in) {
   path("--params", in.params, "Params file, to tell params from inputs (default: DIR/params.bin)");
   path("--device", in.device, "CUDA source, for per-kernel access sets (default: DIR/device.cu)");
   path("--relay", in.relay, "relay.txt, for the exact Relay ops per function (default: DIR/relay.txt)");
+  cmd->add_option("--input-shape", in.input_shapes,
+                  "Relax builds with symbolic shapes: NAME=8x100 gives input NAME's shape (repeatable; default: "
+                  "from DIR/input_NAME.npy)");
   cmd->add_flag("--no-params", in.no_params, "Do not read a params file; params are the nodes named p<N>");
   cmd->add_flag("--no-device", in.no_device, "Do not read device.cu; accesses stay unknown");
   cmd->add_flag("--no-relay", in.no_relay, "Do not read relay.txt; Relay ops are decoded from names");

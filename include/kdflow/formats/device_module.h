@@ -54,16 +54,22 @@ struct DeviceBlob {
   std::vector<std::string> entries;  ///< type keys in blob order ("_lib", "_import_tree", "cuda", ...)
   std::vector<CudaModule> cuda;
   std::vector<GraphFactory> factories;
-  /// `relax.VMExecutable` entries (TVM 0.20 Relax builds): each as vm_exec.bin holds it
-  /// (u64 length, then the serialized executable; see vm_exec.h).
+  /// `relax.VMExecutable` entries (Relax builds): each as vm_exec.bin holds it (0.20 – 0.21: u64
+  /// length, then the serialized executable; 0.22+: the executable alone; see vm_exec.h).
   std::vector<std::string> vm_executables;
   std::vector<uint64_t> import_tree_row_ptr, import_tree_child_indices;
 };
+
+/// Which blob: `__tvm_dev_mblob` (TVM up to 0.20), `__tvm_ffi_library_bin` (0.21: the same
+/// entries, FunctionInfo with arg_extra_tags) or `__tvm_ffi__library_bin` (0.22+: import tree
+/// first, then each module's kind and length-prefixed payload).
+enum class BlobLayout { DevMblob, FfiLibraryBin021, FfiLibraryBin };
 
 /// Parses the blob bytes (starting with its u64 length). Every count and length is
 /// checked against the bytes left before anything is allocated; an unknown type key is
 /// an error naming it (unknown entries carry no length and cannot be skipped).
 /// Errors: `file: byte N: error: ...`.
-Expected<DeviceBlob> parse_device_blob(std::string_view bytes, const std::string& file);
+Expected<DeviceBlob> parse_device_blob(std::string_view bytes, const std::string& file,
+                                       BlobLayout layout = BlobLayout::DevMblob);
 
 }  // namespace kdflow

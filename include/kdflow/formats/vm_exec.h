@@ -15,8 +15,9 @@
 
 namespace kdflow {
 
-inline constexpr uint64_t kVmExecMagic = 0xD225DE2F4214151Dull;  ///< kTVMVMBytecodeMagic
-inline constexpr const char* kVmExecVersion = "0.14";            ///< RELAX_VM_VERSION of TVM 0.20
+inline constexpr uint64_t kVmExecMagic = 0xD225DE2F4214151Dull;    ///< kTVMVMBytecodeMagic (0.20 – 0.22)
+inline constexpr uint64_t kVmExecMagicV2 = 0xD225DE2F4214151Eull;  ///< kTVMVMBytecodeMagicV2 (0.23+: memory scopes)
+inline constexpr const char* kVmExecVersion = "0.14";              ///< VM_VERSION of TVM 0.20 – 0.26
 
 /// One entry of the executable's function table (VMFuncInfo).
 struct VmFunction {
@@ -71,6 +72,12 @@ struct VmInstruction {
 struct VmExecutable {
   std::string file;                      ///< label used in diagnostics
   std::string version;
+  /// The TVM releases whose writer produces this layout, from the bytes themselves: "0.20"
+  /// (u64 length prefix, ConstantType tags 0–5), "0.21" (tvm-ffi type indices, Tensor 72),
+  /// "0.22" (Tensor 70, no prefix), "0.23+" (second magic, memory-scope section).
+  std::string tvm_versions;
+  bool length_prefixed = false;          ///< the bytes start with the u64 payload length
+  std::vector<std::pair<int64_t, std::string>> memory_scopes;  ///< 0.23+: (index, scope)
   std::vector<VmFunction> functions;
   std::vector<VmConstant> constants;
   std::vector<VmInstruction> code;       ///< instruction i as the function table indexes it
@@ -85,9 +92,11 @@ struct VmExecLimits {
   int64_t max_registers = 1 << 24;
 };
 
-/// Parses the serialized executable. `bytes` starts with the u64 payload length (as
-/// vm_exec.bin and the blob entry hold it). Errors: `file: byte N: error: ...`; an unknown
-/// magic or version is an error naming it.
+/// Parses the serialized executable, every layout TVM 0.20 – 0.26 writes: with or without the
+/// u64 payload length in front (0.20 writes one, 0.21+ `ex.mod.save()` none), either magic,
+/// ConstantType tags (0.20) or tvm-ffi type indices (0.21: Tensor 72, Shape 71; 0.22+: 70, 69)
+/// as constant tags. Errors: `file: byte N: error: ...`; an unknown magic, version or tag is
+/// an error naming it.
 Expected<VmExecutable> parse_vm_executable(std::string_view bytes, const std::string& file,
                                            const VmExecLimits& limits = {});
 

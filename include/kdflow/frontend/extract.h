@@ -24,6 +24,9 @@ struct ExtractInputs {
   std::string vm_exec; ///< Relax builds (TVM 0.20): dir/vm_exec.bin when the folder has no graph.json
   std::vector<std::string> metas;    ///< Relax builds: every device_<i>.tvm_meta.json (one CUDA module per kernel)
   std::vector<std::string> devices;  ///< Relax builds: every device_<i>.cu
+  /// Relax builds with symbolic shapes: "NAME=8x100" per VM parameter (--input-shape); a
+  /// parameter not named here takes its shape from dir/input_NAME.npy when there is one.
+  std::vector<std::string> input_shapes;
   bool no_params = false;  ///< do not read a params file even if the folder has one
   bool no_device = false;  ///< do not read device.cu (accesses stay unknown)
   bool no_relay = false;   ///< do not read relay.txt (Relay ops decoded from function names)
@@ -38,7 +41,7 @@ struct ExtractInputs {
   /// Whether any input option (a path, --no-*, --strict-device) is set besides `dir`.
   bool any_option() const {
     return !graph.empty() || !host.empty() || !meta.empty() || !params.empty() || !device.empty() ||
-           !relay.empty() || no_params || no_device || no_relay || strict_device;
+           !relay.empty() || !input_shapes.empty() || no_params || no_device || no_relay || strict_device;
   }
 };
 

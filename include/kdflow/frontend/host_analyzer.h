@@ -55,6 +55,11 @@ class HostProgram {
   /// (`return` of non-zero, anything it cannot evaluate) is reported with its position.
   Expected<HostTrace> run(const std::string& function, const std::vector<TensorArg>& tensors) const;
 
+  /// Interprets a Relax shape function `function(H)` (host-only, on the VM's int64 shape heap):
+  /// returns the heap after the call. Slots not `known` are unset (reading one is an error).
+  Expected<std::vector<int64_t>> run_shape_function(const std::string& function, const std::vector<int64_t>& heap,
+                                                    const std::vector<bool>& known) const;
+
   /// Interprets a compiled-mode Relax VM function `function(ctx, r, c, f)`: VM values are
   /// opaque; TVMBackendAnyListSetPackedArg / ResetItem / MoveFromPackedReturn move them between
   /// the register list, the constant list and the call stack. Returns the VM steps in order.

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,10 +27,27 @@ struct RelaxProgram {
   std::vector<uint64_t> call_instr;  ///< per graph node: the instruction that called it (-1 for arg nodes)
   int64_t num_storages = 0;        ///< vm.builtin.alloc_storage calls executed
   std::vector<uint64_t> storage_bytes;  ///< per storage id < num_storages: the bytes allocated
+  /// The shape heap at the end of the run (vm.builtin.alloc_shape_heap; empty if none) and,
+  /// per VM parameter with a symbolic shape, the shape it was run with.
+  std::vector<int64_t> shape_heap;
+  std::map<int, std::vector<int64_t>> symbolic_inputs;
 };
 
 struct RelaxVmLimits {
   uint64_t max_steps = 10'000'000;  ///< instructions executed
+};
+
+/// Symbolic shapes: what the VM program cannot know by itself.
+struct RelaxVmEnv {
+  /// Shapes of the VM function's parameters (by index) whose match_shape stores a dimension
+  /// into the shape heap (a symbolic dimension such as `n`): from the input files or
+  /// `--input-shape`. Parameters with static shapes need none.
+  std::map<int, std::vector<int64_t>> input_shapes;
+  /// Runs a host-only shape function (host.c) on the shape heap: `known[i]` tells which
+  /// slots hold a value; returns the heap after the call (same size).
+  std::function<Expected<std::vector<int64_t>>(const std::string& function, const std::vector<int64_t>& heap,
+                                               const std::vector<bool>& known)>
+      shape_function;
 };
 
 /// Runs `function` of `ex`. Errors name the executable, the instruction index and the
@@ -36,6 +55,7 @@ struct RelaxVmLimits {
 /// `host_functions` are the functions the host module defines (calls to anything else that
 /// is not a modelled builtin are errors).
 Expected<RelaxProgram> run_relax_vm(const VmExecutable& ex, const std::vector<std::string>& host_functions,
-                                    const std::string& function = "main", const RelaxVmLimits& limits = {});
+                                    const std::string& function = "main", const RelaxVmLimits& limits = {},
+                                    const RelaxVmEnv& env = {});
 
 }  // namespace kdflow

@@ -215,6 +215,11 @@ struct Sources {
   std::string library; ///< exported library (model.so) the graph, table and params came from; empty when none
   std::string vm_exec;      ///< Relax builds: the VM executable read (vm_exec.bin, or "model.so:__tvm_dev_mblob"); empty for Relay
   std::string vm_function;  ///< Relax builds: the VM function run ("main", or "__vmtir__main" in compiled mode)
+  /// Relax builds: the TVM release(s) whose output the files are, as detected from the files
+  /// themselves ("0.20", "0.26", "0.23-0.25", ...); empty when not detected (Relay builds).
+  std::string tvm_version;
+  /// Relax builds: what the detection saw ("vm_exec.bin: magic 0xd225de2f4214151e", ...).
+  std::vector<std::string> tvm_version_evidence;
 };
 
 struct Dataflow {

@@ -27,6 +27,10 @@ struct TensorArg {
   int device_type = 2;         ///< kDLCUDA
   int device_id = 0;
   int type_code = 7;           ///< in arg_type_ids: 7 kTVMDLTensorHandle (graph executor), 13 kTVMNDArrayHandle (Relax VM)
+  /// A host tensor the code may read and write (the Relax VM's shape heap, int64): its
+  /// elements, `host_known[i]` telling which hold a value. Null for device tensors.
+  const std::vector<int64_t>* host_int64 = nullptr;
+  const std::vector<bool>* host_known = nullptr;
 };
 
 /// Where a pointer argument of a packed call points.

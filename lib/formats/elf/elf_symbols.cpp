@@ -55,7 +55,15 @@ Expected<std::optional<Found>> find_symbol(Range symbols, const llvm::object::Ob
 
 }  // namespace
 
-Expected<std::string> read_elf_symbol(std::string_view bytes, const std::string& file, const std::string& symbol) {
+namespace {
+
+bool is_blob_symbol(const std::string& symbol) {
+  return symbol == "__tvm_dev_mblob" || symbol == "__tvm_ffi_library_bin" || symbol == "__tvm_ffi__library_bin";
+}
+
+/// read_elf_symbol; `missing` (when given) is set instead of failing when no such symbol exists.
+Expected<std::string> read_symbol(std::string_view bytes, const std::string& file, const std::string& symbol,
+                                  bool* missing) {
   llvm::MemoryBufferRef ref(llvm::StringRef(bytes.data(), bytes.size()), file);
   if (bytes.size() < 4 || bytes.substr(0, 4) != std::string_view("\x7f" "ELF", 4))
     return file_error(file, "not an ELF file (no \\x7fELF magic)");
@@ -78,6 +86,10 @@ Expected<std::string> read_elf_symbol(std::string_view bytes, const std::string&
     found = find_symbol(elf->getDynamicSymbolIterators(), *elf, file, symbol);
     if (!found) return found.error();
   }
+  if (!*found && missing) {
+    *missing = true;
+    return std::string();
+  }
   if (!*found)
     return file_error(file, "no symbol \"" + symbol + "\"" +
                                 (symbol == "__tvm_dev_mblob" ? " (not a library written by TVM's export_library?)" : ""));
@@ -95,7 +107,7 @@ Expected<std::string> read_elf_symbol(std::string_view bytes, const std::string&
     return file_error(file, "symbol \"" + symbol + "\": its section's contents are truncated");
 
   uint64_t size = f.size;
-  if (symbol == "__tvm_dev_mblob") {
+  if (is_blob_symbol(symbol)) {
     if (room < 8)
       return file_error(file, fmt::format("symbol \"{}\" lies outside its section: its u64 length needs 8 bytes, {} left",
                                           symbol, room));
@@ -115,6 +127,34 @@ Expected<std::string> read_elf_symbol(std::string_view bytes, const std::string&
                                         size, room));
   }
   return std::string(contents->data() + start, size);
+}
+
+}  // namespace
+
+Expected<std::string> read_elf_symbol(std::string_view bytes, const std::string& file, const std::string& symbol) {
+  return read_symbol(bytes, file, symbol, nullptr);
+}
+
+Expected<TvmBlob> read_tvm_blob(std::string_view bytes, const std::string& file) {
+  // Newest first: a library holds one of them.
+  static const std::pair<const char*, BlobLayout> kSymbols[] = {
+      {"__tvm_ffi__library_bin", BlobLayout::FfiLibraryBin},
+      {"__tvm_ffi_library_bin", BlobLayout::FfiLibraryBin021},
+      {"__tvm_dev_mblob", BlobLayout::DevMblob},
+  };
+  for (const auto& [symbol, layout] : kSymbols) {
+    bool missing = false;
+    Expected<std::string> b = read_symbol(bytes, file, symbol, &missing);
+    if (!b) return b.error();
+    if (missing) continue;
+    TvmBlob out;
+    out.bytes = b.take();
+    out.symbol = symbol;
+    out.layout = layout;
+    return out;
+  }
+  return file_error(file, "no symbol \"__tvm_ffi__library_bin\" (TVM 0.22+), \"__tvm_ffi_library_bin\" (0.21) or "
+                          "\"__tvm_dev_mblob\" (up to 0.20): not a library written by TVM's export_library?");
 }
 
 }  // namespace kdflow

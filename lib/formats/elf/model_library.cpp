@@ -28,10 +28,11 @@ std::string blob_label(const std::string& path) { return path + "(__tvm_dev_mblo
 /// Reads and parses model.so's device blob. `size` receives the blob's byte count.
 Expected<DeviceBlob> read_device_blob(const std::string& bytes, const std::string& path, uint64_t* size) {
 #if KDFLOW_HAVE_CLANG
-  auto blob = read_elf_symbol(bytes, path, "__tvm_dev_mblob");
+  // Whichever blob the TVM version wrote (__tvm_ffi__library_bin, __tvm_ffi_library_bin, __tvm_dev_mblob).
+  auto blob = read_tvm_blob(bytes, path);
   if (!blob) return blob.error();
-  if (size) *size = blob->size();
-  return parse_device_blob(*blob, blob_label(path));
+  if (size) *size = blob->bytes.size();
+  return parse_device_blob(blob->bytes, path + "(" + blob->symbol + ")", blob->layout);
 #else
   (void)bytes;
   (void)size;

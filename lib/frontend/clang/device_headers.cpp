@@ -44,6 +44,9 @@ const char* k_prelude_h = R"kdflow_stub(// kdflow_cuda_prelude.h: force-included
 #define __device__ __attribute__((device))
 #define __global__ __attribute__((global))
 #define __shared__ __attribute__((shared))
+// TVM 0.26 prints `__shared__ alignas(64) float buf[160];`: nvcc takes a C++11 attribute after
+// the GNU one, clang does not. The GNU spelling of the same alignment keeps the order legal.
+#define alignas(n) __attribute__((aligned(n)))
 #define __constant__ __attribute__((constant))
 #define __managed__ __attribute__((managed))
 #define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
@@ -1019,6 +1022,36 @@ const char* k_forward = R"kdflow_stub(// Everything this header declares comes f
 #pragma once
 )kdflow_stub";
 
+// <type_traits> stand-in: TVM 0.26's CUDA preamble includes it (for its fp8/bf16 helpers);
+// the traits it names, as the C++ standard library defines them.
+const char* k_type_traits = R"kdflow_stub(#pragma once
+namespace std {
+template <class T, T v> struct integral_constant { static constexpr T value = v; using value_type = T; using type = integral_constant;
+  constexpr operator value_type() const noexcept { return value; } };
+using true_type = integral_constant<bool, true>;
+using false_type = integral_constant<bool, false>;
+template <class A, class B> struct is_same : false_type {};
+template <class A> struct is_same<A, A> : true_type {};
+template <class A, class B> inline constexpr bool is_same_v = is_same<A, B>::value;
+template <class T> struct remove_cv { using type = T; };
+template <class T> struct remove_cv<const T> { using type = T; };
+template <class T> struct remove_cv<volatile T> { using type = T; };
+template <class T> struct remove_cv<const volatile T> { using type = T; };
+template <class T> struct is_integral : integral_constant<bool, __is_integral(T)> {};
+template <class T> struct is_floating_point : integral_constant<bool, __is_floating_point(T)> {};
+template <class T> struct is_signed : integral_constant<bool, __is_signed(T)> {};
+template <class T> struct is_unsigned : integral_constant<bool, __is_unsigned(T)> {};
+template <class T> inline constexpr bool is_integral_v = is_integral<T>::value;
+template <class T> inline constexpr bool is_floating_point_v = is_floating_point<T>::value;
+template <bool B, class T = void> struct enable_if {};
+template <class T> struct enable_if<true, T> { using type = T; };
+template <bool B, class T = void> using enable_if_t = typename enable_if<B, T>::type;
+template <bool B, class T, class F> struct conditional { using type = T; };
+template <class T, class F> struct conditional<false, T, F> { using type = F; };
+template <bool B, class T, class F> using conditional_t = typename conditional<B, T, F>::type;
+}
+)kdflow_stub";
+
 const char* k_climits = R"kdflow_stub(#pragma once
 #include <limits.h>
 )kdflow_stub";
@@ -1060,6 +1093,8 @@ const std::vector<std::pair<std::string, std::string>>& device_stub_headers() {
       {"assert.h", k_assert},
       {"cassert", k_assert},
       {"climits", k_climits},
+      {"type_traits", k_type_traits},
+      {"cuda.h", k_forward},
   };
   return headers;
 }

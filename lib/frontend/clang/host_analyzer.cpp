@@ -29,6 +29,7 @@
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/VirtualFileSystem.h>
 
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -104,6 +105,10 @@ struct HostProgram::Impl {
   std::map<std::string, const FunctionDecl*> functions;  // name → definition
   std::vector<std::string> function_order;
   const RecordDecl* dltensor = nullptr;
+  /// TVM 0.21+ (tvm-ffi): the type index a Tensor object arrives with and where its DLTensor
+  /// starts, as the host C's own literals say (`x_type_index == 70` … `v_ptr) + 24`).
+  int64_t ffi_tensor_type_index = 70;
+  int64_t ffi_tensor_dltensor_offset = 24;
 
   SourceLoc to_loc(SourceLocation l) const {
     return detail::presumed_loc(unit->getSourceManager(), l, virtual_main, label);
@@ -119,6 +124,13 @@ class Interpreter {
       : prog_(prog), ctx_(prog.unit->getASTContext()), trace_(trace) {}
 
   void run(const FunctionDecl* fn, const std::vector<TensorArg>& tensors);
+  /// After run() with a host tensor argument: its int64 elements (an unset one is an error).
+  std::vector<int64_t> host_tensor_values(size_t n, SourceLocation loc) {
+    std::vector<int64_t> out;
+    for (size_t i = 0; i < n; ++i)
+      out.push_back(load(Ptr{Ptr::Base::Object, host_data_obj_, static_cast<int64_t>(8 * i)}, ctx_.LongTy, loc).i);
+    return out;
+  }
   /// Compiled-mode Relax (TVM 0.20): runs __vmtir__main(ctx, r, c, f), recording its VM steps.
   void run_vm(const FunctionDecl* fn, std::vector<VmHostCall>* calls);
 
@@ -162,8 +174,8 @@ class Interpreter {
     uint64_t size = type_size(t);
     if (p.off < 0 || p.off + static_cast<int64_t>(size) > o.size) {
       if (o.role == ObjRole::Args)
-        fail(loc, "reads args[" + std::to_string(p.off / 8) + "] but the graph node passes " +
-                      std::to_string(o.size / 8) + " arguments");
+        fail(loc, "reads args[" + std::to_string(p.off / arg_stride_) + "] but the graph node passes " +
+                      std::to_string(o.size / arg_stride_) + " arguments");
       if (o.role == ObjRole::TypeCodes)
         fail(loc, "reads arg_type_ids[" + std::to_string(p.off / 4) + "] but the graph node passes " +
                       std::to_string(o.size / 4) + " arguments");
@@ -172,7 +184,8 @@ class Interpreter {
                       ", which has " + std::to_string(o.size / 8) + " dimensions in graph.json");
       fail(loc, "out-of-bounds read at byte " + std::to_string(p.off) + " of " + o.what);
     }
-    if (o.role == ObjRole::Args) trace_.args_used = std::max<int>(trace_.args_used, static_cast<int>(p.off / 8) + 1);
+    if (o.role == ObjRole::Args)
+      trace_.args_used = std::max<int>(trace_.args_used, static_cast<int>(p.off / arg_stride_) + 1);
     auto it = o.cells.find(p.off);
     if (it == o.cells.end()) {
       // An access inside a wider cell is not modelled (TVM never does it).
@@ -329,6 +342,17 @@ class Interpreter {
   Value rt_alloc_workspace(const CallExpr* ce);
   Value rt_free_workspace(const CallExpr* ce);
   PackedArg packed_arg(const Value& v, int64_t tcode, int index, SourceLocation loc);
+  // --- the tvm-ffi C ABI (TVM 0.21+)
+  Value rt_ffi_call(const CallExpr* ce);
+  Value rt_ffi_error(const CallExpr* ce, bool parts);
+  /// Slot i of a packed-call stack: the legacy type code (kTVMArgInt 0, kTVMArgFloat 2,
+  /// handle 3, null 4, DLTensor* 7, string 11, object 13; tvm-ffi indices mapped to these,
+  /// unknown ones to 1000 + index) and the value that code says was written.
+  std::pair<int64_t, Value> stack_slot(const Value& values, const Value& codes, int64_t i, SourceLocation loc);
+  bool ffi_ = false;          // the function runs under the tvm-ffi ABI (4 parameters)
+  int64_t host_data_obj_ = -1;  // the object holding a host tensor argument's elements
+  int64_t arg_stride_ = 8;    // sizeof(TVMValue) or sizeof(TVMFFIAny)
+  int64_t tensor_dl_off_ = 0; // where an argument tensor object's DLTensor starts
   void read_tensor(const Ptr& t, PackedArg& a, const std::string& where, SourceLocation loc);
 
   /// Byte offsets of the stand-in DLTensor's fields (host_headers.cpp), set by run().
@@ -831,8 +855,12 @@ Value Interpreter::eval_call(const CallExpr* ce) {
   if (!callee) fail(loc, "call through a function pointer is not supported");
   std::string name = callee->getNameAsString();
   if (vm_calls_ && llvm::StringRef(name).startswith("TVMBackendAnyList")) return rt_anylist(ce, name);
-  if (name == "TVMBackendGetFuncFromEnv") return rt_get_func(ce);
+  // Kernel lookup: TVMBackendGetFuncFromEnv up to TVM 0.25, TVMFFIEnvModLookupFromImports in 0.26.
+  if (name == "TVMBackendGetFuncFromEnv" || name == "TVMFFIEnvModLookupFromImports") return rt_get_func(ce);
   if (name == "TVMFuncCall") return rt_func_call(ce);
+  if (name == "TVMFFIFunctionCall") return rt_ffi_call(ce);
+  if (name == "TVMFFIErrorSetRaisedFromCStrParts") return rt_ffi_error(ce, true);
+  if (name == "TVMFFIErrorSetRaisedFromCStr") return rt_ffi_error(ce, false);
   if (name == "TVMBackendAllocWorkspace") return rt_alloc_workspace(ce);
   if (name == "TVMBackendFreeWorkspace") return rt_free_workspace(ce);
   if (name == "TVMAPISetLastError") {
@@ -868,6 +896,17 @@ Value Interpreter::eval_call(const CallExpr* ce) {
     Value values = eval(ce->getArg(0)), codes = eval(ce->getArg(1)), n = eval(ce->getArg(2));
     if (n.kind != Value::Kind::Int || n.i < 0 || n.i > 4096) fail(loc, "a direct packed call with a bad argument count");
     return rt_vm_call(ce, name, values, codes, n.i + 1, -1);
+  }
+  if (vm_calls_ && depth_ == 1 && callee->hasBody(def) && def && def->getNumParams() == 4 && ffi_) {
+    // The same under the tvm-ffi ABI: f(self, (TVMFFIAny*) stack, num_args, &result), the
+    // step named as the VM's function table names it (without the __tvm_ffi_ prefix).
+    Value values = eval(ce->getArg(1)), n = eval(ce->getArg(2));
+    eval(ce->getArg(0));
+    eval(ce->getArg(3));
+    if (n.kind != Value::Kind::Int || n.i < 0 || n.i > 4096) fail(loc, "a direct packed call with a bad argument count");
+    llvm::StringRef vm_name = name;
+    if (vm_name.startswith("__tvm_ffi_")) vm_name = vm_name.drop_front(10);
+    return rt_vm_call(ce, vm_name.str(), values, Value{}, n.i, -1);
   }
   if (callee->hasBody(def) && def) {
     std::vector<Value> args;
@@ -961,7 +1000,8 @@ PackedArg Interpreter::packed_arg(const Value& v, int64_t tcode, int index, Sour
       if (v.kind != Value::Kind::Ptr || v.p.base != Ptr::Base::Object)
         fail(loc, where() + " does not point to a DLTensor the host code can see");
       a.kind = PackedArg::Kind::Tensor;
-      if (objects_[v.p.id].role == ObjRole::Tensor && v.p.off == 0) a.tensor_arg = objects_[v.p.id].tensor_index;
+      if (objects_[v.p.id].role == ObjRole::Tensor && v.p.off == tensor_dl_off_)
+        a.tensor_arg = objects_[v.p.id].tensor_index;
       read_tensor(v.p, a, where(), loc);
       return a;
     case 11:  // kTVMStr
@@ -1046,6 +1086,100 @@ Value Interpreter::rt_func_call(const CallExpr* ce) {
   if (ret.kind == Value::Kind::Ptr && ret.p.base == Ptr::Base::Object) store(ret.p, ctx_.LongTy, Value::of_int(0), loc);
   if (ret_code.kind == Value::Kind::Ptr && ret_code.p.base == Ptr::Base::Object)
     store(ret_code.p, ctx_.IntTy, Value::of_int(4), loc);
+  return Value::of_int(0);
+}
+
+// --- the tvm-ffi C ABI (TVM 0.21+) -------------------------------------------
+
+std::pair<int64_t, Value> Interpreter::stack_slot(const Value& values, const Value& codes, int64_t i,
+                                                  SourceLocation loc) {
+  if (values.kind != Value::Kind::Ptr) fail(loc, "the argument stack is not a pointer");
+  if (!ffi_) {
+    if (codes.kind != Value::Kind::Ptr) fail(loc, "the type-code stack is not a pointer");
+    Value code = load(Ptr{codes.p.base, codes.p.id, codes.p.off + 4 * i}, ctx_.IntTy, loc);
+    // The TVMValue union: read the member the type code says was written.
+    QualType member = code.i == 2 ? ctx_.DoubleTy : (code.i == 0 || code.i == 1) ? ctx_.LongTy : ctx_.VoidPtrTy;
+    return {code.i, load(Ptr{values.p.base, values.p.id, values.p.off + 8 * i}, member, loc)};
+  }
+  // TVMFFIAny: type_index at 0, the value union at 8.
+  const Ptr slot{values.p.base, values.p.id, values.p.off + 16 * i};
+  const int64_t ti = load(slot, ctx_.IntTy, loc).i;
+  const Ptr value{slot.base, slot.id, slot.off + 8};
+  switch (ti) {
+    case 0: return {4, load(value, ctx_.VoidPtrTy, loc)};   // kTVMFFINone: NULL
+    case 1:                                                  // kTVMFFIInt
+    case 2: return {0, load(value, ctx_.LongTy, loc)};      // kTVMFFIBool
+    case 3: return {2, load(value, ctx_.DoubleTy, loc)};    // kTVMFFIFloat
+    case 4: return {3, load(value, ctx_.VoidPtrTy, loc)};   // kTVMFFIOpaquePtr
+    case 7: return {7, load(value, ctx_.VoidPtrTy, loc)};   // kTVMFFIDLTensorPtr
+    case 8: return {11, load(value, ctx_.VoidPtrTy, loc)};  // kTVMFFIRawStr
+    default: break;
+  }
+  Value v = load(value, ctx_.VoidPtrTy, loc);
+  if (v.kind == Value::Kind::Ptr && v.p.base == Ptr::Base::Vm) return {13, v};  // a VM value (an object)
+  return {1000 + ti, v};
+}
+
+Value Interpreter::rt_ffi_call(const CallExpr* ce) {
+  SourceLocation loc = ce->getBeginLoc();
+  if (ce->getNumArgs() != 4) fail(loc, "TVMFFIFunctionCall takes 4 arguments");
+  Value h = eval(ce->getArg(0));
+  if (h.kind != Value::Kind::Ptr || h.p.base != Ptr::Base::Func)
+    fail(ce->getArg(0)->getBeginLoc(),
+         "the function handle was not obtained from TVMFFIEnvModLookupFromImports or TVMBackendGetFuncFromEnv");
+  Value values = eval(ce->getArg(1));
+  Value n = eval(ce->getArg(2));
+  Value ret = eval(ce->getArg(3));
+  if (values.kind != Value::Kind::Ptr || n.kind != Value::Kind::Int) fail(loc, "unsupported TVMFFIFunctionCall arguments");
+  if (n.i < 0 || n.i > 4096)
+    fail(ce->getArg(2)->getBeginLoc(), "TVMFFIFunctionCall with " + std::to_string(n.i) + " arguments");
+  if (!ffi_) fail(loc, "TVMFFIFunctionCall in a function without the tvm-ffi signature (self, args, num_args, result)");
+  if (vm_calls_) return rt_vm_call(ce, func_names_[h.p.id], values, Value{}, n.i, n.i);
+  if (trace_.calls.size() >= prog_.limits.max_calls) fail(loc, "packed-call limit reached");
+  PackedCall call;
+  call.name = func_names_[h.p.id];
+  call.loc = prog_.to_loc(loc);
+  call.loop_iterations = loop_iters_;
+  for (int64_t i = 0; i < n.i; ++i) {
+    auto [code, v] = stack_slot(values, Value{}, i, loc);
+    if (code >= 1000)
+      fail(loc, "packed argument " + std::to_string(i) + " has tvm-ffi type index " + std::to_string(code - 1000) +
+                    ", which kdflow does not model");
+    call.args.push_back(packed_arg(v, code, static_cast<int>(i), loc));
+  }
+  trace_.calls.push_back(std::move(call));
+  // A successful call returning None.
+  if (ret.kind == Value::Kind::Ptr && ret.p.base == Ptr::Base::Object) {
+    store(ret.p, ctx_.IntTy, Value::of_int(0), loc);
+    store(Ptr{ret.p.base, ret.p.id, ret.p.off + 8}, ctx_.LongTy, Value::of_int(0), loc);
+  }
+  return Value::of_int(0);
+}
+
+Value Interpreter::rt_ffi_error(const CallExpr* ce, bool parts) {
+  SourceLocation loc = ce->getBeginLoc();
+  if (ce->getNumArgs() != (parts ? 3u : 2u)) fail(loc, parts ? "TVMFFIErrorSetRaisedFromCStrParts takes 3 arguments"
+                                                             : "TVMFFIErrorSetRaisedFromCStr takes 2 arguments");
+  auto text = [&](const Value& v) -> std::string {
+    if (v.kind == Value::Kind::Ptr && v.p.base == Ptr::Base::String && v.p.off >= 0 &&
+        static_cast<size_t>(v.p.off) <= strings_[v.p.id].size())
+      return strings_[v.p.id].substr(static_cast<size_t>(v.p.off));
+    return "?";
+  };
+  const std::string kind = text(eval(ce->getArg(0)));
+  std::string msg;
+  if (parts) {
+    Value list = eval(ce->getArg(1)), n = eval(ce->getArg(2));
+    if (list.kind != Value::Kind::Ptr || n.kind != Value::Kind::Int || n.i < 0 || n.i > 4096)
+      fail(loc, "TVMFFIErrorSetRaisedFromCStrParts with unsupported arguments");
+    for (int64_t i = 0; i < n.i; ++i)
+      msg += text(load(Ptr{list.p.base, list.p.id, list.p.off + 8 * i}, ctx_.VoidPtrTy, loc));
+  } else {
+    msg = text(eval(ce->getArg(1)));
+  }
+  for (char& c : msg)
+    if (c == '\n' || c == '\r') c = ' ';
+  last_error_ = kind + ": " + msg;
   return Value::of_int(0);
 }
 
@@ -1217,17 +1351,15 @@ VmOperand Interpreter::vm_operand(const Value& v, int64_t tcode, int index, Sour
 Value Interpreter::rt_vm_call(const CallExpr* ce, const std::string& name, const Value& values, const Value& codes,
                               int64_t n, int64_t ret_slot) {
   SourceLocation loc = ce->getBeginLoc();
-  if (values.kind != Value::Kind::Ptr || codes.kind != Value::Kind::Ptr) fail(loc, "unsupported packed call arguments");
+  if (values.kind != Value::Kind::Ptr || (!ffi_ && codes.kind != Value::Kind::Ptr))
+    fail(loc, "unsupported packed call arguments");
   if (vm_calls_->size() >= prog_.limits.max_calls) fail(loc, "packed-call limit reached");
   VmHostCall call;
   call.name = name;
   call.loc = prog_.to_loc(loc);
-  const int64_t value_size = 8;
   for (int64_t i = 0; i < n; ++i) {
-    Value code = load(Ptr{codes.p.base, codes.p.id, codes.p.off + 4 * i}, ctx_.IntTy, loc);
-    QualType member = code.i == 2 ? ctx_.DoubleTy : (code.i == 0 || code.i == 1) ? ctx_.LongTy : ctx_.VoidPtrTy;
-    Value v = load(Ptr{values.p.base, values.p.id, values.p.off + value_size * i}, member, loc);
-    call.args.push_back(vm_operand(v, code.i, static_cast<int>(i), loc));
+    auto [code, v] = stack_slot(values, codes, i, loc);
+    call.args.push_back(vm_operand(v, code, static_cast<int>(i), loc));
   }
   vm_calls_->push_back(std::move(call));
   if (ret_slot >= 0) {
@@ -1235,9 +1367,16 @@ Value Interpreter::rt_vm_call(const CallExpr* ce, const std::string& name, const
     // &stack_tcode[end] as the return slot, where TVMBackendAnyListMoveFromPackedReturn then
     // reads it. TVM 0.20's C host passes a local instead and leaves that slot stale; kdflow
     // models the LLVM host, as the runtime's own builtins expect.
+    // TVM 0.21 – 0.26's C host does the same with its TVMFFIAny result.
     const Ptr token{Ptr::Base::Vm, kVmReturn, static_cast<int64_t>(vm_calls_->size()) - 1};
-    store(Ptr{values.p.base, values.p.id, values.p.off + value_size * ret_slot}, ctx_.VoidPtrTy, Value::of_ptr(token), loc);
-    store(Ptr{codes.p.base, codes.p.id, codes.p.off + 4 * ret_slot}, ctx_.IntTy, Value::of_int(13), loc);
+    if (ffi_) {
+      const Ptr slot{values.p.base, values.p.id, values.p.off + 16 * ret_slot};
+      store(slot, ctx_.IntTy, Value::of_int(64), loc);  // kTVMFFIObject
+      store(Ptr{slot.base, slot.id, slot.off + 8}, ctx_.VoidPtrTy, Value::of_ptr(token), loc);
+    } else {
+      store(Ptr{values.p.base, values.p.id, values.p.off + 8 * ret_slot}, ctx_.VoidPtrTy, Value::of_ptr(token), loc);
+      store(Ptr{codes.p.base, codes.p.id, codes.p.off + 4 * ret_slot}, ctx_.IntTy, Value::of_int(13), loc);
+    }
   }
   return Value::of_int(0);
 }
@@ -1262,6 +1401,32 @@ Value Interpreter::rt_anylist(const CallExpr* ce, const std::string& name) {
     *vp = Ptr{a[vi].p.base, a[vi].p.id, a[vi].p.off + 8 * off};
     *cp = Ptr{a[ci].p.base, a[ci].p.id, a[ci].p.off + 4 * off};
   };
+  // TVM 0.21+: (list, index, (TVMFFIAny*) stack, offset), no type-code stack.
+  auto ffi_slot = [&](int64_t off) {
+    if (a[2].kind != Value::Kind::Ptr) fail(loc, name + ": the stack is not a pointer");
+    return Ptr{a[2].p.base, a[2].p.id, a[2].p.off + 16 * off};
+  };
+  if (ffi_ && name == "TVMBackendAnyListSetPackedArg") {
+    if (a.size() != 4) fail(loc, name + " takes 4 arguments under the tvm-ffi ABI");
+    const int64_t l = list(0), idx = integer(1), off = integer(3);
+    const Ptr at = ffi_slot(off);
+    store(at, ctx_.IntTy, Value::of_int(64), loc);  // kTVMFFIObject
+    store(Ptr{at.base, at.id, at.off + 8}, ctx_.VoidPtrTy,
+          Value::of_ptr(Ptr{Ptr::Base::Vm, l == kVmRegList ? kVmReg : kVmConst, idx}), loc);
+    return Value::of_int(0);
+  }
+  if (ffi_ && name == "TVMBackendAnyListMoveFromPackedReturn") {
+    if (a.size() != 4) fail(loc, name + " takes 4 arguments under the tvm-ffi ABI");
+    if (list(0) != kVmRegList) fail(loc, name + " moves into the constant list");
+    const int64_t idx = integer(1), off = integer(3);
+    const Ptr at = ffi_slot(off);
+    Value v = load(Ptr{at.base, at.id, at.off + 8}, ctx_.VoidPtrTy, loc);
+    if (v.kind != Value::Kind::Ptr || v.p.base != Ptr::Base::Vm || v.p.id != kVmReturn || vm_calls_->empty() ||
+        v.p.off != static_cast<int64_t>(vm_calls_->size()) - 1)
+      fail(loc, name + ": slot " + std::to_string(off) + " does not hold the return value of the packed call just made");
+    vm_calls_->back().dst = idx;
+    return Value::of_int(0);
+  }
   if (name == "TVMBackendAnyListSetPackedArg") {
     if (a.size() != 5) fail(loc, name + " takes 5 arguments");
     const int64_t l = list(0), idx = integer(1), off = integer(4);
@@ -1299,9 +1464,35 @@ Value Interpreter::rt_anylist(const CallExpr* ce, const std::string& name) {
 
 void Interpreter::run_vm(const FunctionDecl* fn, std::vector<VmHostCall>* calls) {
   SourceLocation loc = fn->getLocation();
+  vm_calls_ = calls;
+  if (fn->getNumParams() == 4 && fn->getParamDecl(1)->getType()->isPointerType()) {
+    // TVM 0.21+: __tvm_ffi___vmtir__main(self, (TVMFFIAny*) args, 4, result), each of
+    // (ctx, r, c, f) an opaque pointer (kTVMFFIOpaquePtr).
+    ffi_ = true;
+    arg_stride_ = 16;
+    frames_.emplace_back();
+    int64_t args_obj = new_object(16 * 4, "args", ObjRole::Args);
+    const int64_t tokens[4] = {kVmCtx, kVmRegList, kVmConstList, kVmFuncList};
+    for (int i = 0; i < 4; ++i) {
+      store(Ptr{Ptr::Base::Object, args_obj, 16 * i}, ctx_.IntTy, Value::of_int(4), loc);
+      store(Ptr{Ptr::Base::Object, args_obj, 16 * i + 4}, ctx_.UnsignedIntTy, Value::of_int(0), loc);
+      store(Ptr{Ptr::Base::Object, args_obj, 16 * i + 8}, ctx_.VoidPtrTy, Value::of_ptr(Ptr{Ptr::Base::Vm, tokens[i], 0}),
+            loc);
+    }
+    int64_t ret_obj = new_object(16, "result");
+    frames_.pop_back();
+    Value r = call_function(fn,
+                            {Value::of_ptr(Ptr{}), Value::of_ptr(Ptr{Ptr::Base::Object, args_obj, 0}), Value::of_int(4),
+                             Value::of_ptr(Ptr{Ptr::Base::Object, ret_obj, 0})},
+                            loc);
+    if (r.kind != Value::Kind::Int || r.i != 0)
+      fail(return_loc_.isValid() ? return_loc_ : loc,
+           "function '" + fn->getNameAsString() + "' returns non-zero here: the TVM runtime would fail this call" +
+               (last_error_.empty() ? std::string() : " (" + last_error_ + ")"));
+    return;
+  }
   if (fn->getNumParams() != 6 || !fn->getParamDecl(0)->getType()->isPointerType())
     fail(loc, "function '" + fn->getNameAsString() + "' does not have TVM's packed-function signature");
-  vm_calls_ = calls;
   frames_.emplace_back();
   const int64_t value_size = 8;
   int64_t args_obj = new_object(value_size * 4, "args", ObjRole::Args);
@@ -1328,9 +1519,13 @@ void Interpreter::run_vm(const FunctionDecl* fn, std::vector<VmHostCall>* calls)
 
 void Interpreter::run(const FunctionDecl* fn, const std::vector<TensorArg>& tensors) {
   SourceLocation loc = fn->getLocation();
-  if (fn->getNumParams() != 6 || !fn->getParamDecl(0)->getType()->isPointerType())
+  // TVM 0.21+ (tvm-ffi): int32_t f(void* self, void* args, int32_t num_args, void* result).
+  ffi_ = fn->getNumParams() == 4 && fn->getParamDecl(1)->getType()->isPointerType() &&
+         fn->getParamDecl(2)->getType()->isIntegerType() && fn->getParamDecl(3)->getType()->isPointerType();
+  if (!ffi_ && (fn->getNumParams() != 6 || !fn->getParamDecl(0)->getType()->isPointerType()))
     fail(loc, "function '" + fn->getNameAsString() +
-                  "' does not have TVM's packed-function signature (args, arg_type_ids, num_args, ret, ret_tcode, resource)");
+                  "' does not have TVM's packed-function signature (args, arg_type_ids, num_args, ret, ret_tcode, "
+                  "resource; or TVM 0.21+'s self, args, num_args, result)");
   const RecordDecl* dl = prog_.dltensor;
   if (!dl) fail(loc, "DLTensor is not declared");
   QualType dl_type = ctx_.getRecordType(dl);
@@ -1359,20 +1554,39 @@ void Interpreter::run(const FunctionDecl* fn, const std::vector<TensorArg>& tens
                  field_offset(f_ndim), dtype_off,           field_offset(f_shape),
                  field_offset(f_strides), field_offset(f_offset)};
 
+  if (ffi_) {
+    arg_stride_ = 16;
+    tensor_dl_off_ = prog_.ffi_tensor_dltensor_offset;
+  }
+  const int64_t n_args = static_cast<int64_t>(tensors.size());
   frames_.emplace_back();
-  int64_t args_obj = new_object(value_size * static_cast<int64_t>(tensors.size()), "args", ObjRole::Args);
-  int64_t codes_obj = new_object(4 * static_cast<int64_t>(tensors.size()), "arg_type_ids", ObjRole::TypeCodes);
+  int64_t args_obj = new_object(arg_stride_ * n_args, "args", ObjRole::Args);
+  int64_t codes_obj = ffi_ ? -1 : new_object(4 * n_args, "arg_type_ids", ObjRole::TypeCodes);
   for (size_t i = 0; i < tensors.size(); ++i) {
     const TensorArg& t = tensors[i];
-    std::string what = "the DLTensor of argument " + std::to_string(i);
-    int64_t tobj = new_object(dl_size, what, ObjRole::Tensor);
+    std::string what = (ffi_ ? "the Tensor object of argument " : "the DLTensor of argument ") + std::to_string(i);
+    // Under tvm-ffi a tensor is an object whose DLTensor follows the object header; the
+    // header itself is never written, so reading it is an error, not a guess.
+    int64_t tobj = new_object(tensor_dl_off_ + dl_size, what, ObjRole::Tensor);
     objects_[tobj].tensor_index = static_cast<int>(i);
     int64_t sobj = new_object(8 * static_cast<int64_t>(t.shape.size()), "the shape of argument " + std::to_string(i), ObjRole::Shape);
     objects_[sobj].tensor_index = static_cast<int>(i);
     for (size_t d = 0; d < t.shape.size(); ++d)
       store(Ptr{Ptr::Base::Object, sobj, static_cast<int64_t>(8 * d)}, ctx_.LongTy, Value::of_int(t.shape[d]), loc);
-    auto put = [&](int64_t off, QualType ty, Value v) { store(Ptr{Ptr::Base::Object, tobj, off}, ty, v, loc); };
-    put(field_offset(f_data), ctx_.VoidPtrTy, Value::of_ptr(Ptr{Ptr::Base::Entry, t.entry_id, 0}));
+    auto put = [&](int64_t off, QualType ty, Value v) {
+      store(Ptr{Ptr::Base::Object, tobj, tensor_dl_off_ + off}, ty, v, loc);
+    };
+    if (t.host_int64) {
+      // A host tensor (the shape heap): its elements live where the code can read and write them.
+      int64_t dobj = new_object(8 * static_cast<int64_t>(t.host_int64->size()), "the elements of argument " + std::to_string(i));
+      for (size_t k = 0; k < t.host_int64->size(); ++k)
+        if (!t.host_known || (k < t.host_known->size() && (*t.host_known)[k]))
+          store(Ptr{Ptr::Base::Object, dobj, static_cast<int64_t>(8 * k)}, ctx_.LongTy, Value::of_int((*t.host_int64)[k]), loc);
+      host_data_obj_ = dobj;
+      put(field_offset(f_data), ctx_.VoidPtrTy, Value::of_ptr(Ptr{Ptr::Base::Object, dobj, 0}));
+    } else {
+      put(field_offset(f_data), ctx_.VoidPtrTy, Value::of_ptr(Ptr{Ptr::Base::Entry, t.entry_id, 0}));
+    }
     put(device_off, ctx_.IntTy, Value::of_int(t.device_type));
     put(device_off + 4, ctx_.IntTy, Value::of_int(t.device_id));
     put(field_offset(f_ndim), ctx_.IntTy, Value::of_int(static_cast<int64_t>(t.shape.size())));
@@ -1382,19 +1596,33 @@ void Interpreter::run(const FunctionDecl* fn, const std::vector<TensorArg>& tens
     put(field_offset(f_shape), ctx_.VoidPtrTy, Value::of_ptr(Ptr{Ptr::Base::Object, sobj, 0}));
     put(field_offset(f_strides), ctx_.VoidPtrTy, Value::of_ptr(Ptr{}));
     put(field_offset(f_offset), ctx_.UnsignedLongTy, Value::of_int(0));
-    store(Ptr{Ptr::Base::Object, args_obj, value_size * static_cast<int64_t>(i)}, ctx_.VoidPtrTy,
-          Value::of_ptr(Ptr{Ptr::Base::Object, tobj, 0}), loc);
+    const int64_t slot = arg_stride_ * static_cast<int64_t>(i);
+    if (ffi_) {
+      store(Ptr{Ptr::Base::Object, args_obj, slot}, ctx_.IntTy, Value::of_int(prog_.ffi_tensor_type_index), loc);
+      store(Ptr{Ptr::Base::Object, args_obj, slot + 4}, ctx_.UnsignedIntTy, Value::of_int(0), loc);
+      store(Ptr{Ptr::Base::Object, args_obj, slot + 8}, ctx_.VoidPtrTy, Value::of_ptr(Ptr{Ptr::Base::Object, tobj, 0}),
+            loc);
+      continue;
+    }
+    store(Ptr{Ptr::Base::Object, args_obj, slot}, ctx_.VoidPtrTy, Value::of_ptr(Ptr{Ptr::Base::Object, tobj, 0}), loc);
     store(Ptr{Ptr::Base::Object, codes_obj, 4 * static_cast<int64_t>(i)}, ctx_.IntTy, Value::of_int(t.type_code), loc);
   }
-  int64_t ret_obj = new_object(value_size, "out_ret_value");
-  int64_t ret_code_obj = new_object(4, "out_ret_tcode");
+  std::vector<Value> args;
+  if (ffi_) {
+    int64_t result_obj = new_object(16, "result");
+    args = {Value::of_ptr(Ptr{}), Value::of_ptr(Ptr{Ptr::Base::Object, args_obj, 0}), Value::of_int(n_args),
+            Value::of_ptr(Ptr{Ptr::Base::Object, result_obj, 0})};
+  } else {
+    int64_t ret_obj = new_object(value_size, "out_ret_value");
+    int64_t ret_code_obj = new_object(4, "out_ret_tcode");
+    args = {Value::of_ptr(Ptr{Ptr::Base::Object, args_obj, 0}),
+            Value::of_ptr(Ptr{Ptr::Base::Object, codes_obj, 0}),
+            Value::of_int(n_args),
+            Value::of_ptr(Ptr{Ptr::Base::Object, ret_obj, 0}),
+            Value::of_ptr(Ptr{Ptr::Base::Object, ret_code_obj, 0}),
+            Value::of_ptr(Ptr{})};
+  }
   frames_.pop_back();
-  std::vector<Value> args = {Value::of_ptr(Ptr{Ptr::Base::Object, args_obj, 0}),
-                             Value::of_ptr(Ptr{Ptr::Base::Object, codes_obj, 0}),
-                             Value::of_int(static_cast<int64_t>(tensors.size())),
-                             Value::of_ptr(Ptr{Ptr::Base::Object, ret_obj, 0}),
-                             Value::of_ptr(Ptr{Ptr::Base::Object, ret_code_obj, 0}),
-                             Value::of_ptr(Ptr{})};
   Value r = call_function(fn, args, loc);
   if (r.kind != Value::Kind::Int || r.i != 0) {
     std::string msg = "function '" + fn->getNameAsString() + "' returns " +
@@ -1428,17 +1656,40 @@ Expected<std::unique_ptr<HostProgram>> HostProgram::parse(const std::string& sou
   impl->unit = unit.take();
 
   ASTContext& ctx = impl->unit->getASTContext();
+  std::vector<std::pair<std::string, const FunctionDecl*>> ffi_exports;
   for (const Decl* d : ctx.getTranslationUnitDecl()->decls()) {
     if (const auto* fd = dyn_cast<FunctionDecl>(d)) {
       if (fd->doesThisDeclarationHaveABody()) {
         std::string name = fd->getNameAsString();
         if (!impl->functions.count(name)) impl->function_order.push_back(name);
         impl->functions[name] = fd;
+        // TVM 0.22+ exports `<f>` as `__tvm_ffi_<f>`; the VM and the kernels' owners name it `<f>`.
+        if (name.size() > 10 && name.compare(0, 10, "__tvm_ffi_") == 0) ffi_exports.emplace_back(name.substr(10), fd);
       }
     } else if (const auto* td = dyn_cast<TypedefNameDecl>(d)) {
       if (td->getName() == "DLTensor")
         if (const auto* rt = td->getUnderlyingType()->getAs<RecordType>()) impl->dltensor = rt->getDecl();
     }
+  }
+  for (const auto& [name, fd] : ffi_exports) {
+    if (impl->functions.count(name)) continue;  // a function of that very name wins
+    impl->function_order.push_back(name);
+    impl->functions[name] = fd;
+  }
+  // The Tensor object's type index and its DLTensor offset, from the argument unpacking TVM
+  // prints: `if ((x_type_index == 70)) { condval = ((void*)((char*)(((TVMFFIAny*)args)[0].v_ptr) + 24)); }`.
+  const std::string marker = ".v_ptr) + ";
+  for (size_t at = source.find(marker); at != std::string::npos; at = source.find(marker, at + 1)) {
+    size_t e = at + marker.size(), end = e;
+    while (end < source.size() && end - e < 6 && std::isdigit(static_cast<unsigned char>(source[end]))) ++end;
+    const size_t ti_at = source.rfind("_type_index == ", at);
+    if (end == e || ti_at == std::string::npos || at - ti_at > 200) continue;
+    size_t t = ti_at + 15, t_end = t;
+    while (t_end < source.size() && t_end - t < 6 && std::isdigit(static_cast<unsigned char>(source[t_end]))) ++t_end;
+    if (t_end == t) continue;
+    impl->ffi_tensor_type_index = std::stoll(source.substr(t, t_end - t));
+    impl->ffi_tensor_dltensor_offset = std::stoll(source.substr(e, end - e));
+    break;
   }
   return std::unique_ptr<HostProgram>(new HostProgram(std::move(impl)));
 }
@@ -1461,6 +1712,38 @@ Expected<std::vector<VmHostCall>> HostProgram::run_vm(const std::string& functio
     return Error{file_error(impl_->label, "out of memory while interpreting '" + function + "'").message};
   }
   return calls;
+}
+
+Expected<std::vector<int64_t>> HostProgram::run_shape_function(const std::string& function,
+                                                               const std::vector<int64_t>& heap,
+                                                               const std::vector<bool>& known) const {
+  auto it = impl_->functions.find(function);
+  if (it == impl_->functions.end())
+    return Error{file_error(impl_->label, "no function '" + function + "' is defined in this file").message};
+  HostTrace trace;
+  trace.function = function;
+  TensorArg h;
+  h.shape = {static_cast<int64_t>(heap.size())};
+  h.dtype_code = 0;  // int64
+  h.dtype_bits = 64;
+  h.device_type = 1;  // kDLCPU: the heap lives on the host
+  h.type_code = 13;
+  h.host_int64 = &heap;
+  h.host_known = &known;
+  try {
+    Interpreter interp(*impl_, trace);
+    interp.run(it->second, {h});
+    if (!trace.calls.empty())
+      throw Failure{it->second->getLocation(), "a shape function makes a packed call (" + trace.calls.front().name + ")"};
+    return interp.host_tensor_values(heap.size(), it->second->getLocation());
+  } catch (const Failure& f) {
+    SourceLoc l = impl_->to_loc(f.loc);
+    std::string msg = f.msg + " [in " + function + "]";
+    if (!l.valid()) return Error{file_error(impl_->label, msg).message};
+    return Error{source_error(l.file, l.line, l.col, msg).message};
+  } catch (const std::bad_alloc&) {
+    return Error{file_error(impl_->label, "out of memory while interpreting '" + function + "'").message};
+  }
 }
 
 bool HostProgram::has_function(const std::string& name) const { return impl_->functions.count(name) != 0; }

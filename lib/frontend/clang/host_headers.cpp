@@ -1,6 +1,7 @@
 // The stand-ins declare exactly what TVM's host C uses from its runtime API (DLPack
-// structs, TVMValue, the packed-call and workspace entry points) and from the C library.
-// Layouts follow dlpack.h and c_runtime_api.h (TVM v0.8-v0.19); DLTensor carries both
+// structs, TVMValue, the packed-call and workspace entry points; TVM 0.21+: TVMFFIAny, the
+// tvm-ffi call, lookup and error entry points) and from the C library. Layouts follow
+// dlpack.h, c_runtime_api.h (TVM v0.8-v0.20) and tvm-ffi's c_api.h; DLTensor carries both
 // `device` and the pre-0.8 name `ctx` as one anonymous union.
 #include "host_headers.h"
 
@@ -112,6 +113,46 @@ TVM_DLL int TVMBackendRunOnce(void** handle, int (*f)(void*), void* cdata, int n
 extern void* __tvm_module_ctx;
 )";
 
+// TVM 0.21+ (tvm-ffi): the host C includes tvm/runtime/base.h, tvm/runtime/c_backend_api.h,
+// tvm/ffi/c_api.h and (0.26) tvm/ffi/extra/c_env_api.h. TVMFFIAny is 16 bytes: type_index,
+// a 4-byte padding / small-string length, an 8-byte value union (tvm-ffi include/tvm/ffi/c_api.h).
+const char* kFfiCApi = R"(#pragma once
+#include <stdint.h>
+#include <stddef.h>
+#include <dlpack/dlpack.h>
+#ifndef TVM_FFI_DLL
+#define TVM_FFI_DLL
+#endif
+typedef enum { kTVMFFIAny = -1, kTVMFFINone = 0, kTVMFFIInt = 1, kTVMFFIBool = 2, kTVMFFIFloat = 3,
+               kTVMFFIOpaquePtr = 4, kTVMFFIDataType = 5, kTVMFFIDevice = 6, kTVMFFIDLTensorPtr = 7,
+               kTVMFFIRawStr = 8, kTVMFFIByteArrayPtr = 9, kTVMFFIObjectRValueRef = 10,
+               kTVMFFISmallStr = 11, kTVMFFISmallBytes = 12, kTVMFFIStaticObjectBegin = 64,
+               kTVMFFIObject = 64, kTVMFFIStr = 65, kTVMFFIBytes = 66 } TVMFFITypeIndex;
+typedef void* TVMFFIObjectHandle;
+typedef struct {
+  int32_t type_index;
+  union { uint32_t zero_padding; uint32_t small_str_len; };
+  union { int64_t v_int64; double v_float64; void* v_ptr; const char* v_c_str; TVMFFIObjectHandle v_obj;
+          DLDataType v_dtype; DLDevice v_device; char v_bytes[8]; uint64_t v_uint64; };
+} TVMFFIAny;
+typedef struct { const char* data; size_t size; } TVMFFIByteArray;
+TVM_FFI_DLL int TVMFFIFunctionCall(TVMFFIObjectHandle func, TVMFFIAny* args, int32_t num_args, TVMFFIAny* result);
+TVM_FFI_DLL void TVMFFIErrorSetRaisedFromCStr(const char* kind, const char* message);
+TVM_FFI_DLL void TVMFFIErrorSetRaisedFromCStrParts(const char* kind, const char** parts, int32_t num_parts);
+)";
+
+const char* kFfiEnvApi = R"(#pragma once
+#include <tvm/ffi/c_api.h>
+TVM_FFI_DLL int TVMFFIEnvModLookupFromImports(TVMFFIObjectHandle library_ctx, const char* func_name,
+                                              TVMFFIObjectHandle* out);
+)";
+
+const char* kRuntimeBase = R"(#pragma once
+#ifndef TVM_DLL
+#define TVM_DLL
+#endif
+)";
+
 }  // namespace
 
 const std::vector<std::pair<std::string, std::string>>& host_stub_headers() {
@@ -123,6 +164,9 @@ const std::vector<std::pair<std::string, std::string>>& host_stub_headers() {
       {"dlpack/dlpack.h", kDlpack},
       {"tvm/runtime/c_runtime_api.h", kCRuntimeApi},
       {"tvm/runtime/c_backend_api.h", kCBackendApi},
+      {"tvm/runtime/base.h", kRuntimeBase},
+      {"tvm/ffi/c_api.h", kFfiCApi},
+      {"tvm/ffi/extra/c_env_api.h", kFfiEnvApi},
   };
   return headers;
 }

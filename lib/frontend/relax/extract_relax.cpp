@@ -16,6 +16,7 @@
 #include "kdflow/formats/elf_symbols.h"
 #include "kdflow/frontend/host_analyzer.h"
 #include "kdflow/support/io.h"
+#include "kdflow/formats/npy.h"
 #include "kdflow/frontend/relax_vm.h"
 #include "kdflow/formats/relay.h"
 #include "kdflow/formats/vm_exec.h"
@@ -69,23 +70,80 @@ Status resolve_relax_inputs(const ExtractInputs& in, ExtractInputs& out) {
   return Status::ok();
 }
 
+Expected<std::pair<std::string, std::vector<int64_t>>> parse_input_shape(const std::string& spec) {
+  auto bad = [&](const std::string& why) {
+    return Error{fmt::format("error: --input-shape {}: {} (expected NAME=8x100)", spec, why), ExitCode::Usage};
+  };
+  const size_t eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0) return bad("no NAME=");
+  std::vector<int64_t> shape;
+  std::string dims = spec.substr(eq + 1);
+  size_t start = 0;
+  while (true) {
+    size_t end = dims.find('x', start);
+    if (end == std::string::npos) end = dims.size();
+    const std::string d = dims.substr(start, end - start);
+    if (d.empty() || d.size() > 12 || !std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return bad("dimension \"" + d + "\" is not a non-negative integer");
+    shape.push_back(std::stoll(d));
+    if (shape.size() > 32) return bad("more than 32 dimensions");
+    if (end == dims.size()) break;
+    start = end + 1;
+  }
+  return std::make_pair(spec.substr(0, eq), shape);
+}
+
 #ifdef KDFLOW_HAVE_CLANG
 namespace {
 
-/// model.so's device blob, when it holds a relax.VMExecutable (else nullopt).
-Expected<std::optional<DeviceBlob>> relax_blob(const std::string& library) {
+/// model.so's device blob, when it holds a relax.VMExecutable (else nullopt). `symbol` receives
+/// the blob's symbol (it tells the TVM version that wrote it).
+Expected<std::optional<DeviceBlob>> relax_blob(const std::string& library, std::string* symbol = nullptr) {
   Expected<std::string> bytes = read_file(library);
   if (!bytes) return bytes.error();
-  Expected<std::string> blob_bytes = read_elf_symbol(*bytes, library, "__tvm_dev_mblob");
-  if (!blob_bytes) return blob_bytes.error();
-  Expected<DeviceBlob> blob = parse_device_blob(*blob_bytes, library + "(__tvm_dev_mblob)");
+  Expected<TvmBlob> raw = read_tvm_blob(*bytes, library);
+  if (!raw) return raw.error();
+  if (symbol) *symbol = raw->symbol;
+  const std::string label = library + "(" + raw->symbol + ")";
+  Expected<DeviceBlob> blob = parse_device_blob(raw->bytes, label, raw->layout);
   if (!blob) return blob.error();
   if (blob->vm_executables.empty()) return std::optional<DeviceBlob>();
   if (blob->vm_executables.size() > 1)
-    return file_error(library + "(__tvm_dev_mblob)",
-                      fmt::format("{} relax.VMExecutable entries; kdflow reads a blob with one", blob->vm_executables.size()));
-  if (blob->cuda.empty()) return file_error(library + "(__tvm_dev_mblob)", "the device blob holds no cuda module");
+    return file_error(label, fmt::format("{} relax.VMExecutable entries; kdflow reads a blob with one",
+                                         blob->vm_executables.size()));
+  if (blob->cuda.empty()) return file_error(label, "the device blob holds no cuda module");
   return std::optional<DeviceBlob>(blob.take());
+}
+
+/// Which TVM release wrote the build, from the files themselves: each observation narrows a
+/// range of 0.<minor> releases (20 – 26, the ones kdflow reads). Recorded in `sources`.
+void detect_tvm_version(const VmExecutable& ex, const std::string& vm_label, const std::string& host_text,
+                        const std::string& host_label, const std::string& blob_symbol, Sources* out) {
+  int lo = 20, hi = 26;
+  auto narrow = [&](int a, int b, const std::string& why) {
+    lo = std::max(lo, a), hi = std::min(hi, b);
+    out->tvm_version_evidence.push_back(why);
+  };
+  if (ex.tvm_versions == "0.20") narrow(20, 20, vm_label + ": length prefix, ConstantType tags (0.20)");
+  else if (ex.tvm_versions == "0.21") narrow(21, 21, vm_label + ": tvm-ffi tags with Tensor 72 (0.21)");
+  else if (ex.tvm_versions == "0.22") narrow(22, 22, vm_label + ": first magic, Tensor 70 (0.22)");
+  else if (ex.tvm_versions == "0.21-0.22") narrow(21, 22, vm_label + ": first magic, tvm-ffi tags (0.21-0.22)");
+  else if (ex.tvm_versions == "0.23+") narrow(23, 26, vm_label + ": magic 0xd225de2f4214151e (0.23+)");
+  const bool ffi = host_text.find("TVMFFIAny") != std::string::npos;
+  if (!ffi) narrow(20, 20, host_label + ": TVMValue packed calls (up to 0.20)");
+  else narrow(21, 26, host_label + ": TVMFFIAny (0.21+)");
+  if (ffi && host_text.find("TVMFFIEnvModLookupFromImports") != std::string::npos)
+    narrow(26, 26, host_label + ": TVMFFIEnvModLookupFromImports (0.26)");
+  else if (ffi && host_text.find("TVMBackendGetFuncFromEnv") != std::string::npos)
+    narrow(21, 25, host_label + ": TVMBackendGetFuncFromEnv (up to 0.25)");
+  if (ffi && host_text.find("int32_t __tvm_ffi_") != std::string::npos)
+    narrow(22, 26, host_label + ": __tvm_ffi_ exports (0.22+)");
+  if (blob_symbol == "__tvm_ffi__library_bin") narrow(22, 26, "__tvm_ffi__library_bin (0.22+)");
+  else if (blob_symbol == "__tvm_ffi_library_bin") narrow(21, 21, "__tvm_ffi_library_bin (0.21)");
+  else if (blob_symbol == "__tvm_dev_mblob") narrow(20, 20, "__tvm_dev_mblob (up to 0.20)");
+  if (lo > hi) out->tvm_version = "unknown (the files disagree)";
+  else if (lo == hi) out->tvm_version = fmt::format("0.{}", lo);
+  else out->tvm_version = fmt::format("0.{}-0.{}", lo, hi);
 }
 
 /// device_<i>.cu beside `dir`, by i.
@@ -119,18 +177,17 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
   // The executable and the function tables: from the folder's vm_exec.bin and
   // device_<i>.tvm_meta.json, or from an exported model.so's __tvm_dev_mblob.
   ExtractInputs in = given;
-  const std::string vm_label = in.library.empty() ? base_name(in.vm_exec) : base_name(in.library) + ":__tvm_dev_mblob";
-  if (progress) progress(progress_ctx, 0, 1, "Relax VM executable " + vm_label + " (TVM 0.20)");
   std::optional<DeviceBlob> blob;
   std::optional<MappedFile> file;
   std::string_view vm_bytes;
+  std::string blob_symbol;
   if (!in.library.empty()) {
-    Expected<std::optional<DeviceBlob>> b = relax_blob(in.library);
+    Expected<std::optional<DeviceBlob>> b = relax_blob(in.library, &blob_symbol);
     if (!b) return b.error();
     if (!b->has_value()) return file_error(in.library, "the device blob holds no relax.VMExecutable");
     blob = std::move(**b);
     vm_bytes = blob->vm_executables.front();
-    in.vm_exec = in.library + "(__tvm_dev_mblob)";
+    in.vm_exec = in.library + "(" + blob_symbol + ")";
     if (in.devices.empty() && !in.no_device) {
       fs::path dir = fs::path(in.library).parent_path();
       in.devices = numbered_device_sources(dir.empty() ? fs::path(".") : dir);
@@ -142,8 +199,10 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
     file.emplace(f.take());
     vm_bytes = file->bytes();
   }
+  const std::string vm_label = in.library.empty() ? base_name(in.vm_exec) : base_name(in.library) + ":" + blob_symbol;
   Expected<VmExecutable> ex = parse_vm_executable(vm_bytes, in.vm_exec);
   if (!ex) return ex.error();
+  if (progress) progress(progress_ctx, 0, 1, "Relax VM executable " + vm_label + " (TVM " + ex->tvm_versions + ")");
 
   // One function table from every CUDA module.
   FunctionTable table;
@@ -170,7 +229,6 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
 
   Expected<std::string> host_text = read_file(in.host, 256ull << 20);
   if (!host_text) return host_text.error();
-  if (Status s = check_host_abi(*host_text, in.host); !s) return s.error();
   std::future<DeviceAnalyses> device = start_device_analysis(in);  // in.jobs > 1: parsed meanwhile
   Expected<std::unique_ptr<HostProgram>> program = HostProgram::parse(*host_text, in.host, limits);
   if (!program) return program.error();
@@ -220,7 +278,38 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
     recovered.code.push_back(ret);
     run_ex = &recovered;
   }
-  Expected<RelaxProgram> vm = run_relax_vm(*run_ex, (*program)->functions(), "main");
+  // Symbolic shapes: the parameters' shapes from --input-shape, else from input_<name>.npy.
+  RelaxVmEnv env;
+  {
+    const int mi = run_ex->find("main");
+    const std::vector<std::string> names = mi >= 0 ? run_ex->functions[mi].param_names : std::vector<std::string>{};
+    for (const std::string& spec : in.input_shapes) {
+      Expected<std::pair<std::string, std::vector<int64_t>>> parsed = parse_input_shape(spec);
+      if (!parsed) return parsed.error();
+      auto it = std::find(names.begin(), names.end(), parsed->first);
+      if (it == names.end())
+        return Error{fmt::format("error: --input-shape {}: the VM function main has no parameter {} (it has: {})",
+                                 spec, parsed->first, fmt::join(names, ", ")),
+                     ExitCode::Usage};
+      env.input_shapes[static_cast<int>(it - names.begin())] = parsed->second;
+    }
+    const fs::path dir = in.dir.empty() ? fs::path(in.host).parent_path()
+                         : fs::is_directory(in.dir) ? fs::path(in.dir) : fs::path(in.dir).parent_path();
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (env.input_shapes.count(static_cast<int>(i))) continue;
+      const std::string npy = (dir / ("input_" + names[i] + ".npy")).string();
+      if (!file_exists(npy)) continue;
+      Expected<NpyArray> a = read_npy(npy);
+      if (!a) return a.error();
+      env.input_shapes[static_cast<int>(i)] = a->shape;
+    }
+  }
+  const HostProgram* host_program = program->get();
+  env.shape_function = [host_program](const std::string& f, const std::vector<int64_t>& heap,
+                                      const std::vector<bool>& known) {
+    return host_program->run_shape_function(f, heap, known);
+  };
+  Expected<RelaxProgram> vm = run_relax_vm(*run_ex, (*program)->functions(), "main", {}, env);
   if (!vm) return vm.error();
   const Graph& graph = vm->graph;
 
@@ -231,6 +320,7 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
   options.sources.vm_exec = vm_label;
   options.sources.vm_function = vm_function;
   if (!in.library.empty()) options.sources.library = base_name(in.library);
+  detect_tvm_version(*ex, vm_label, *host_text, base_name(in.host), blob_symbol, &options.sources);
   options.params_known = true;  // the pool's tensors are the bound weights
   for (size_t nid = 0; nid < graph.nodes.size(); ++nid)
     if (vm->constant_index[nid] >= 0) options.param_names.insert(graph.nodes[nid].name);

@@ -21,7 +21,7 @@ namespace kdflow {
 namespace {
 
 struct Value {
-  enum class Kind { Unset, Void, Vm, Int, Float, String, DType, Shape, Tensor, Storage, Tuple };
+  enum class Kind { Unset, Void, Vm, Int, Float, String, DType, Shape, Tensor, Storage, Tuple, Heap };
   Kind kind = Kind::Unset;
   int64_t i = 0;  ///< Int; Tensor: tensor object; Storage: storage id
   double f = 0;
@@ -50,6 +50,7 @@ const char* kind_name(Value::Kind k) {
     case Value::Kind::Tensor: return "a tensor";
     case Value::Kind::Storage: return "a storage";
     case Value::Kind::Tuple: return "a tuple";
+    case Value::Kind::Heap: return "the shape heap";
   }
   return "?";
 }
@@ -76,8 +77,9 @@ struct PendingNode {
 
 class Runner {
  public:
-  Runner(const VmExecutable& ex, const std::vector<std::string>& host, const RelaxVmLimits& limits)
-      : ex_(ex), host_(host.begin(), host.end()), limits_(limits) {}
+  Runner(const VmExecutable& ex, const std::vector<std::string>& host, const RelaxVmLimits& limits,
+         const RelaxVmEnv& env)
+      : ex_(ex), host_(host.begin(), host.end()), limits_(limits), env_(env) {}
 
   Expected<RelaxProgram> run(const std::string& name) {
     int fi = ex_.find(name);
@@ -214,7 +216,13 @@ class Runner {
     for (size_t k = 0; k < ins.args.size(); ++k)
       if (!operand(ins.args[k], &a[k])) return false;
     const std::string& n = f.name;
-    if (f.kind == VmFunction::Kind::Packed && host_.count(n) && n.rfind("vm.builtin.", 0) != 0) return fused(ins, a);
+    if (f.kind == VmFunction::Kind::Packed && host_.count(n) && n.rfind("vm.builtin.", 0) != 0) {
+      for (const Value& v : a)
+        if (v.kind == Value::Kind::Heap) return shape_function(ins, a);
+      return fused(ins, a);
+    }
+    if (n == "vm.builtin.alloc_shape_heap") return alloc_shape_heap(ins, a);
+    if (n == "vm.builtin.make_shape") return make_shape(ins, a);
     if (n == "vm.builtin.null_value") return set(ins.dst, void_value());
     if (n == "vm.builtin.alloc_storage") return alloc_storage(ins, a);
     if (n == "vm.builtin.alloc_tensor") return alloc_tensor(ins, a);
@@ -323,38 +331,135 @@ class Runner {
     return true;
   }
 
+  /// vm.builtin.match_shape(tensor or shape, heap or NULL, ndim, (code, value) × ndim, error
+  /// context): code 0 asserts the dimension equals the value, 1 stores it into heap[value],
+  /// 2 does nothing, 3 asserts it equals heap[value] (src/runtime/vm/builtin.cc MatchShapeCode).
   bool match_shape(const std::vector<Value>& a) {
-    if (!want(a, 0, Value::Kind::Tensor, "the tensor") || !want(a, 2, Value::Kind::Int, "the ndim")) return false;
+    if (a.empty() || (a[0].kind != Value::Kind::Tensor && a[0].kind != Value::Kind::Shape))
+      return fail("argument 0 is neither a tensor nor a shape"), false;
+    if (!want(a, 2, Value::Kind::Int, "the ndim")) return false;
     const int64_t n = a[2].i;
     if (n < 0 || n > 32 || a.size() < static_cast<size_t>(3 + 2 * n))
       return fail(fmt::format("ndim {} with {} arguments", n, a.size())), false;
-    TensorObj& t = tensors_[a[0].i];
+    const bool has_heap = a[1].kind == Value::Kind::Heap;
     std::vector<int64_t> shape;
+    bool input_unknown = false;
+    TensorObj* t = a[0].kind == Value::Kind::Tensor ? &tensors_[a[0].i] : nullptr;
+    if (t && !t->known && t->home == TensorObj::Home::Input) {
+      input_unknown = true;
+      if (t->ndim >= 0 && t->ndim != n)
+        return fail(fmt::format("states {} dimensions, check_tensor_info stated {}", n, t->ndim)), false;
+      if (!t->dtype_known) return fail("the input's dtype is not stated by vm.builtin.check_tensor_info before"), false;
+    } else {
+      shape = t ? t->shape : a[0].shape;
+      if (static_cast<int64_t>(shape.size()) != n)
+        return fail(fmt::format("the value has {} dimensions, the match states {}", shape.size(), n)), false;
+    }
+    // A parameter whose shape the program stores into the heap has a symbolic shape: it is
+    // given from outside; every other dimension of a parameter is stated here.
+    bool symbolic = false;
     for (int64_t d = 0; d < n; ++d) {
       if (!want(a, 3 + 2 * d, Value::Kind::Int, "a match code") || !want(a, 4 + 2 * d, Value::Kind::Int, "a value"))
         return false;
       const int64_t code = a[3 + 2 * d].i;
-      if (code != 0)  // kStoreToHeap, kNoOp, kAssertEqualToLoad: a symbolic dimension
-        return fail(fmt::format("dimension {} is symbolic (match code {}): only static shapes are modelled", d, code)),
-               false;
-      shape.push_back(a[4 + 2 * d].i);
-      if (shape.back() < 0) return fail(fmt::format("dimension {} is negative", d)), false;
+      if (code < 0 || code > 3) return fail(fmt::format("dimension {}: unknown match code {}", d, code)), false;
+      if (code != 0) symbolic = symbolic || code == 1 || code == 3;
     }
-    if (!t.known && t.home == TensorObj::Home::Input) {
-      if (t.ndim >= 0 && t.ndim != n)
-        return fail(fmt::format("states {} dimensions, check_tensor_info stated {}", n, t.ndim)), false;
-      if (!t.dtype_known) return fail("the input's dtype is not stated by vm.builtin.check_tensor_info before"), false;
+    if (input_unknown) {
+      if (symbolic) {
+        auto it = env_.input_shapes.find(t->index);
+        const std::string pname = static_cast<size_t>(t->index) < param_names_.size() ? param_names_[t->index]
+                                                                                     : fmt::format("input{}", t->index);
+        if (it == env_.input_shapes.end())
+          return fail(fmt::format("VM parameter {} ({}) has a symbolic shape: give it with --input-shape {}=AxB... or "
+                                  "an input_{}.npy beside the build",
+                                  t->index, detail::quote_input(pname), pname, pname)),
+                 false;
+        shape = it->second;
+        if (static_cast<int64_t>(shape.size()) != n)
+          return fail(fmt::format("the shape given for {} has {} dimensions, the program states {}",
+                                  detail::quote_input(pname), shape.size(), n)),
+                 false;
+        symbolic_inputs_[t->index] = shape;
+      } else {
+        for (int64_t d = 0; d < n; ++d) shape.push_back(a[4 + 2 * d].i);
+      }
+    }
+    for (int64_t d = 0; d < n; ++d) {
+      const int64_t code = a[3 + 2 * d].i, v = a[4 + 2 * d].i;
+      if (shape[d] < 0) return fail(fmt::format("dimension {} is negative", d)), false;
+      if (code == 0 && shape[d] != v)
+        return fail(fmt::format("dimension {} is {}, the match states {}", d, shape[d], v)), false;
+      if (code == 1 || code == 3) {
+        if (!has_heap) return fail(fmt::format("dimension {}: match code {} without a shape heap", d, code)), false;
+        if (v < 0 || static_cast<uint64_t>(v) >= heap_.size())
+          return fail(fmt::format("dimension {}: heap slot {} is outside the heap of {}", d, v, heap_.size())), false;
+        if (code == 1) {
+          heap_[v] = shape[d], heap_known_[v] = true;
+        } else if (!heap_known_[v]) {
+          return fail(fmt::format("dimension {}: heap slot {} is read before it is stored", d, v)), false;
+        } else if (heap_[v] != shape[d]) {
+          return fail(fmt::format("dimension {} is {}, heap slot {} holds {}", d, shape[d], v, heap_[v])), false;
+        }
+      }
+    }
+    if (input_unknown) {
       uint64_t bytes = 0;
-      if (!tensor_bytes(shape, t.dtype, &bytes)) return fail("the input size is above 1 TiB"), false;
-      t.shape = shape;
-      t.known = true;
-      return true;
+      if (!tensor_bytes(shape, t->dtype, &bytes)) return fail("the input size is above 1 TiB"), false;
+      t->shape = shape;
+      t->known = true;
     }
-    if (shape != t.shape)
-      return fail(fmt::format("the tensor has shape [{}], the match states [{}]", fmt::join(t.shape, ", "),
-                              fmt::join(shape, ", "))),
-             false;
     return true;
+  }
+
+  bool alloc_shape_heap(const VmInstruction& ins, const std::vector<Value>& a) {
+    if (!want(a, 0, Value::Kind::Vm, "the VM") || !want(a, 1, Value::Kind::Int, "the size")) return false;
+    if (a[1].i < 0 || a[1].i > 65536) return fail(fmt::format("a shape heap of {} slots", a[1].i)), false;
+    if (!heap_.empty()) return fail("a second shape heap: kdflow models one per function"), false;
+    heap_.assign(static_cast<size_t>(a[1].i), 0);
+    heap_known_.assign(static_cast<size_t>(a[1].i), false);
+    Value v;
+    v.kind = Value::Kind::Heap;
+    return set(ins.dst, std::move(v));
+  }
+
+  /// vm.builtin.make_shape(heap, ndim, (code, value) × ndim): code 0 the value itself, 1 heap[value].
+  bool make_shape(const VmInstruction& ins, const std::vector<Value>& a) {
+    if (!want(a, 0, Value::Kind::Heap, "the shape heap") || !want(a, 1, Value::Kind::Int, "the ndim")) return false;
+    const int64_t n = a[1].i;
+    if (n < 0 || n > 32 || a.size() != static_cast<size_t>(2 + 2 * n))
+      return fail(fmt::format("ndim {} with {} arguments", n, a.size())), false;
+    Value out;
+    out.kind = Value::Kind::Shape;
+    for (int64_t d = 0; d < n; ++d) {
+      if (!want(a, 2 + 2 * d, Value::Kind::Int, "a code") || !want(a, 3 + 2 * d, Value::Kind::Int, "a value")) return false;
+      const int64_t code = a[2 + 2 * d].i, v = a[3 + 2 * d].i;
+      if (code == 0) {
+        out.shape.push_back(v);
+      } else if (code == 1) {
+        if (v < 0 || static_cast<uint64_t>(v) >= heap_.size() || !heap_known_[v])
+          return fail(fmt::format("dimension {} loads heap slot {}, which holds no value", d, v)), false;
+        out.shape.push_back(heap_[v]);
+      } else {
+        return fail(fmt::format("dimension {}: unknown make_shape code {}", d, code)), false;
+      }
+    }
+    return set(ins.dst, std::move(out));
+  }
+
+  /// A host-only function of host.c called with the shape heap: it computes heap slots.
+  bool shape_function(const VmInstruction& ins, const std::vector<Value>& a) {
+    if (a.size() != 1) return fail("a shape function called with more than the shape heap"), false;
+    if (!env_.shape_function) return fail("a shape function, but no host program to run it"), false;
+    Expected<std::vector<int64_t>> heap = env_.shape_function(callee_, heap_, heap_known_);
+    if (!heap) {
+      error_ = heap.error();
+      return false;
+    }
+    if (heap->size() != heap_.size()) return fail("the shape function changed the heap's size"), false;
+    heap_ = heap.take();
+    std::fill(heap_known_.begin(), heap_known_.end(), true);
+    return set(ins.dst, void_value());
   }
 
   bool usable(int tensor, size_t argi) {
@@ -439,6 +544,8 @@ class Runner {
     if (heads.empty()) return fail(fmt::format("returns {}, not a tensor or a tuple of tensors", kind_name(result.kind)));
 
     RelaxProgram p;
+    p.shape_heap = heap_;
+    p.symbolic_inputs = symbolic_inputs_;
     p.num_storages = static_cast<int64_t>(storage_bytes_.size());
     p.storage_bytes = storage_bytes_;
     Graph& g = p.graph;
@@ -526,6 +633,10 @@ class Runner {
   const VmExecutable& ex_;
   std::set<std::string> host_;
   RelaxVmLimits limits_;
+  const RelaxVmEnv& env_;
+  std::vector<int64_t> heap_;
+  std::vector<bool> heap_known_;
+  std::map<int, std::vector<int64_t>> symbolic_inputs_;
   std::vector<Value> regs_;
   std::vector<TensorObj> tensors_;
   std::map<int64_t, int> const_tensor_;  // pool index → tensor object
@@ -542,9 +653,10 @@ class Runner {
 }  // namespace
 
 Expected<RelaxProgram> run_relax_vm(const VmExecutable& ex, const std::vector<std::string>& host_functions,
-                                    const std::string& function, const RelaxVmLimits& limits) {
+                                    const std::string& function, const RelaxVmLimits& limits,
+                                    const RelaxVmEnv& env) {
   try {
-    return Runner(ex, host_functions, limits).run(function);
+    return Runner(ex, host_functions, limits, env).run(function);
   } catch (const std::bad_alloc&) {
     return file_error(ex.file, "out of memory while running the VM program", ExitCode::Software);
   }

@@ -100,7 +100,8 @@ TEST_CASE("function table errors name the JSON pointer", "[function_table][error
         "device.tvm_meta.json:/func_info/foo_kernel/arg_types/0: error: expected a dtype string, got an integer");
   CHECK(error_of(with(small_table(), "/func_info/foo_kernel/launch_param_tags/1", "threadIdx.w")) ==
         "device.tvm_meta.json:/func_info/foo_kernel/launch_param_tags/1: error: unknown launch parameter tag "
-        "\"threadIdx.w\" (expected blockIdx.x/y/z, threadIdx.x/y/z or tir.use_dyn_shared_memory)");
+        "\"threadIdx.w\" (expected blockIdx.x/y/z, threadIdx.x/y/z, tir.use_dyn_shared_memory, or TVM 0.23+'s "
+        "tir(x).use_programtic_dependent_launch / use_cooperative_launch)");
   // Repeated thread tags are real TVM output (virtual threads; resnet18's conv2d kernels):
   // accepted, the last value wins at launch. Only a repeated smem tag is an error.
   {

@@ -330,5 +330,6 @@ TEST_CASE("corrupt and foreign files give one-line errors", "[model_so][errors]"
   write(dir + "/renamed.so", renamed);
   msg = inspect(dir + "/renamed.so", &code);
   CHECK(code == 65);
-  CHECK(msg.find("renamed.so: error: no symbol \"__tvm_dev_mblob\"") != std::string::npos);
+  CHECK(msg.find("renamed.so: error: no symbol \"__tvm_ffi__library_bin\" (TVM 0.22+), \"__tvm_ffi_library_bin\" (0.21) "
+                 "or \"__tvm_dev_mblob\"") != std::string::npos);
 }
