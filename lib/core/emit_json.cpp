@@ -151,6 +151,21 @@ ojson build(const Dataflow& df) {
     if (k.loc.valid()) j["loc"] = loc_json(k.loc);
     if (!k.loop_iterations.empty()) j["loop_iterations"] = int_array(k.loop_iterations);
     j["device_function"] = k.device_function < 0 ? ojson(nullptr) : ojson(k.device_function);
+    if (k.ops) {
+      ojson o = ojson::object();
+      o["flops"] = k.ops->flops;
+      o["status"] = to_string(k.ops->status);
+      if (!k.ops->reasons.empty()) o["reasons"] = k.ops->reasons;
+      ojson counts = ojson::object();
+      for (int p = 0; p < KernelOps::kPrecisions; ++p) {
+        ojson per = ojson::object();
+        for (int kind = 0; kind < KernelOps::kKinds; ++kind)
+          if (uint64_t n = k.ops->counts[static_cast<size_t>(kind)][static_cast<size_t>(p)]) per[kind_name(kind)] = n;
+        if (!per.empty()) counts[precision_name(p)] = std::move(per);
+      }
+      o["counts"] = std::move(counts);
+      j["ops"] = std::move(o);
+    }
     kernels.push_back(std::move(j));
   }
   root["kernels"] = std::move(kernels);
@@ -475,6 +490,38 @@ class Reader {
     return f;
   }
 
+  /// A kernel's counted operations ({"flops", "status", "reasons", "counts": {"fp32": {"mul": n}}}).
+  KernelOps kernel_ops(const json& j, const std::string& ptr) const {
+    object(j, ptr);
+    KernelOps k;
+    k.flops = uinteger(member(j, ptr, "flops"), at(ptr, "flops"));
+    std::string st = string(member(j, ptr, "status"), at(ptr, "status"));
+    if (st == "exact") k.status = KernelOps::Status::Exact;
+    else if (st == "upper bound") k.status = KernelOps::Status::UpperBound;
+    else if (st == "unknown") k.status = KernelOps::Status::Unknown;
+    else fail(at(ptr, "status"), "expected \"exact\", \"upper bound\" or \"unknown\"");
+    if (const json* r = optional(j, "reasons")) {
+      const std::string rp = at(ptr, "reasons");
+      array(*r, rp);
+      for (size_t i = 0; i < r->size(); ++i) k.reasons.push_back(string((*r)[i], at(rp, i)));
+    }
+    const std::string cp = at(ptr, "counts");
+    const json& counts = object(member(j, ptr, "counts"), cp);
+    for (const auto& [prec, per] : counts.items()) {
+      int p = 0;
+      while (p < KernelOps::kPrecisions && prec != precision_name(p)) ++p;
+      if (p == KernelOps::kPrecisions) fail(at(cp, prec.c_str()), "expected fp16, bf16, fp32 or fp64");
+      object(per, at(cp, prec.c_str()));
+      for (const auto& [kind, n] : per.items()) {
+        int kd = 0;
+        while (kd < KernelOps::kKinds && kind != kind_name(kd)) ++kd;
+        if (kd == KernelOps::kKinds) fail(at(at(cp, prec.c_str()), kind.c_str()), "expected add_sub, mul, fma, div, special or min_max_cmp");
+        k.counts[static_cast<size_t>(kd)][static_cast<size_t>(p)] = uinteger(n, at(at(cp, prec.c_str()), kind.c_str()));
+      }
+    }
+    return k;
+  }
+
   Arg arg(const json& j, const std::string& ptr, size_t buffers) const {
     object(j, ptr);
     Arg a;
@@ -695,6 +742,7 @@ Dataflow Reader::document(const json& root) const {
     if (const json* li = optional(j, "loop_iterations")) k.loop_iterations = int64s(*li, at(p, "loop_iterations"));
     if (const json* d = optional(j, "device_function"); d && !d->is_null())
       k.device_function = ref(*d, at(p, "device_function"), ndf, "device function");
+    if (const json* o = optional(j, "ops")) k.ops = kernel_ops(*o, at(p, "ops"));
     df.kernels.push_back(std::move(k));
   }
 

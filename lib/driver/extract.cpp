@@ -110,6 +110,7 @@ Status finish_extract(Dataflow& out, const Graph& graph, const FunctionTable& ta
   if (!devices.empty()) {
     std::vector<DeviceFunction> functions;
     std::vector<KernelModel> footprint_models;
+    std::vector<KernelOpModel> op_models;
     std::string label, names;
     for (const std::string& path : devices) {
       Expected<std::string> cu = read_file(path, 256ull << 20);
@@ -117,6 +118,7 @@ Status finish_extract(Dataflow& out, const Graph& graph, const FunctionTable& ta
       Expected<DeviceSource> device = analyze_device_source(*cu, path, in.strict_device, !in.no_footprints);
       if (!device) return device.error();
       for (auto& model : device->footprint_models) footprint_models.push_back(std::move(model));
+      for (auto& model : device->op_models) op_models.push_back(std::move(model));
       // Reasons name device.cu as sources.device does (no directory), like every position in the IR.
       auto scrub_device = [&](std::string& text) {
         for (size_t at = 0; (at = text.find(path + ":", at)) != std::string::npos;) {
@@ -140,9 +142,14 @@ Status finish_extract(Dataflow& out, const Graph& graph, const FunctionTable& ta
                        [](const DeviceFunction& a, const DeviceFunction& b) { return a.name < b.name; });
       std::stable_sort(footprint_models.begin(), footprint_models.end(),
                        [](const KernelModel& a, const KernelModel& b) { return a.name < b.name; });
+      std::stable_sort(op_models.begin(), op_models.end(),
+                       [](const KernelOpModel& a, const KernelOpModel& b) { return a.name < b.name; });
     }
     if (Status s = apply_device_functions(*df, functions, table, label); !s) return s.error();
-    if (!in.no_footprints) attach_footprints(*df, footprint_models);
+    if (!in.no_footprints) {
+      attach_footprints(*df, footprint_models);
+      attach_kernel_ops(*df, op_models);
+    }
     df->sources.device = names;
     // Positions in the IR name the device sources by base name; error messages keep the path.
     for (auto& f : df->device_functions)
