@@ -440,7 +440,7 @@ CostReport compute_costs(const Dataflow& df, const DeviceSpec* device, const Ker
     if (device && f.flops) {
       f.bound = Bound{compute_us(f.ops), memory_us(f.bytes)};
       f.bound_source = "formula";
-    } else if (device && f.counted && f.counted->flops) {
+    } else if (device && f.counted && f.counted->flops && f.counted->status == "exact") {
       f.bound = Bound{counted_us(*f.counted), memory_us(f.bytes)};
       f.bound_source = "counted";
     }
@@ -485,7 +485,7 @@ CostReport compute_costs(const Dataflow& df, const DeviceSpec* device, const Ker
       c.flops_note = "the function launches " + std::to_string(node->kernels.size()) +
                      " kernels; FLOPs are known per function only";
     }
-    if (device && !c.bound && c.counted && c.counted->flops) {
+    if (device && !c.bound && c.counted && c.counted->flops && c.counted->status == "exact") {
       c.bound = Bound{counted_us(*c.counted), memory_us(c.bytes)};
       c.bound_source = "counted";
     }
