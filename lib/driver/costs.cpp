@@ -226,6 +226,18 @@ std::string render_table(const std::string& model, const Dataflow& df, const Cos
 
 }  // namespace
 
+void report_profile_join(const Profile& p, const ProfileJoin& j, const char* command, bool always, std::ostream& err) {
+  size_t matched = 0;
+  for (const ProfileMatch& m : j.matches) matched += m.kernel >= 0;
+  if (matched == 0)
+    err << fmt::format("kdflow {}: warning: {}: none of its {} kernel launches is a kernel of this model (a profile of "
+                       "another model or TVM version?): no times joined\n",
+                       command, p.file, p.launches.size());
+  else if (always)
+    err << fmt::format("kdflow {}: {}: {} of {} kernel launches matched kernels of the model\n", command, p.file, matched,
+                       p.launches.size());
+}
+
 int run_costs_command(const CostsCommand& cmd, std::ostream& out, std::ostream& err) {
   if (cmd.inputs.empty()) return report(usage_error("give at least one model (a build folder, model.so or kdflow JSON)"), err);
   const DeviceSpec* dev = nullptr;
@@ -286,7 +298,9 @@ int run_costs_command(const CostsCommand& cmd, std::ostream& out, std::ostream& 
       if (!text) return report(text.error(), err);
       Expected<Profile> p = read_profile_csv(*text, cmd.profiles[i]);
       if (!p) return report(p.error(), err);
-      times = profile_times(flow, *p, join_profile(flow, *p));
+      ProfileJoin join = join_profile(flow, *p);
+      report_profile_join(*p, join, "costs", true, err);
+      times = profile_times(flow, *p, join);
     }
     models.push_back({model_name(cmd.inputs[i]), &flow, compute_costs(flow, dev, times ? &*times : nullptr)});
   }
