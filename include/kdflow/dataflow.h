@@ -72,8 +72,15 @@ struct KernelOps {
   uint64_t flops = 0;
   Status status = Status::Exact;
   std::vector<std::string> reasons;  ///< why not exact: typed reasons, each once, sorted
+  /// Global memory accesses through the pointer arguments, executions × bytes (not distinct:
+  /// a cached re-read counts again); nullopt when some argument's accesses are not modelled.
+  std::optional<uint64_t> load_bytes, store_bytes;
+  bool bytes_exact = true;   ///< false: a guard that reads data was counted as taken (an upper bound)
+  std::string bytes_reason;  ///< why load/store bytes are nullopt (a footprint reject reason)
   bool operator==(const KernelOps& o) const {
-    return counts == o.counts && flops == o.flops && status == o.status && reasons == o.reasons;
+    return counts == o.counts && flops == o.flops && status == o.status && reasons == o.reasons &&
+           load_bytes == o.load_bytes && store_bytes == o.store_bytes && bytes_exact == o.bytes_exact &&
+           bytes_reason == o.bytes_reason;
   }
 };
 const char* to_string(KernelOps::Status s);     ///< "exact" | "upper bound" | "unknown"

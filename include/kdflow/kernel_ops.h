@@ -29,12 +29,22 @@ struct OpGroup {
   OpTable per_point{};   ///< operations per point of the domain
 };
 
+/// Global memory accessed under one domain: `size` bytes loaded (read) and/or stored (write) per point.
+struct AccessGroup {
+  AffCond domain;
+  bool exact = true;
+  int64_t size = 0;
+  bool read = false, write = false;
+};
+
 /// What the clang stage found for one kernel.
 struct KernelOpModel {
   std::string name;
   std::vector<AffVar> vars;          ///< the affine model's variables (the footprint model's)
   std::vector<OpGroup> groups;       ///< one per distinct domain, in source order of first use
   std::vector<std::string> unknown;  ///< operations that cannot be counted at all (a call not followed, ...)
+  std::vector<AccessGroup> accesses; ///< every access through a pointer parameter (footprint model)
+  std::string access_unknown;        ///< non-empty: some parameter's accesses are not modelled (its reject reason)
 };
 
 /// Reasons a count is not exact (KernelOps::reasons), besides the footprint rejects.

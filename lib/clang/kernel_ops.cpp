@@ -128,7 +128,7 @@ int named_kind(llvm::StringRef n) {
 
 class Classifier {
  public:
-  Classifier(ASTContext& ctx) : ctx_(ctx) {}
+  Classifier() = default;
 
   const OpClass& of(const Expr* e) {
     auto it = memo_.find(e);
@@ -211,7 +211,6 @@ class Classifier {
     return false;
   }
 
-  ASTContext& ctx_;
   std::map<const Expr*, OpClass> memo_;
 };
 
@@ -225,7 +224,7 @@ void text(std::ostringstream& o, const AffCond& c) {
 }  // namespace
 
 KernelModel extract_affine_model_and_ops(clang::ASTContext& ctx, const clang::FunctionDecl* fd, KernelOpModel* ops) {
-  Classifier classes(ctx);
+  Classifier classes;
   std::function<bool(const Expr*)> want = [&](const Expr* e) {
     const OpClass& c = classes.of(e);
     return c.kind >= 0 || !c.unknown.empty();
@@ -259,6 +258,13 @@ KernelModel extract_affine_model_and_ops(clang::ASTContext& ctx, const clang::Fu
     n += static_cast<uint64_t>(c.lanes);
   }
   ops->unknown.assign(unknown.begin(), unknown.end());
+  ops->accesses.clear();
+  ops->access_unknown.clear();
+  for (const ParamModel& p : m.params) {
+    if (!p.pointer) continue;
+    if (!p.unknown.empty() && ops->access_unknown.empty()) ops->access_unknown = p.unknown;
+    for (const AffAccess& a : p.accesses) ops->accesses.push_back({a.domain, a.exact, a.size, a.read, a.write});
+  }
   return m;
 }
 

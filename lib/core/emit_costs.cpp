@@ -22,7 +22,7 @@ const std::vector<std::string> kFunctionColumns = {
 const std::vector<std::string> kKernelColumns = {
     "model", "kernel", "node", "function", "name", "grid", "block", "dynamic_shared_memory_bytes", "relay_ops",
     "ops", "flops", "flops_note", "counted_flops", "counted_status", "counted_reasons", "counted_ops", "bytes",
-    "bytes_source", "flop_per_byte", "device", "bound_us", "compute_bound_us", "memory_bound_us", "limiter",
+    "bytes_source", "load_bytes", "store_bytes", "accessed_bytes_note", "flop_per_byte", "device", "bound_us", "compute_bound_us", "memory_bound_us", "limiter",
     "bound_flops_source", "measured_us", "time_source", "fraction_of_bound"};
 
 ojson opt(const std::optional<uint64_t>& v) { return v ? ojson(*v) : ojson(nullptr); }
@@ -162,6 +162,13 @@ std::vector<ojson> rows(const std::vector<ModelCosts>& models, bool per_kernel) 
         row["counted_ops"] = counted_ops_json(k);
         row["bytes"] = c.bytes;
         row["bytes_source"] = c.bytes_source;
+        // Executed global loads and stores (counted from the code, not distinct bytes).
+        row["load_bytes"] = k.ops ? opt(k.ops->load_bytes) : ojson(nullptr);
+        row["store_bytes"] = k.ops ? opt(k.ops->store_bytes) : ojson(nullptr);
+        row["accessed_bytes_note"] = !k.ops                       ? ojson("device.cu not analyzed")
+                                     : !k.ops->bytes_reason.empty() ? ojson(k.ops->bytes_reason)
+                                     : !k.ops->bytes_exact          ? ojson("upper bound: a data-dependent guard counted as taken")
+                                                                    : ojson(nullptr);
         row["flop_per_byte"] = opt(intensity(c.flops ? c.flops : c.counted ? c.counted->flops : std::nullopt, c.bytes));
         bound_fields(row, mc.report, c.bound, c.measured);
         row["bound_flops_source"] = c.bound_source.empty() ? ojson(nullptr) : ojson(c.bound_source);

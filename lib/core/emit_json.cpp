@@ -164,6 +164,10 @@ ojson build(const Dataflow& df) {
         if (!per.empty()) counts[precision_name(p)] = std::move(per);
       }
       o["counts"] = std::move(counts);
+      if (k.ops->load_bytes) o["load_bytes"] = *k.ops->load_bytes;
+      if (k.ops->store_bytes) o["store_bytes"] = *k.ops->store_bytes;
+      if (!k.ops->bytes_exact) o["bytes_exact"] = false;
+      if (!k.ops->bytes_reason.empty()) o["bytes_reason"] = k.ops->bytes_reason;
       j["ops"] = std::move(o);
     }
     kernels.push_back(std::move(j));
@@ -519,6 +523,13 @@ class Reader {
         k.counts[static_cast<size_t>(kd)][static_cast<size_t>(p)] = uinteger(n, at(at(cp, prec.c_str()), kind.c_str()));
       }
     }
+    if (const json* b = optional(j, "load_bytes")) k.load_bytes = uinteger(*b, at(ptr, "load_bytes"));
+    if (const json* b = optional(j, "store_bytes")) k.store_bytes = uinteger(*b, at(ptr, "store_bytes"));
+    if (const json* b = optional(j, "bytes_exact")) {
+      if (!b->is_boolean()) fail(at(ptr, "bytes_exact"), "expected true or false");
+      k.bytes_exact = b->get<bool>();
+    }
+    if (const json* b = optional(j, "bytes_reason")) k.bytes_reason = string(*b, at(ptr, "bytes_reason"));
     return k;
   }
 

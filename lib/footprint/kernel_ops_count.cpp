@@ -321,6 +321,29 @@ KernelOps count_kernel_ops(const KernelOpModel& model, const LaunchShape& launch
     worse(KernelOps::Status::Unknown);
     add_reason(k, u);
   }
+  // Global memory accessed: each access's points × its size (the same counts, one budget).
+  if (!model.access_unknown.empty()) {
+    k.bytes_reason = model.access_unknown;
+  } else {
+    uint64_t load = 0, store = 0;
+    for (const AccessGroup& a : model.accesses) {
+      std::string why;
+      std::optional<uint64_t> n = count_points(a.domain, model.vars, launch, max_steps, &steps, &why);
+      if (!n) {
+        k.bytes_reason = why;
+        break;
+      }
+      uint64_t b = a.size > 0 && *n > UINT64_MAX / static_cast<uint64_t>(a.size) ? UINT64_MAX
+                                                                              : *n * static_cast<uint64_t>(a.size);
+      if (a.read) load = load > UINT64_MAX - b ? UINT64_MAX : load + b;
+      if (a.write) store = store > UINT64_MAX - b ? UINT64_MAX : store + b;
+      k.bytes_exact = k.bytes_exact && a.exact;
+    }
+    if (k.bytes_reason.empty()) {
+      k.load_bytes = load;
+      k.store_bytes = store;
+    }
+  }
   static constexpr uint64_t kWeight[KernelOps::kKinds] = {1, 1, 2, 1, 1, 0};
   for (size_t kind = 0; kind < KernelOps::kKinds; ++kind)
     for (size_t p = 0; p < KernelOps::kPrecisions; ++p) {

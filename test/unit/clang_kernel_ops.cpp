@@ -63,6 +63,10 @@ TEST_CASE("kernel ops: elementwise under an `if (i < n)` guard counts the thread
   CHECK(n(k, KernelOps::AddSub) == 1000);
   CHECK(k.flops == 2000);
   CHECK(k.reasons.empty());
+  // Executed global accesses: 1000 loads and 1000 stores of 4 bytes.
+  CHECK(k.load_bytes == 4000u);
+  CHECK(k.store_bytes == 4000u);
+  CHECK(k.bytes_exact);
   // Integer index arithmetic is not counted; the scalar is needed (never a guess).
   KernelOps u = ops(src, {4, 1, 1}, {256, 1, 1});
   CHECK(u.status == KernelOps::Status::Unknown);
@@ -151,6 +155,10 @@ TEST_CASE("kernel ops: samples/mlp's first dense kernel, counted by hand", "[ker
   CHECK(n(k, KernelOps::AddSub) == 40000 + 153600 + 400);
   CHECK(n(k, KernelOps::MinMaxCmp) == 400);
   CHECK(k.flops == 234000);
+  // Loads: p0 and p1 once per multiply-add (2 · 40,000 · 4 B) and the bias (400 · 4 B);
+  // stores: T_relu (400 · 4 B). (p0 is re-read by every block: 32,000 B loaded per 400 B distinct.)
+  CHECK(k.load_bytes == 2u * 40000 * 4 + 400 * 4);
+  CHECK(k.store_bytes == 400u * 4);
 }
 
 TEST_CASE("kernel ops: samples/relax_mlp's matmul kernels give 2·M·N·K in their loops", "[kernel_ops][samples]") {
