@@ -4,7 +4,7 @@
 Times `kdflow extract` on every samples/* folder — wall time and peak RSS of the process,
 measured by fork/exec + wait4's rusage, median of N runs — next to `clang -fsyntax-only` on
 the same sources kdflow parses (host.c as C, device.cu as CUDA device code, with the same
-stand-in headers and flags as lib/clang/host_analyzer.cpp and device_analyzer.cpp): the
+stand-in headers and flags as lib/frontend/clang/host_analyzer.cpp and device_analyzer.cpp): the
 floor for any clang-based reader. Then a scaling series on synthetic models made of 1, 4,
 16 and 64 renamed copies of a sample (bench/make_synthetic.py). Prints Markdown tables.
 """

@@ -1,5 +1,5 @@
 // dump_headers.cpp — developer tool: writes kdflow's in-memory stand-in headers (the ones the
-// host-C and CUDA analyzers parse with, lib/clang/host_headers.cpp and device_headers.cpp) to
+// host-C and CUDA analyzers parse with, lib/frontend/clang/host_headers.cpp and device_headers.cpp) to
 // OUT/host and OUT/device, so that a clang command line (bench/bench.py) sees exactly the
 // headers kdflow uses. Usage: kdflow_dump_headers OUT
 #include <cstdio>

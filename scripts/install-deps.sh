@@ -11,7 +11,7 @@ PACKAGES=(
   graphviz
   llvm-15-dev libclang-15-dev libclang-cpp15-dev libclang-common-15-dev
   libprotobuf-dev protobuf-compiler  # Chakra traces (kdflow extract --format chakra)
-  libisl-dev pkg-config  # footprints (lib/footprint)
+  libisl-dev pkg-config  # footprints (lib/analysis/footprint)
   python3  # only for the optional cross-check
 )
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # render-docs.sh — regenerates docs/samples/<model>.dot and .svg (and the collapsed view,
 # <model>.collapsed.dot / .svg) for every samples/<model> with kdflow extract and Graphviz
-# `dot -Tsvg`, the table in docs/samples/README.md, and docs/tutorial.md from
+# `dot -Tsvg`, the table in docs/samples/README.md, README.md's usage blocks (`kdflow CMD --help`),
+# and docs/tutorial.md from
 # docs/tutorial.md.in: every line `<!-- run: kdflow ARGS -->` of the template becomes a
 # text block with the command and its real output (run from the repository root, plain
 # text: stdout is not a terminal and NO_COLOR is set). Deterministic: running it again
@@ -90,3 +91,32 @@ cat "$tmp" >docs/tutorial.md  # not mv: keep the file's mode, not mktemp's 0600
 rm -f "$tmp"
 trap - EXIT
 echo "render-docs: docs/tutorial.md"
+
+# README.md's usage blocks: every region between `<!-- help: CMD -->` and `<!-- /help -->`
+# becomes `kdflow CMD --help` as the binary prints it, so the README cannot go stale. The
+# binary's path in the "Usage:" line is printed as plain `kdflow`.
+help_re='^<!-- help: ([a-z]+) -->$'
+tmp=$(mktemp)
+trap 'rm -f "$tmp"' EXIT
+{
+  skipping=0
+  while IFS= read -r line || [ -n "$line" ]; do
+    if [ "$skipping" = 1 ]; then
+      [ "$line" = "<!-- /help -->" ] || continue
+      skipping=0
+    fi
+    printf '%s\n' "$line"
+    if [[ $line =~ $help_re ]]; then
+      cmd=${BASH_REMATCH[1]}
+      echo '```text'
+      echo "\$ kdflow $cmd --help"
+      NO_COLOR=1 COLUMNS=120 "$kdflow" "$cmd" --help </dev/null | sed "s#^Usage: [^ ]*kdflow #Usage: kdflow #"
+      echo '```'
+      skipping=1
+    fi
+  done <README.md
+} >"$tmp"
+cat "$tmp" >README.md
+rm -f "$tmp"
+trap - EXIT
+echo "render-docs: README.md usage blocks"

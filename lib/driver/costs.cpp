@@ -1,6 +1,6 @@
 // costs.cpp — `kdflow costs` (costs_command.h): loads each model, joins its measured times,
 // computes the costs (core, costs.h) and renders the table here or the dataset (emit_costs.h).
-#include "kdflow/costs_command.h"
+#include "kdflow/driver/costs_command.h"
 
 #include <fmt/format.h>
 
@@ -9,13 +9,13 @@
 #include <ostream>
 #include <set>
 
-#include "kdflow/commands.h"
-#include "kdflow/costs.h"
-#include "kdflow/emit_costs.h"
-#include "kdflow/extract.h"
-#include "kdflow/io.h"
-#include "kdflow/profile_csv.h"
-#include "kdflow/show.h"
+#include "kdflow/driver/commands.h"
+#include "kdflow/analysis/costs.h"
+#include "kdflow/emit/emit_costs.h"
+#include "kdflow/frontend/extract.h"
+#include "kdflow/support/io.h"
+#include "kdflow/formats/profile_csv.h"
+#include "kdflow/driver/show.h"
 
 namespace kdflow {
 namespace {

@@ -4,7 +4,7 @@
 // blob (read with LLVM's object library, elf_symbols.h); a cubin is an ELF file for
 // EM_CUDA; fatbins and PTX are recognised by content (device_module.h). Diagnostics about
 // the blob name `model.so(__tvm_dev_mblob)` with byte offsets inside the blob.
-#include "kdflow/inspect.h"
+#include "kdflow/driver/inspect.h"
 
 #include <fmt/format.h>
 
@@ -14,43 +14,17 @@
 #include <ostream>
 #include <sstream>
 
-#include "kdflow/commands.h"
-#include "kdflow/graph_json.h"
-#include "kdflow/io.h"
-#include "kdflow/params.h"
-#include "kdflow/vm_exec.h"
+#include "kdflow/driver/commands.h"
+#include "kdflow/formats/graph_json.h"
+#include "kdflow/support/io.h"
+#include "kdflow/formats/params.h"
+#include "kdflow/formats/vm_exec.h"
 #if KDFLOW_HAVE_CLANG
-#include "kdflow/elf_symbols.h"
+#include "kdflow/formats/elf_symbols.h"
 #endif
 
 namespace kdflow {
 namespace {
-
-constexpr uint16_t kEmCuda = 190;
-
-/// An ELF file whose e_machine is EM_CUDA.
-bool is_cuda_elf(std::string_view b) {
-  if (b.size() < 20 || std::memcmp(b.data(), "\x7f" "ELF", 4) != 0) return false;
-  unsigned machine = static_cast<unsigned char>(b[18]) | (static_cast<unsigned>(static_cast<unsigned char>(b[19])) << 8);
-  return machine == kEmCuda;
-}
-
-std::string blob_label(const std::string& path) { return path + "(__tvm_dev_mblob)"; }
-
-/// Reads and parses model.so's device blob. `size` receives the blob's byte count.
-Expected<DeviceBlob> read_device_blob(const std::string& bytes, const std::string& path, uint64_t* size) {
-#if KDFLOW_HAVE_CLANG
-  auto blob = read_elf_symbol(bytes, path, "__tvm_dev_mblob");
-  if (!blob) return blob.error();
-  if (size) *size = blob->size();
-  return parse_device_blob(*blob, blob_label(path));
-#else
-  (void)bytes;
-  (void)size;
-  return file_error(path, "reading a model.so needs LLVM's object library; this kdflow was built without it",
-                    ExitCode::Unavailable);
-#endif
-}
 
 /// "p2" < "p10": names compared by their text, then by a trailing number's value.
 bool natural_less(const std::string& a, const std::string& b) {
@@ -228,51 +202,6 @@ Status inspect_device_file(const std::string& bytes, const std::string& path, st
 }
 
 }  // namespace
-
-std::string assemble_params_file(const std::vector<std::string>& names, const std::vector<std::string>& blobs) {
-  std::string out;
-  auto u64 = [&out](uint64_t v) {
-    for (int k = 0; k < 8; ++k) out += static_cast<char>((v >> (8 * k)) & 0xff);
-  };
-  size_t total = 32;
-  for (const auto& n : names) total += 8 + n.size();
-  for (const auto& b : blobs) total += b.size();
-  out.reserve(total);
-  u64(0xF7E58D4F05049CB7ull);  // kTVMNDArrayListMagic
-  u64(0);
-  u64(names.size());
-  for (const auto& n : names) {
-    u64(n.size());
-    out += n;
-  }
-  u64(blobs.size());
-  for (const auto& b : blobs) out += b;
-  return out;
-}
-
-Expected<LoadedLibrary> load_model_library(const std::string& path) {
-  auto bytes = read_file(path);
-  if (!bytes) return bytes.error();
-  if (is_cuda_elf(*bytes))
-    return file_error(path, "this is a cubin, not a model.so written by TVM's export_library");
-  auto blob = read_device_blob(*bytes, path, nullptr);
-  if (!blob) return blob.error();
-  if (blob->cuda.empty()) return file_error(blob_label(path), "the device blob holds no cuda module");
-  if (blob->factories.empty()) return file_error(blob_label(path), "the device blob holds no GraphExecutorFactory");
-  LoadedLibrary lib;
-  lib.file = path;
-  auto& m = blob->cuda.front();
-  auto& g = blob->factories.front();
-  lib.graph_json = std::move(g.graph_json);
-  lib.module_name = std::move(g.module_name);
-  lib.table = std::move(m.table);
-  lib.device_label = std::move(m.format);
-  lib.device_binary = std::move(m.data);
-  lib.device_format = detect_binary_format(lib.device_binary);
-  lib.param_names = std::move(g.param_names);
-  lib.param_blobs = std::move(g.param_blobs);
-  return lib;
-}
 
 int run_inspect_command(const std::string& path, std::ostream& out, std::ostream& err) {
   auto bytes = read_file(path);

@@ -5,7 +5,7 @@
 // rendering. Rendering writes colour as marker bytes that one final pass turns into ANSI
 // escapes or drops, after replacing every other control byte with '?': plain output can
 // never hold an escape byte, whatever the names in the input are. Deterministic.
-#include "kdflow/show.h"
+#include "kdflow/driver/show.h"
 
 #include <unistd.h>
 
@@ -18,11 +18,11 @@
 
 #include <fmt/format.h>
 
-#include "kdflow/bounds.h"
-#include "kdflow/commands.h"
-#include "kdflow/dependencies.h"
-#include "kdflow/emit.h"
-#include "kdflow/io.h"
+#include "kdflow/analysis/bounds.h"
+#include "kdflow/driver/commands.h"
+#include "kdflow/analysis/dependencies.h"
+#include "kdflow/emit/emit.h"
+#include "kdflow/support/io.h"
 
 namespace kdflow {
 namespace {

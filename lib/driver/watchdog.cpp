@@ -1,5 +1,5 @@
 // watchdog.cpp — see watchdog.h.
-#include "kdflow/watchdog.h"
+#include "kdflow/driver/watchdog.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "kdflow/diag.h"
-#include "kdflow/io.h"
+#include "kdflow/support/diag.h"
+#include "kdflow/support/io.h"
 
 namespace kdflow {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kdflow/diag.h"
+#include "kdflow/support/diag.h"
 
 namespace kdflow::cublas {
 

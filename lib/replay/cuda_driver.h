@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kdflow/diag.h"
+#include "kdflow/support/diag.h"
 
 namespace kdflow::cuda {
 

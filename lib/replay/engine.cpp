@@ -30,10 +30,10 @@
 
 #include "cublas.h"
 #include "cuda_driver.h"
-#include "kdflow/device_module.h"
-#include "kdflow/io.h"
-#include "kdflow/launch_graph.h"
-#include "kdflow/replay.h"
+#include "kdflow/formats/device_module.h"
+#include "kdflow/support/io.h"
+#include "kdflow/analysis/launch_graph.h"
+#include "kdflow/replay/replay.h"
 
 namespace kdflow {
 namespace {

@@ -16,11 +16,11 @@
 #include <limits>
 #include <map>
 
-#include "kdflow/bounds.h"
-#include "kdflow/io.h"
-#include "kdflow/params.h"
-#include "kdflow/vm_exec.h"
-#include "kdflow/replay.h"
+#include "kdflow/analysis/bounds.h"
+#include "kdflow/support/io.h"
+#include "kdflow/formats/params.h"
+#include "kdflow/formats/vm_exec.h"
+#include "kdflow/replay/replay.h"
 
 namespace kdflow {
 namespace {

@@ -11,7 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "kdflow/replay.h"
+#include "kdflow/replay/replay.h"
 
 namespace kdflow {
 namespace {

@@ -7,7 +7,8 @@
 #include <string>
 #include <string_view>
 
-#include "kdflow/emit.h"
+#include "kdflow/emit/emit.h"
+#include "kdflow/ir/dataflow_json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bytes(reinterpret_cast<const char*>(data), size);

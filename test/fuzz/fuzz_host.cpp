@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "kdflow/dtype.h"
-#include "kdflow/host_analyzer.h"
+#include "kdflow/support/dtype.h"
+#include "kdflow/frontend/host_analyzer.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "kdflow/npy.h"
+#include "kdflow/formats/npy.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bytes(reinterpret_cast<const char*>(data), size);

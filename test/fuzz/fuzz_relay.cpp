@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "kdflow/relay.h"
+#include "kdflow/formats/relay.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bytes(reinterpret_cast<const char*>(data), size);

@@ -8,8 +8,8 @@
 #include <string>
 #include <string_view>
 
-#include "kdflow/relax_vm.h"
-#include "kdflow/vm_exec.h"
+#include "kdflow/frontend/relax_vm.h"
+#include "kdflow/formats/vm_exec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bytes(reinterpret_cast<const char*>(data), size);

@@ -5,12 +5,12 @@
 
 #include <CLI/CLI.hpp>
 
-#include "kdflow/commands.h"
-#include "kdflow/costs_command.h"
-#include "kdflow/inspect.h"
-#include "kdflow/replay.h"
-#include "kdflow/show.h"
-#include "kdflow/watchdog.h"
+#include "kdflow/driver/commands.h"
+#include "kdflow/driver/costs_command.h"
+#include "kdflow/driver/inspect.h"
+#include "kdflow/replay/replay.h"
+#include "kdflow/driver/show.h"
+#include "kdflow/driver/watchdog.h"
 
 namespace {
 

@@ -1,0 +1,53 @@
+// commands.h — the CLI's commands as library calls: each takes parsed options, writes
+// results to files or stdout and diagnostics to `err`, and returns the process exit code.
+// main() only parses the command line (tools/kdflow/main.cpp).
+#pragma once
+
+#include <iosfwd>
+#include <string>
+
+#include "kdflow/emit/emit.h"
+#include "kdflow/frontend/extract.h"
+
+namespace kdflow {
+
+struct ExtractCommand {
+  ExtractInputs inputs;
+  std::string output = "-";  ///< file, or "-" for stdout
+  std::string format;        ///< "json" | "dot" | "text" | "chakra"; empty: from the output's extension (stdout: json)
+  bool quiet = false;        ///< no progress on stderr
+  bool allow_oob = false;    ///< an argument proven out of bounds is a warning, not an error (exit 65)
+  DotOptions dot;            ///< how DOT output is drawn (--cluster, --collapse, --op-colors, --no-buffers)
+  std::string timing;        ///< chakra: kdflow replay --timing-json file for measured durations
+  std::string roofline = "h100";  ///< chakra: the device whose roofline bound stands in for unmeasured durations ("none")
+};
+
+int run_extract_command(const ExtractCommand& cmd, std::ostream& err);
+
+/// Prints `e.message` as one line on `err` and returns its exit code.
+int report(const Error& e, std::ostream& err);
+
+/// Prints access_warnings(df) (dependencies.h), one line each, on `err`: what commands that
+/// extract say about kernels of device.cu left unanalyzed.
+void report_warnings(const Dataflow& df, std::ostream& err);
+
+/// Says on `err` how many of a profile's launches matched the model's kernels (`always`:
+/// also when some did; else only the warning when none did: another model's or TVM version's
+/// profile joins nothing and must not pass silently). `command`: "show", "costs".
+struct Profile;
+struct ProfileJoin;
+void report_profile_join(const Profile& p, const ProfileJoin& j, const char* command, bool always, std::ostream& err);
+
+/// A one-line progress display ("kdflow: [3/5] fused_nn_dense") rewritten in place with
+/// `\r`; used as the ProgressFn context of extract(). Prints nothing unless `enabled`,
+/// which commands set only when stderr is a terminal and -q was not given.
+struct TerminalProgress {
+  bool enabled = false;
+  std::ostream* err = nullptr;
+  size_t last_len = 0;
+};
+void print_terminal_progress(void* ctx, size_t done, size_t total, const std::string& what);
+/// Whether progress should be shown: stderr is a terminal and not `quiet`.
+bool progress_wanted(bool quiet);
+
+}  // namespace kdflow

@@ -1,0 +1,49 @@
+// device_analyzer.h — parses TVM's CUDA source (device.cu) with clang in CUDA device mode
+// and reports each `extern "C" __global__` kernel: parameters, __launch_bounds__, and what
+// the body does through each pointer parameter. Never compiles or runs the code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kdflow/ir/dataflow.h"
+#include "kdflow/support/diag.h"
+#include "kdflow/analysis/footprint.h"
+#include "kdflow/analysis/kernel_ops.h"
+
+namespace kdflow {
+
+struct DeviceSource {
+  std::string file;                        ///< label used in diagnostics and locations
+  std::vector<DeviceFunction> functions;   ///< every __global__ kernel, in source order
+  std::vector<std::string> other_errors;   ///< clang errors (recovering parse) no kernel's access_error names
+  std::vector<KernelModel> footprint_models;  ///< per function: its affine access model (empty unless asked for)
+  std::vector<KernelOpModel> op_models;       ///< per function: its floating-point operations (with footprint_models)
+  const DeviceFunction* find(const std::string& name) const {
+    for (const auto& f : functions)
+      if (f.name == name) return &f;
+    return nullptr;
+  }
+};
+
+/// Parses `source` (labelled `file`) with in-memory stand-ins for the headers TVM's
+/// kernels include (cuda_fp16.h, ...) and declarations of the CUDA builtins they call.
+/// Access per pointer parameter: stores, compound assignments, ++/--, atomics through
+/// the parameter or any local alias of it (casts, pointer arithmetic, copies) count as
+/// writes; loads as reads; both → ReadWrite; a pointer passed to a function the file
+/// defines is followed into it; one passed to a CUDA function is what that function's
+/// stand-in declaration says (__ldg and wmma::load_matrix_sync read, wmma::store_matrix_sync
+/// writes, atomics read and write); one passed anywhere else, or escaping the analysis
+/// (stored to memory, an asm operand), counts as ReadWrite. A pointer parameter the body
+/// never uses is Unknown.
+/// Errors: with `strict`, any clang error → `file:line:col: error: ...`. Otherwise clang's
+/// error recovery goes on (at most 50 errors, then it is an error too, as is any fatal one):
+/// a kernel whose body, or a function of the file it calls, holds an error gets
+/// `access_error` (the first such error line) and Unknown access for every pointer; every
+/// other kernel is analyzed as usual.
+/// With `footprints`, also the affine access model of every kernel (footprint.h), on the
+/// same parse, and the floating-point operations of every kernel (kernel_ops.h) from the same walk.
+Expected<DeviceSource> analyze_device_source(const std::string& source, const std::string& file, bool strict = false,
+                                             bool footprints = false);
+
+}  // namespace kdflow

@@ -1,0 +1,138 @@
+// extract_command.cpp — `kdflow extract` as a command: options to the front end, the IR to
+// the chosen emitter, the file written; progress and diagnostics on stderr. (Split out of the
+// pipeline, frontend/extract.cpp, code unchanged: front ends never print.)
+#include <unistd.h>
+
+#include <ostream>
+
+#include <fmt/format.h>
+
+#include "kdflow/analysis/bounds.h"
+#include "kdflow/analysis/costs.h"
+#include "kdflow/analysis/dependencies.h"
+#include "kdflow/driver/commands.h"
+#include "kdflow/emit/emit.h"
+#include "kdflow/emit/emit_chakra.h"
+#include "kdflow/frontend/extract.h"
+#include "kdflow/support/io.h"
+
+namespace kdflow {
+void report_warnings(const Dataflow& df, std::ostream& err) {
+  for (const std::string& w : access_warnings(df)) err << w << "\n";
+  err.flush();
+}
+
+int report(const Error& e, std::ostream& err) {
+  err << e.message << "\n";
+  err.flush();
+  return static_cast<int>(e.code);
+}
+
+void print_terminal_progress(void* ctx, size_t done, size_t total, const std::string& what) {
+  auto* p = static_cast<TerminalProgress*>(ctx);
+  if (!p->enabled || !p->err) return;
+  std::string line = done >= total ? std::string() : fmt::format("kdflow: [{}/{}] {}", done + 1, total, what);
+  if (line.size() > 100) line.resize(100);
+  for (char& c : line)  // names from the input: no control bytes on the terminal
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  *p->err << "\r" << line << std::string(p->last_len > line.size() ? p->last_len - line.size() : 0, ' ');
+  if (line.empty()) *p->err << "\r";
+  p->err->flush();
+  p->last_len = line.size();
+}
+
+bool progress_wanted(bool quiet) { return !quiet && isatty(STDERR_FILENO) != 0; }
+
+int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
+  Expected<Format> format = !cmd.format.empty() ? format_from_name(cmd.format)
+                            : cmd.output == "-" ? Expected<Format>(Format::Json)
+                                                : format_from_path(cmd.output);
+  if (!format) return report(format.error(), err);
+  const DotOptions plain_dot;
+  if (*format != Format::Dot &&
+      (cmd.dot.cluster != plain_dot.cluster || cmd.dot.collapse != plain_dot.collapse ||
+       cmd.dot.op_colors != plain_dot.op_colors || cmd.dot.buffers != plain_dot.buffers))
+    return report(Error{"kdflow extract: error: --cluster, --collapse, --op-colors and --no-buffers apply to DOT "
+                        "output only (--format dot, or -o FILE.dot)",
+                        ExitCode::Usage},
+                  err);
+
+  if (*format != Format::Chakra && (!cmd.timing.empty() || cmd.roofline != ExtractCommand{}.roofline))
+    return report(Error{"kdflow extract: error: --timing and --roofline apply to Chakra output only (--format chakra, "
+                        "or -o FILE.et)",
+                        ExitCode::Usage},
+                  err);
+  const DeviceSpec* roofline = nullptr;
+  if (*format == Format::Chakra) {
+    if (!chakra_available()) return report(emit_chakra(Dataflow{}, CostReport{}, "").error(), err);
+    if (cmd.roofline != "none" && !(roofline = find_device_spec(cmd.roofline)))
+      return report(Error{"kdflow extract: error: unknown --roofline device " + cmd.roofline +
+                              " (h100, h200, a100, l4, rtx4090 or none)",
+                          ExitCode::Usage},
+                    err);
+  }
+
+  Expected<ExtractInputs> in = resolve_extract_inputs(cmd.inputs);
+  if (!in) return report(in.error(), err);
+  if (cmd.output != "-") {
+    if (!cmd.timing.empty() && same_file(cmd.timing, cmd.output))
+      return report(Error{file_error(cmd.output, "the output would overwrite an input file").message, ExitCode::Usage},
+                    err);
+    for (const std::string* p :
+         {&in->graph, &in->host, &in->meta, &in->params, &in->device, &in->relay, &in->library, &in->vm_exec}) {
+      if (!p->empty() && same_file(*p, cmd.output))
+        return report(Error{file_error(cmd.output, "the output would overwrite an input file").message, ExitCode::Usage},
+                      err);
+    }
+  }
+
+  TerminalProgress progress;
+  progress.err = &err;
+  progress.enabled = progress_wanted(cmd.quiet);
+  Expected<Dataflow> df = extract(*in, InterpreterLimits{}, print_terminal_progress, &progress);
+  if (!df) return report(df.error(), err);
+  report_warnings(*df, err);
+
+  // The bounds verdict: an argument proven out of bounds is an error unless --allow-oob.
+  BoundsSummary bounds = summarize_bounds(*df);
+  // A progress line: on a terminal only, and not with -q (scripts get the counts from show).
+  if (progress.enabled && !df->sources.device.empty() && !in->no_footprints)
+    err << "kdflow: footprints: " << bounds_summary_line(bounds) << "\n";
+  if (!bounds.violations.empty()) {
+    if (!cmd.allow_oob)
+      return report(Error{"kdflow extract: error: out of bounds: " + bounds.violations.front() +
+                              (bounds.violations.size() > 1
+                                   ? fmt::format(" (and {} more; --allow-oob to write the graph anyway)",
+                                                 bounds.violations.size() - 1)
+                                   : std::string(" (--allow-oob to write the graph anyway)")),
+                          ExitCode::DataError},
+                    err);
+    for (const std::string& v : bounds.violations) err << "kdflow extract: warning: out of bounds: " << v << "\n";
+  }
+
+  std::string text;
+  switch (*format) {
+    case Format::Json: text = emit_json(*df); break;
+    case Format::Dot: text = emit_dot(*df, cmd.dot); break;
+    case Format::Text: text = emit_text(*df); break;
+    case Format::Chakra: {
+      std::optional<KernelTimes> times;
+      if (!cmd.timing.empty()) {
+        Expected<std::string> t = read_file(cmd.timing, 256ull << 20);
+        if (!t) return report(t.error(), err);
+        Expected<KernelTimes> kt = read_replay_timing(*t, cmd.timing, *df);
+        if (!kt) return report(kt.error(), err);
+        times = kt.take();
+      }
+      std::string model = base_name(cmd.inputs.dir.empty() ? in->graph : cmd.inputs.dir);
+      Expected<std::string> trace = emit_chakra(*df, compute_costs(*df, roofline, times ? &*times : nullptr), model);
+      if (!trace) return report(trace.error(), err);
+      text = trace.take();
+      break;
+    }
+  }
+  if (Status s = write_file_atomic(cmd.output, text); !s) return report(s.error(), err);
+  return 0;
+}
+
+}  // namespace kdflow

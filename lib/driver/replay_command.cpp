@@ -1,0 +1,230 @@
+// command.cpp — `kdflow replay`: find the IR (extract a sample folder, or read --flow), fill in
+// the default files from the folder, replay, print the plan or the tables, write outputs,
+// and turn the result into an exit code. Results on `out`, diagnostics and progress on `err`.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <ostream>
+
+#include "kdflow/driver/commands.h"
+#include "kdflow/emit/emit.h"
+#include "kdflow/ir/dataflow_json.h"
+#include "kdflow/frontend/extract.h"
+#include "kdflow/support/io.h"
+#include "kdflow/replay/replay.h"
+
+namespace kdflow {
+namespace {
+
+Error usage(const std::string& msg) { return Error{"kdflow replay: error: " + msg, ExitCode::Usage}; }
+
+std::string join(const std::string& dir, const std::string& name) {
+  return (std::filesystem::path(dir) / name).string();
+}
+
+Expected<Dataflow> load_flow(const ReplayCommand& cmd, std::string* label, std::ostream& err) {
+  if (!cmd.flow.empty()) {
+    if (cmd.extract.any_option())
+      return usage("--flow reads an extracted graph as it is: the build's input options apply to DIR");
+    *label = cmd.flow;
+    Expected<std::string> text = read_file(cmd.flow, 1ull << 30);
+    if (!text) return text.error();
+    return parse_dataflow_json(*text, cmd.flow);
+  }
+  *label = cmd.dir;
+  ExtractInputs in = cmd.extract;
+  in.dir = cmd.dir;
+  if (!cmd.params.empty()) in.params = cmd.params;
+  Expected<Dataflow> df = extract(in);
+  if (df) report_warnings(*df, err);
+  if (!df && df.error().code == ExitCode::Unavailable) {
+    Error e = df.error();
+    e.message += "; replay can read an extracted graph instead: --flow FLOW.json";
+    return e;
+  }
+  return df;
+}
+
+/// A graph node named on the command line: "n12", "12", a node name or a function name.
+Expected<int> find_node(const Dataflow& df, const std::string& what) {
+  std::string digits = what.size() > 1 && what[0] == 'n' ? what.substr(1) : what;
+  if (!digits.empty() && digits.size() < 9 && digits.find_first_not_of("0123456789") == std::string::npos) {
+    size_t id = std::stoul(digits);
+    if (id < df.nodes.size()) return static_cast<int>(id);
+    return usage(fmt::format("--nodes: no node {} (the graph has {})", what, df.nodes.size()));
+  }
+  for (const Node& n : df.nodes)
+    if (n.name == what || n.function == what) return n.id;
+  return usage(fmt::format("--nodes: no node or function named '{}'", what));
+}
+
+/// --nodes FROM..TO (or one node) → the kernel ids it launches, first and last.
+Status resolve_nodes(const Dataflow& df, const std::string& spec, int* first, int* last) {
+  size_t dots = spec.find("..");
+  std::string a = dots == std::string::npos ? spec : spec.substr(0, dots);
+  std::string b = dots == std::string::npos ? spec : spec.substr(dots + 2);
+  if (a.empty() || b.empty())
+    return usage(fmt::format("--nodes {}: expected FROM..TO (node ids such as n12, or names)", spec));
+  Expected<int> from = find_node(df, a);
+  if (!from) return from.error();
+  Expected<int> to = find_node(df, b);
+  if (!to) return to.error();
+  if (*from > *to) return usage(fmt::format("--nodes {}: node {} comes after node {}", spec, *from, *to));
+  *first = *last = -1;
+  for (int n = *from; n <= *to; ++n)
+    for (int k : df.nodes[n].kernels) {
+      if (*first < 0 || k < *first) *first = k;
+      if (k > *last) *last = k;
+    }
+  if (*first < 0) return usage(fmt::format("--nodes {}: nodes {}..{} launch no kernel", spec, *from, *to));
+  return Status::ok();
+}
+
+}  // namespace
+
+int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream& err) {
+  if (cmd.dir.empty() && cmd.flow.empty())
+    return report(usage("give a sample folder (DIR) or an extracted graph (--flow FLOW.json)"), err);
+  if (!cmd.dir.empty() && !is_directory(cmd.dir))
+    return report(file_error(cmd.dir, file_exists(cmd.dir) ? "is not a directory" : "no such directory",
+                             file_exists(cmd.dir) ? ExitCode::Usage : ExitCode::NoInput),
+                  err);
+  ReplayOptions opt;
+  if (cmd.mode == "eager") opt.mode = ReplayMode::Eager;
+  else if (cmd.mode == "graph") opt.mode = ReplayMode::Graph;
+  else if (cmd.mode == "dag") opt.mode = ReplayMode::Dag;
+  else return report(usage(fmt::format("--mode {}: expected eager, graph or dag", cmd.mode)), err);
+  if (!cmd.trace.empty() && cmd.dry_run) return report(usage("--trace needs a run; drop --dry-run"), err);
+  if (!cmd.timing_json.empty() && cmd.dry_run) return report(usage("--timing-json needs a run; drop --dry-run"), err);
+  if (!(cmd.time_limit >= 0)) return report(usage("--time-limit must be 0 or more"), err);
+  if (!(cmd.rtol >= 0) || !(cmd.atol >= 0)) return report(usage("--rtol and --atol must be 0 or more"), err);
+
+  for (const std::string& s : cmd.inputs) {
+    size_t eq = s.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+      return report(usage(fmt::format("--input {}: expected NAME=FILE.npy", s)), err);
+    opt.inputs.inputs.emplace_back(s.substr(0, eq), s.substr(eq + 1));
+  }
+
+  std::string label;
+  Expected<Dataflow> df = load_flow(cmd, &label, err);
+  if (!df) return report(df.error(), err);
+  // A --flow's footprints are re-derived from device.cu (DIR's, or beside the flow) when there is one.
+  if (!cmd.flow.empty() && !df->sources.device.empty()) {
+    std::string cu = join(!cmd.dir.empty() ? cmd.dir : std::filesystem::path(cmd.flow).parent_path().string(),
+                          df->sources.device);
+    if (file_exists(cu))
+      if (Status s = rederive_footprints(*df, cu, cmd.flow); !s) return report(s.error(), err);
+  }
+
+  opt.inputs.label = label;
+  opt.inputs.params = cmd.params;
+  if (opt.inputs.params.empty() && !cmd.dir.empty() && file_exists(join(cmd.dir, "params.bin")))
+    opt.inputs.params = join(cmd.dir, "params.bin");
+  // Relax builds: the weights are the executable's constant pool.
+  if (opt.inputs.params.empty() && !cmd.dir.empty() && file_exists(join(cmd.dir, "vm_exec.bin")))
+    opt.inputs.params = join(cmd.dir, "vm_exec.bin");
+  opt.inputs.input_dir = cmd.dir;
+  opt.modules = cmd.modules;
+  if (opt.modules.empty() && !cmd.dir.empty())
+    for (const char* name : {"device.cubin", "device.ptx"})
+      if (file_exists(join(cmd.dir, name))) opt.modules.push_back(join(cmd.dir, name));
+  // Relax builds (TVM 0.20): one CUDA module per device function, device_<i>.cubin (or
+  // .ptx), all loaded; each kernel is run from the one module that defines it.
+  if (opt.modules.empty() && !cmd.dir.empty())
+    for (int i = 0;; ++i) {
+      size_t before = opt.modules.size();
+      for (const char* ext : {"cubin", "ptx"})
+        if (std::string f = join(cmd.dir, fmt::format("device_{}.{}", i, ext)); file_exists(f))
+          opt.modules.push_back(f);
+      if (opt.modules.size() == before) break;
+    }
+  if (!cmd.nodes.empty()) {
+    if (Status s = resolve_nodes(*df, cmd.nodes, &opt.slice_first, &opt.slice_last); !s) return report(s.error(), err);
+    opt.inputs_from = cmd.inputs_from;
+    if (opt.inputs_from.empty())
+      return report(usage("--nodes needs --inputs-from DUMP_DIR (the dumps of a full run with --dump-dir)"), err);
+    if (!is_directory(opt.inputs_from))
+      return report(file_error(opt.inputs_from, "no such directory (--inputs-from)", ExitCode::NoInput), err);
+    if (!cmd.expect.empty() || !cmd.output_dir.empty())
+      return report(usage("--nodes compares the slice with the dumps: drop --expect and --output-dir"), err);
+  } else if (!cmd.inputs_from.empty()) {
+    return report(usage("--inputs-from goes with --nodes"), err);
+  }
+  if (!cmd.no_expect && cmd.nodes.empty()) {
+    opt.expect = cmd.expect;
+    if (opt.expect.empty() && !cmd.dir.empty() && cmd.kernel < 0) {
+      for (size_t i = 0; i < df->outputs.size(); ++i) {
+        std::string f = join(cmd.dir, fmt::format("output_{}.npy", i));
+        opt.expect.push_back(file_exists(f) ? f : std::string());
+      }
+    }
+  }
+  opt.warmup = cmd.warmup;
+  opt.repeat = cmd.repeat;
+  opt.device = cmd.device;
+  opt.dry_run = cmd.dry_run;
+  opt.guard = cmd.guard;
+  opt.dump_dir = cmd.dump_dir;
+  opt.kernel = cmd.kernel;
+  opt.rtol = cmd.rtol;
+  opt.atol = cmd.atol;
+  opt.time_limit_s = cmd.time_limit;
+
+  // No output may overwrite an input (as extract refuses): --trace and the output_<i>.npy
+  // files of --output-dir, checked against every file the run reads (DIR/output_<i>.npy are
+  // the references when --output-dir is DIR).
+  std::vector<std::string> read_files = opt.modules;
+  for (const std::string* f : {&cmd.flow, static_cast<const std::string*>(&opt.inputs.params)})
+    if (!f->empty()) read_files.push_back(*f);
+  for (const auto& kv : opt.inputs.inputs) read_files.push_back(kv.second);
+  for (const std::string& f : opt.expect)
+    if (!f.empty()) read_files.push_back(f);
+  for (const std::string& f : read_files) {
+    bool clash =
+        (!cmd.trace.empty() && same_file(f, cmd.trace)) || (!cmd.timing_json.empty() && same_file(f, cmd.timing_json));
+    if (!cmd.output_dir.empty() && cmd.kernel < 0)
+      for (size_t i = 0; i < df->outputs.size() && !clash; ++i)
+        clash = same_file(join(cmd.output_dir, fmt::format("output_{}.npy", i)), f);
+    if (clash) return report(usage(fmt::format("{}: an output would overwrite this input file", f)), err);
+  }
+
+  std::ostream quiet(nullptr);
+  Expected<ReplayReport> rep = replay(*df, opt, cmd.quiet ? quiet : err);
+  if (!rep) return report(rep.error(), err);
+
+  if (cmd.dry_run) {
+    out << format_plan(rep->plan, *df);
+    return 0;
+  }
+  if (rep->guard) {
+    err << rep->guard->message << "\n";
+    return 1;
+  }
+  if (!cmd.output_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(cmd.output_dir, ec);
+    if (ec || !is_directory(cmd.output_dir))
+      return report(file_error(cmd.output_dir, "cannot create directory: " + ec.message(), ExitCode::CantCreate), err);
+    for (size_t i = 0; i < rep->results.size(); ++i)
+      if (Status s = write_npy(join(cmd.output_dir, rep->result_names[i]), rep->results[i]); !s)
+        return report(s.error(), err);
+  }
+  out << format_times(*rep, *df);
+  out << format_checks(*rep);
+  if (!cmd.trace.empty())
+    if (Status s = write_file_atomic(cmd.trace, chrome_trace(*rep, *df)); !s) return report(s.error(), err);
+  if (!cmd.timing_json.empty())
+    if (Status s = write_file_atomic(cmd.timing_json, timing_json(*rep, *df)); !s) return report(s.error(), err);
+  if (!rep->passed()) {
+    size_t bad = 0;
+    for (const OutputCheck& c : rep->checks) bad += c.pass ? 0 : 1;
+    err << fmt::format("kdflow replay: error: {} of {} compared {} differ{} (rtol {}, atol {}; integers exactly)\n",
+                       bad, rep->checks.size(), cmd.kernel >= 0 || !cmd.nodes.empty() ? "buffers" : "outputs",
+                       bad == 1 ? "s" : "", cmd.rtol, cmd.atol);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace kdflow

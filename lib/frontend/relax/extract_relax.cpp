@@ -1,0 +1,275 @@
+// extract_relax.cpp — the Relax front end of `kdflow extract` (TVM 0.20 builds): the VM
+// executable's `main` is run symbolically (relax_vm.h) into the graph the graph executor
+// would have run, each fused call's host C is interpreted as for Relay (tensors arriving
+// with type code 13), and the rest of the pipeline is shared with the Relay front end.
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <map>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "frontend/extract_internal.h"
+#include "kdflow/frontend/dataflow_builder.h"
+#include "kdflow/formats/device_module.h"
+#include "kdflow/formats/elf_symbols.h"
+#include "kdflow/frontend/host_analyzer.h"
+#include "kdflow/support/io.h"
+#include "kdflow/frontend/relax_vm.h"
+#include "kdflow/formats/relax_ops.h"
+#include "kdflow/formats/relay.h"
+#include "kdflow/formats/vm_exec.h"
+
+namespace kdflow {
+
+namespace fs = std::filesystem;
+
+Status resolve_relax_inputs(const ExtractInputs& in, ExtractInputs& out) {
+  fs::path dir(in.dir);
+  if (!in.vm_exec.empty() && !in.metas.empty()) return Status::ok();  // resolved already
+  out.vm_exec = (dir / "vm_exec.bin").string();
+  if (out.host.empty()) out.host = (dir / "host.c").string();
+  // TVM 0.20 makes one CUDA module per kernel: device_<i>.tvm_meta.json (+ device_<i>.cu).
+  std::vector<std::pair<uint64_t, std::string>> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    const std::string suffix = ".tvm_meta.json";
+    if (n.rfind("device_", 0) != 0 || n.size() <= 7 + suffix.size() ||
+        n.compare(n.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    const std::string num = n.substr(7, n.size() - 7 - suffix.size());
+    if (num.empty() || num.size() > 9 || !std::all_of(num.begin(), num.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    found.emplace_back(std::stoull(num), e.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  if (!in.meta.empty()) {
+    out.metas = {in.meta};
+  } else if (!found.empty()) {
+    for (const auto& [i, path] : found) {
+      out.metas.push_back(path);
+      std::string cu = (dir / fmt::format("device_{}.cu", i)).string();
+      if (!in.no_device && in.device.empty() && file_exists(cu)) out.devices.push_back(cu);
+    }
+    if (!out.devices.empty() && out.devices.size() != out.metas.size())
+      return file_error(in.dir, fmt::format("{} device_<i>.tvm_meta.json but {} device_<i>.cu files: the CUDA sources "
+                                            "of some modules are missing (pass --no-device to read none)",
+                                            out.metas.size(), out.devices.size()),
+                        ExitCode::NoInput);
+  } else if (file_exists((dir / "device.tvm_meta.json").string())) {
+    out.metas = {(dir / "device.tvm_meta.json").string()};
+  } else {
+    return file_error(in.dir, "a Relax build (vm_exec.bin) with no device_<i>.tvm_meta.json; pass --meta",
+                      ExitCode::NoInput);
+  }
+  if (out.devices.empty() && out.device.empty() && !in.no_device && file_exists((dir / "device.cu").string()))
+    out.device = (dir / "device.cu").string();
+  out.graph.clear();
+  return Status::ok();
+}
+
+#ifdef KDFLOW_HAVE_CLANG
+namespace {
+
+/// model.so's device blob, when it holds a relax.VMExecutable (else nullopt).
+Expected<std::optional<DeviceBlob>> relax_blob(const std::string& library) {
+  Expected<std::string> bytes = read_file(library);
+  if (!bytes) return bytes.error();
+  Expected<std::string> blob_bytes = read_elf_symbol(*bytes, library, "__tvm_dev_mblob");
+  if (!blob_bytes) return blob_bytes.error();
+  Expected<DeviceBlob> blob = parse_device_blob(*blob_bytes, library + "(__tvm_dev_mblob)");
+  if (!blob) return blob.error();
+  if (blob->vm_executables.empty()) return std::optional<DeviceBlob>();
+  if (blob->vm_executables.size() > 1)
+    return file_error(library + "(__tvm_dev_mblob)",
+                      fmt::format("{} relax.VMExecutable entries; kdflow reads a blob with one", blob->vm_executables.size()));
+  if (blob->cuda.empty()) return file_error(library + "(__tvm_dev_mblob)", "the device blob holds no cuda module");
+  return std::optional<DeviceBlob>(blob.take());
+}
+
+/// device_<i>.cu beside `dir`, by i.
+std::vector<std::string> numbered_device_sources(const fs::path& dir) {
+  std::vector<std::pair<uint64_t, std::string>> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("device_", 0) != 0 || n.size() <= 10 || n.compare(n.size() - 3, 3, ".cu") != 0) continue;
+    const std::string num = n.substr(7, n.size() - 10);
+    if (num.empty() || num.size() > 9 || !std::all_of(num.begin(), num.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    found.emplace_back(std::stoull(num), e.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
+
+}  // namespace
+
+Expected<bool> library_is_relax(const std::string& library) {
+  Expected<std::optional<DeviceBlob>> blob = relax_blob(library);
+  if (!blob) return blob.error();
+  return blob->has_value();
+}
+
+Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLimits& limits, ProgressFn progress,
+                                 void* progress_ctx) {
+  // The executable and the function tables: from the folder's vm_exec.bin and
+  // device_<i>.tvm_meta.json, or from an exported model.so's __tvm_dev_mblob.
+  ExtractInputs in = given;
+  const std::string vm_label = in.library.empty() ? base_name(in.vm_exec) : base_name(in.library) + ":__tvm_dev_mblob";
+  if (progress) progress(progress_ctx, 0, 1, "Relax VM executable " + vm_label + " (TVM 0.20)");
+  std::optional<DeviceBlob> blob;
+  std::optional<MappedFile> file;
+  std::string_view vm_bytes;
+  if (!in.library.empty()) {
+    Expected<std::optional<DeviceBlob>> b = relax_blob(in.library);
+    if (!b) return b.error();
+    if (!b->has_value()) return file_error(in.library, "the device blob holds no relax.VMExecutable");
+    blob = std::move(**b);
+    vm_bytes = blob->vm_executables.front();
+    in.vm_exec = in.library + "(__tvm_dev_mblob)";
+    if (in.devices.empty() && !in.no_device) {
+      fs::path dir = fs::path(in.library).parent_path();
+      in.devices = numbered_device_sources(dir.empty() ? fs::path(".") : dir);
+      if (!in.devices.empty()) in.device.clear();
+    }
+  } else {
+    Expected<MappedFile> f = map_file(in.vm_exec, 1ull << 36);
+    if (!f) return f.error();
+    file.emplace(f.take());
+    vm_bytes = file->bytes();
+  }
+  Expected<VmExecutable> ex = parse_vm_executable(vm_bytes, in.vm_exec);
+  if (!ex) return ex.error();
+
+  // One function table from every CUDA module.
+  FunctionTable table;
+  std::string meta_names;
+  if (blob) {
+    for (const auto& m : blob->cuda)
+      for (const auto& [name, info] : m.table.functions)
+        if (!table.functions.emplace(name, info).second)
+          return file_error(in.vm_exec, fmt::format("kernel '{}' is in two cuda modules' function tables", name));
+    table.file = in.vm_exec;
+    meta_names = vm_label;
+  }
+  for (const std::string& path : blob ? std::vector<std::string>{} : in.metas.empty() ? std::vector<std::string>{in.meta} : in.metas) {
+    Expected<std::string> text = read_file(path, 64ull << 20);
+    if (!text) return text.error();
+    Expected<FunctionTable> t = parse_function_table(*text, path);
+    if (!t) return t.error();
+    for (auto& [name, info] : t->functions)
+      if (!table.functions.emplace(name, info).second)
+        return file_error(path, fmt::format("kernel '{}' is also in an earlier module's function table", name));
+    table.file += (table.file.empty() ? "" : ", ") + path;
+    meta_names += (meta_names.empty() ? "" : ",") + base_name(path);
+  }
+
+  Expected<std::string> host_text = read_file(in.host, 256ull << 20);
+  if (!host_text) return host_text.error();
+  if (Status s = check_host_abi(*host_text, in.host); !s) return s.error();
+  Expected<std::unique_ptr<HostProgram>> program = HostProgram::parse(*host_text, in.host, limits);
+  if (!program) return program.error();
+
+  // Bytecode mode: run main's instructions. Compiled mode (main is a "tir" function): the host
+  // C's __vmtir__main performs the same steps; they are recovered from it, then run alike.
+  const int main_index = ex->find("main");
+  std::string vm_function = "main";
+  VmExecutable recovered;
+  const VmExecutable* run_ex = &*ex;
+  if (main_index >= 0 && ex->functions[main_index].kind == VmFunction::Kind::Tir) {
+    vm_function = "__vmtir__main";
+    if (!(*program)->has_function(vm_function))
+      return file_error(in.host, fmt::format("{}'s main is a compiled-mode (TIR) function, but this file defines no "
+                                             "__vmtir__main (is host.c from a bytecode-mode build?)",
+                                             base_name(in.vm_exec)));
+    Expected<std::vector<VmHostCall>> steps = (*program)->run_vm(vm_function);
+    if (!steps) return steps.error();
+    const VmFunction& m = ex->functions[main_index];
+    recovered.file = in.host + ":" + vm_function;
+    recovered.version = ex->version;
+    recovered.constants = ex->constants;
+    VmFunction f = m;
+    f.kind = VmFunction::Kind::Bytecode;
+    f.start_instr = 0;
+    f.end_instr = static_cast<int64_t>(steps->size()) + 1;
+    recovered.functions.push_back(f);
+    std::map<std::string, int64_t> index;
+    for (const VmHostCall& s : *steps) {
+      auto [it, fresh] = index.emplace(s.name, static_cast<int64_t>(recovered.functions.size()));
+      if (fresh) {
+        VmFunction p;
+        p.kind = VmFunction::Kind::Packed;
+        p.name = s.name;
+        recovered.functions.push_back(std::move(p));
+      }
+      VmInstruction ins;
+      ins.op = VmInstruction::Op::Call;
+      ins.func = it->second;
+      ins.dst = s.dst;
+      ins.args = s.args;
+      recovered.code.push_back(std::move(ins));
+    }
+    VmInstruction ret;  // TVM's VM takes the result from register num_args (vm.cc, kVMTIRFunc)
+    ret.op = VmInstruction::Op::Ret;
+    ret.reg = m.num_args;
+    recovered.code.push_back(ret);
+    run_ex = &recovered;
+  }
+  Expected<RelaxProgram> vm = run_relax_vm(*run_ex, (*program)->functions(), "main");
+  if (!vm) return vm.error();
+  const Graph& graph = vm->graph;
+
+  BuildOptions options;
+  options.sources.host = base_name(in.host);
+  options.sources.graph = vm_label;
+  options.sources.meta = meta_names;
+  options.sources.vm_exec = vm_label;
+  options.sources.vm_function = vm_function;
+  if (!in.library.empty()) options.sources.library = base_name(in.library);
+  options.params_known = true;  // the pool's tensors are the bound weights
+  for (size_t nid = 0; nid < graph.nodes.size(); ++nid)
+    if (vm->constant_index[nid] >= 0) options.param_names.insert(graph.nodes[nid].name);
+
+  size_t total = 0, done = 0;
+  for (const GraphNode& n : graph.nodes) total += node_calls_function(n) ? 1 : 0;
+  auto trace = [&](int nid) -> Expected<HostTrace> {
+    const GraphNode& n = graph.nodes[nid];
+    if (progress) progress(progress_ctx, done, total, n.func_name);
+    ++done;
+    std::vector<TensorArg> args = node_tensor_args(graph, nid);
+    for (TensorArg& a : args) a.type_code = 13;  // kTVMNDArrayHandle: the VM passes NDArrays
+    return (*program)->run(n.func_name, args);
+  };
+  Expected<Dataflow> df = build_dataflow(graph, table, trace, options);
+  if (progress) progress(progress_ctx, total, total, "");
+  if (!df) return df;
+  for (Buffer& b : df->buffers) {
+    if (b.node < 0 || b.kind == BufferKind::Workspace) continue;
+    b.input_index = vm->input_index[b.node];
+    b.constant_index = vm->constant_index[b.node];
+  }
+  if (Status s = finish_extract(*df, graph, table, in); !s) return s.error();
+  // relax.txt holds the fused functions as TIR (no Relax ops per function), so the ops come
+  // from the name, matched against the ops the module called before lowering
+  // (relax_input.txt; else relax.txt) and Relax's own op names (relax_ops.h).
+  std::vector<std::string> known;
+  for (const char* name : {"relax_input.txt", "relax.txt"}) {
+    std::string path = (fs::path(in.dir) / name).string();
+    if (in.dir.empty() || !file_exists(path)) continue;
+    Expected<std::string> text = read_file(path, 256ull << 20);
+    if (!text) return text.error();
+    known = relax_ops_in_text(*text);
+    if (!known.empty()) break;
+  }
+  for (Node& n : df->nodes)
+    if (n.relay_source == "name") n.relay_ops = decode_relax_name(n.function, known);
+  return df;
+}
+#endif
+
+}  // namespace kdflow

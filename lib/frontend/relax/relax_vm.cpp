@@ -1,0 +1,553 @@
+// relax_vm.cpp — symbolic execution of a Relax VM bytecode function into a graph.
+//
+// Values are what the VM would hold in its registers, without any data: integers, strings,
+// dtypes, shapes, tuples, storages (id and size) and tensors (shape, dtype and where their
+// bytes live: a VM parameter, a pool constant, or a storage at an offset). The builtins the
+// memory planner emits are modelled as TVM 0.20's src/runtime/relax_vm/builtin.cc defines them;
+// a call of a function the host module defines becomes a graph node: a tensor passed to it that
+// no call has written yet is one of its outputs (destination-passing style), every other tensor
+// an input. Anything else is an error naming the builtin and the instruction.
+#include "kdflow/frontend/relax_vm.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "formats/json_read.h"  // detail::quote_input
+
+namespace kdflow {
+namespace {
+
+struct Value {
+  enum class Kind { Unset, Void, Vm, Int, Float, String, DType, Shape, Tensor, Storage, Tuple };
+  Kind kind = Kind::Unset;
+  int64_t i = 0;  ///< Int; Tensor: tensor object; Storage: storage id
+  double f = 0;
+  std::string s;
+  DType dtype;
+  std::vector<int64_t> shape;
+  std::vector<Value> items;
+};
+
+Value void_value() {
+  Value v;
+  v.kind = Value::Kind::Void;
+  return v;
+}
+
+const char* kind_name(Value::Kind k) {
+  switch (k) {
+    case Value::Kind::Unset: return "an unset register";
+    case Value::Kind::Void: return "void";
+    case Value::Kind::Vm: return "the VM";
+    case Value::Kind::Int: return "an integer";
+    case Value::Kind::Float: return "a float";
+    case Value::Kind::String: return "a string";
+    case Value::Kind::DType: return "a dtype";
+    case Value::Kind::Shape: return "a shape";
+    case Value::Kind::Tensor: return "a tensor";
+    case Value::Kind::Storage: return "a storage";
+    case Value::Kind::Tuple: return "a tuple";
+  }
+  return "?";
+}
+
+/// A tensor the program handles.
+struct TensorObj {
+  enum class Home { Input, Constant, Storage, View };
+  Home home = Home::Storage;
+  int index = 0;             ///< Input: VM parameter; Constant: pool index; Storage: storage id; View: source tensor
+  bool known = false;        ///< Input: shape and dtype stated by check_tensor_info + match_shape
+  bool dtype_known = false;
+  int ndim = -1;             ///< Input: from check_tensor_info before match_shape
+  std::vector<int64_t> shape;
+  DType dtype;
+  bool written = false;      ///< Storage: a call has received it as an output
+  int producer = -1;         ///< pending node that writes it (Storage, View), -1 for Input/Constant
+};
+
+struct PendingNode {
+  std::string func;          ///< host function, or "__nop" for a reshape
+  std::vector<int> inputs, outputs;  ///< tensor objects
+  uint64_t instr = 0;
+};
+
+class Runner {
+ public:
+  Runner(const VmExecutable& ex, const std::vector<std::string>& host, const RelaxVmLimits& limits)
+      : ex_(ex), host_(host.begin(), host.end()), limits_(limits) {}
+
+  Expected<RelaxProgram> run(const std::string& name) {
+    int fi = ex_.find(name);
+    if (fi < 0) return file_error(ex_.file, fmt::format("the executable has no function {}", detail::quote_input(name)));
+    const VmFunction& f = ex_.functions[fi];
+    if (f.kind != VmFunction::Kind::Bytecode)
+      return file_error(ex_.file, fmt::format("function {} is a {} function, not bytecode (a compiled-mode build: "
+                                              "kdflow runs __vmtir__main of host.c for those)",
+                                              detail::quote_input(name), to_string(f.kind)));
+    regs_.assign(static_cast<size_t>(f.register_file_size), Value{});
+    for (int64_t a = 0; a < f.num_args; ++a) {
+      TensorObj t;
+      t.home = TensorObj::Home::Input;
+      t.index = static_cast<int>(a);
+      regs_[a].kind = Value::Kind::Tensor;
+      regs_[a].i = static_cast<int64_t>(tensors_.size());
+      tensors_.push_back(t);
+    }
+    num_args_ = f.num_args;
+    param_names_ = f.param_names;
+    Value result;
+    int64_t pc = f.start_instr;
+    for (uint64_t steps = 0;; ++steps) {
+      if (steps >= limits_.max_steps)
+        return file_error(ex_.file, fmt::format("function {} runs more than {} instructions (a loop?)", name,
+                                                limits_.max_steps));
+      if (pc < f.start_instr || pc >= f.end_instr)
+        return file_error(ex_.file, fmt::format("function {} jumps to instruction {}, outside its instructions [{}, {})",
+                                                name, pc, f.start_instr, f.end_instr));
+      pc_ = pc;
+      const VmInstruction& ins = ex_.code[static_cast<size_t>(pc)];
+      callee_ = "";
+      if (ins.op == VmInstruction::Op::Ret) {
+        if (!reg(ins.reg, &result)) return error_;
+        break;
+      }
+      if (ins.op == VmInstruction::Op::Goto) {
+        pc += ins.offset;
+        continue;
+      }
+      if (ins.op == VmInstruction::Op::If) {
+        Value c;
+        if (!reg(ins.reg, &c)) return error_;
+        if (c.kind != Value::Kind::Int) return fail(fmt::format("the condition is {}, not a known integer", kind_name(c.kind)));
+        pc += c.i != 0 ? 1 : ins.offset;
+        continue;
+      }
+      if (!call(ins)) return error_;
+      ++pc;
+    }
+    return build(result);
+  }
+
+ private:
+  Error fail(const std::string& msg) {
+    error_ = file_error(ex_.file, callee_.empty() ? fmt::format("instruction {}: {}", pc_, msg)
+                                                  : fmt::format("instruction {} ({}): {}", pc_, callee_, msg));
+    return error_;
+  }
+
+  bool reg(int64_t r, Value* out) {
+    if (r == kVmVoidRegister) return out->kind = Value::Kind::Void, true;
+    if (r == kVmVmRegister) return out->kind = Value::Kind::Vm, true;
+    if (r < 0 || static_cast<uint64_t>(r) >= regs_.size())
+      return fail(fmt::format("register %{} is out of range (the function has {} registers)", r, regs_.size())), false;
+    if (regs_[r].kind == Value::Kind::Unset) return fail(fmt::format("reads register %{} before it is set", r)), false;
+    *out = regs_[r];
+    return true;
+  }
+
+  bool operand(const VmOperand& a, Value* out) {
+    switch (a.kind) {
+      case VmOperand::Kind::Register: return reg(a.value, out);
+      case VmOperand::Kind::Immediate: out->kind = Value::Kind::Int, out->i = a.value; return true;
+      case VmOperand::Kind::Function:
+        return fail(fmt::format("a function operand (f[{}]) is not modelled", a.value)), false;
+      case VmOperand::Kind::Constant: break;
+    }
+    if (a.value < 0 || static_cast<uint64_t>(a.value) >= ex_.constants.size())
+      return fail(fmt::format("constant c[{}] is out of range (the pool has {} constants)", a.value,
+                              ex_.constants.size())),
+             false;
+    const VmConstant& c = ex_.constants[a.value];
+    switch (c.kind) {
+      case VmConstant::Kind::Tensor: {
+        auto it = const_tensor_.find(a.value);
+        if (it == const_tensor_.end()) {
+          TensorObj t;
+          t.home = TensorObj::Home::Constant;
+          t.index = static_cast<int>(a.value);
+          t.known = t.dtype_known = true;
+          t.shape = c.shape;
+          t.dtype = c.dtype;
+          it = const_tensor_.emplace(a.value, static_cast<int>(tensors_.size())).first;
+          tensors_.push_back(t);
+        }
+        out->kind = Value::Kind::Tensor, out->i = it->second;
+        return true;
+      }
+      case VmConstant::Kind::DType: out->kind = Value::Kind::DType, out->dtype = c.dtype; return true;
+      case VmConstant::Kind::Shape: out->kind = Value::Kind::Shape, out->shape = c.shape; return true;
+      case VmConstant::Kind::String: out->kind = Value::Kind::String, out->s = c.text; return true;
+      case VmConstant::Kind::Int: out->kind = Value::Kind::Int, out->i = c.int_value; return true;
+      case VmConstant::Kind::Float: out->kind = Value::Kind::Float, out->f = c.float_value; return true;
+    }
+    return false;
+  }
+
+  bool set(int64_t dst, Value v) {
+    if (dst == kVmVoidRegister) return true;
+    if (dst < 0 || static_cast<uint64_t>(dst) >= regs_.size())
+      return fail(fmt::format("destination register %{} is out of range (the function has {} registers)", dst,
+                              regs_.size())),
+             false;
+    regs_[dst] = std::move(v);
+    return true;
+  }
+
+  bool want(const std::vector<Value>& a, size_t i, Value::Kind k, const char* what) {
+    if (i >= a.size()) return fail(fmt::format("argument {} ({}) is missing", i, what)), false;
+    if (a[i].kind != k)
+      return fail(fmt::format("argument {} ({}) is {}, not {}", i, what, kind_name(a[i].kind), kind_name(k))), false;
+    return true;
+  }
+
+  bool call(const VmInstruction& ins) {
+    if (ins.func < 0 || static_cast<uint64_t>(ins.func) >= ex_.functions.size())
+      return fail(fmt::format("calls function {}, outside the {} functions of the table", ins.func,
+                              ex_.functions.size())),
+             false;
+    const VmFunction& f = ex_.functions[ins.func];
+    callee_ = f.name;
+    std::vector<Value> a(ins.args.size());
+    for (size_t k = 0; k < ins.args.size(); ++k)
+      if (!operand(ins.args[k], &a[k])) return false;
+    const std::string& n = f.name;
+    if (f.kind == VmFunction::Kind::Packed && host_.count(n) && n.rfind("vm.builtin.", 0) != 0) return fused(ins, a);
+    if (n == "vm.builtin.null_value") return set(ins.dst, void_value());
+    if (n == "vm.builtin.alloc_storage") return alloc_storage(ins, a);
+    if (n == "vm.builtin.alloc_tensor") return alloc_tensor(ins, a);
+    if (n == "vm.builtin.check_tensor_info") return check_tensor_info(a);
+    if (n == "vm.builtin.match_shape") return match_shape(a);
+    if (n == "vm.builtin.reshape") return reshape(ins, a);
+    if (n == "vm.builtin.copy") {  // returns its argument (builtin.cc: *rv = args[0])
+      if (a.size() != 1) return fail(fmt::format("{} arguments, expected 1", a.size())), false;
+      return set(ins.dst, a[0]);
+    }
+    if (n == "vm.builtin.make_tuple") {
+      Value t;
+      t.kind = Value::Kind::Tuple;
+      t.items = a;
+      return set(ins.dst, std::move(t));
+    }
+    if (n == "vm.builtin.tuple_getitem") {
+      if (!want(a, 0, Value::Kind::Tuple, "the tuple") || !want(a, 1, Value::Kind::Int, "the index")) return false;
+      if (a[1].i < 0 || static_cast<uint64_t>(a[1].i) >= a[0].items.size())
+        return fail(fmt::format("index {} is outside the tuple of {}", a[1].i, a[0].items.size())), false;
+      return set(ins.dst, a[0].items[a[1].i]);
+    }
+    if (f.kind == VmFunction::Kind::Packed)
+      return fail(host_.count(n) ? "a builtin name defined in host.c" : "this function is neither a modelled VM builtin "
+                                                                        "nor a function of host.c"),
+             false;
+    return fail(fmt::format("calls a {} function of the executable; only calls of builtins and host functions are "
+                            "modelled",
+                            to_string(f.kind))),
+           false;
+  }
+
+  bool alloc_storage(const VmInstruction& ins, const std::vector<Value>& a) {
+    if (!want(a, 0, Value::Kind::Vm, "the VM") || !want(a, 1, Value::Kind::Shape, "the size") ||
+        !want(a, 2, Value::Kind::Int, "the device index") || !want(a, 3, Value::Kind::DType, "the dtype"))
+      return false;
+    if (a[2].i != 0)
+      return fail(fmt::format("storage on device index {}: only the first device (the GPU) is modelled", a[2].i)), false;
+    if (a.size() > 4 && a[4].kind == Value::Kind::String && a[4].s != "global")
+      return fail(fmt::format("storage scope {} is not modelled (only \"global\")", detail::quote_input(a[4].s))), false;
+    uint64_t bytes = dtype_element_bytes(a[3].dtype);
+    for (int64_t d : a[1].shape)
+      if (d < 0 || !checked_mul(bytes, static_cast<uint64_t>(d), &bytes) || bytes > (1ull << 40))
+        return fail("the storage size is negative or above 1 TiB"), false;
+    Value v;
+    v.kind = Value::Kind::Storage;
+    v.i = static_cast<int64_t>(storage_bytes_.size());
+    storage_bytes_.push_back(bytes);
+    return set(ins.dst, std::move(v));
+  }
+
+  static bool tensor_bytes(const std::vector<int64_t>& shape, DType dt, uint64_t* out) {
+    uint64_t bytes = dtype_element_bytes(dt);
+    for (int64_t d : shape)
+      if (d < 0 || !checked_mul(bytes, static_cast<uint64_t>(d), &bytes) || bytes > (1ull << 40)) return false;
+    *out = bytes;
+    return true;
+  }
+
+  bool alloc_tensor(const VmInstruction& ins, const std::vector<Value>& a) {
+    if (!want(a, 0, Value::Kind::Storage, "the storage") || !want(a, 1, Value::Kind::Int, "the offset") ||
+        !want(a, 2, Value::Kind::Shape, "the shape") || !want(a, 3, Value::Kind::DType, "the dtype"))
+      return false;
+    uint64_t bytes = 0;
+    if (!tensor_bytes(a[2].shape, a[3].dtype, &bytes)) return fail("the tensor size is negative or above 1 TiB"), false;
+    const uint64_t cap = storage_bytes_[a[0].i];
+    if (a[1].i < 0 || static_cast<uint64_t>(a[1].i) > cap || bytes > cap - static_cast<uint64_t>(a[1].i))
+      return fail(fmt::format("a {}-byte tensor at offset {} does not fit storage {} of {} bytes", bytes, a[1].i,
+                              a[0].i, cap)),
+             false;
+    if (a[1].i != 0)
+      return fail(fmt::format("a tensor at offset {} of its storage: TVM passes it as byte_offset, which kdflow's IR "
+                              "does not carry yet (only offset 0 is modelled)",
+                              a[1].i)),
+             false;
+    TensorObj t;
+    t.home = TensorObj::Home::Storage;
+    t.index = static_cast<int>(a[0].i);
+    t.known = t.dtype_known = true;
+    t.shape = a[2].shape;
+    t.dtype = a[3].dtype;
+    Value v;
+    v.kind = Value::Kind::Tensor;
+    v.i = static_cast<int64_t>(tensors_.size());
+    tensors_.push_back(t);
+    return set(ins.dst, std::move(v));
+  }
+
+  bool check_tensor_info(const std::vector<Value>& a) {
+    if (a.size() != 3 && a.size() != 4) return fail(fmt::format("{} arguments, expected 3 or 4", a.size())), false;
+    if (!want(a, 0, Value::Kind::Tensor, "the tensor") || !want(a, 1, Value::Kind::Int, "the ndim")) return false;
+    if (a.size() == 4 && !want(a, 2, Value::Kind::DType, "the dtype")) return false;
+    TensorObj& t = tensors_[a[0].i];
+    const int64_t ndim = a[1].i;
+    if (!t.known && t.home == TensorObj::Home::Input) {
+      if (ndim >= 0) t.ndim = static_cast<int>(ndim);
+      if (a.size() == 4) t.dtype = a[2].dtype, t.dtype_known = true;
+      return true;
+    }
+    if (ndim != -1 && ndim != static_cast<int64_t>(t.shape.size()))
+      return fail(fmt::format("the tensor has {} dimensions, the check states {}", t.shape.size(), ndim)), false;
+    if (a.size() == 4 && t.dtype_known && a[2].dtype != t.dtype)
+      return fail(fmt::format("the tensor is {}, the check states {}", dtype_to_string(t.dtype),
+                              dtype_to_string(a[2].dtype))),
+             false;
+    return true;
+  }
+
+  bool match_shape(const std::vector<Value>& a) {
+    if (!want(a, 0, Value::Kind::Tensor, "the tensor") || !want(a, 2, Value::Kind::Int, "the ndim")) return false;
+    const int64_t n = a[2].i;
+    if (n < 0 || n > 32 || a.size() < static_cast<size_t>(3 + 2 * n))
+      return fail(fmt::format("ndim {} with {} arguments", n, a.size())), false;
+    TensorObj& t = tensors_[a[0].i];
+    std::vector<int64_t> shape;
+    for (int64_t d = 0; d < n; ++d) {
+      if (!want(a, 3 + 2 * d, Value::Kind::Int, "a match code") || !want(a, 4 + 2 * d, Value::Kind::Int, "a value"))
+        return false;
+      const int64_t code = a[3 + 2 * d].i;
+      if (code != 0)  // kStoreToHeap, kNoOp, kAssertEqualToLoad: a symbolic dimension
+        return fail(fmt::format("dimension {} is symbolic (match code {}): only static shapes are modelled", d, code)),
+               false;
+      shape.push_back(a[4 + 2 * d].i);
+      if (shape.back() < 0) return fail(fmt::format("dimension {} is negative", d)), false;
+    }
+    if (!t.known && t.home == TensorObj::Home::Input) {
+      if (t.ndim >= 0 && t.ndim != n)
+        return fail(fmt::format("states {} dimensions, check_tensor_info stated {}", n, t.ndim)), false;
+      if (!t.dtype_known) return fail("the input's dtype is not stated by vm.builtin.check_tensor_info before"), false;
+      uint64_t bytes = 0;
+      if (!tensor_bytes(shape, t.dtype, &bytes)) return fail("the input size is above 1 TiB"), false;
+      t.shape = shape;
+      t.known = true;
+      return true;
+    }
+    if (shape != t.shape)
+      return fail(fmt::format("the tensor has shape [{}], the match states [{}]", fmt::join(t.shape, ", "),
+                              fmt::join(shape, ", "))),
+             false;
+    return true;
+  }
+
+  bool usable(int tensor, size_t argi) {
+    const TensorObj& t = tensors_[tensor];
+    if (!t.known)
+      return fail(fmt::format("argument {} is VM parameter {} whose shape and dtype no check_tensor_info and "
+                              "match_shape stated",
+                              argi, t.index)),
+             false;
+    return true;
+  }
+
+  bool reshape(const VmInstruction& ins, const std::vector<Value>& a) {
+    if (!want(a, 0, Value::Kind::Tensor, "the tensor") || !want(a, 1, Value::Kind::Shape, "the new shape")) return false;
+    if (!usable(static_cast<int>(a[0].i), 0)) return false;
+    const TensorObj src = tensors_[a[0].i];
+    uint64_t old_bytes = 0, new_bytes = 0;
+    tensor_bytes(src.shape, src.dtype, &old_bytes);
+    if (!tensor_bytes(a[1].shape, src.dtype, &new_bytes) || new_bytes != old_bytes)
+      return fail(fmt::format("reshapes [{}] to [{}], another size", fmt::join(src.shape, ", "),
+                              fmt::join(a[1].shape, ", "))),
+             false;
+    TensorObj t;
+    t.home = TensorObj::Home::View;
+    t.index = static_cast<int>(a[0].i);
+    t.known = t.dtype_known = true;
+    t.shape = a[1].shape;
+    t.dtype = src.dtype;
+    t.written = true;
+    t.producer = static_cast<int>(nodes_.size());
+    const int id = static_cast<int>(tensors_.size());
+    tensors_.push_back(t);
+    nodes_.push_back(PendingNode{"__nop", {static_cast<int>(a[0].i)}, {id}, static_cast<uint64_t>(pc_)});
+    Value v;
+    v.kind = Value::Kind::Tensor;
+    v.i = id;
+    return set(ins.dst, std::move(v));
+  }
+
+  bool fused(const VmInstruction& ins, const std::vector<Value>& a) {
+    PendingNode node;
+    node.func = callee_;
+    node.instr = static_cast<uint64_t>(pc_);
+    for (size_t k = 0; k < a.size(); ++k) {
+      if (a[k].kind != Value::Kind::Tensor)
+        return fail(fmt::format("argument {} is {}: only tensors are passed to host functions in this model", k,
+                                kind_name(a[k].kind))),
+               false;
+      const int id = static_cast<int>(a[k].i);
+      if (!usable(id, k)) return false;
+      TensorObj& t = tensors_[id];
+      const bool fresh = t.home == TensorObj::Home::Storage && !t.written;
+      if (fresh) {
+        if (std::find(node.outputs.begin(), node.outputs.end(), id) != node.outputs.end())
+          return fail(fmt::format("argument {} is the same unwritten tensor as an earlier argument", k)), false;
+        node.outputs.push_back(id);
+      } else {
+        if (!node.outputs.empty())
+          return fail(fmt::format("argument {} is an input after the output argument {}: outputs (tensors no call "
+                                  "has written yet) must come last",
+                                  k, k - 1)),
+                 false;
+        node.inputs.push_back(id);
+      }
+    }
+    if (node.outputs.empty())
+      return fail("no argument is a freshly allocated tensor: the call's output is unknown"), false;
+    for (int id : node.outputs) tensors_[id].written = true, tensors_[id].producer = static_cast<int>(nodes_.size());
+    nodes_.push_back(std::move(node));
+    return set(ins.dst, void_value());
+  }
+
+  void collect_heads(const Value& v, std::vector<int>* out) {
+    if (v.kind == Value::Kind::Tensor) out->push_back(static_cast<int>(v.i));
+    for (const Value& it : v.items) collect_heads(it, out);
+  }
+
+  Expected<RelaxProgram> build(const Value& result) {
+    callee_ = "";
+    std::vector<int> heads;
+    collect_heads(result, &heads);
+    if (heads.empty()) return fail(fmt::format("returns {}, not a tensor or a tuple of tensors", kind_name(result.kind)));
+
+    RelaxProgram p;
+    p.num_storages = static_cast<int64_t>(storage_bytes_.size());
+    p.storage_bytes = storage_bytes_;
+    Graph& g = p.graph;
+    g.file = ex_.file;
+    std::map<int, int> entry_of;  // tensor object → entry id
+    auto add_node = [&](GraphNode n, const std::vector<int>& outs, int input, int constant, uint64_t instr) {
+      const int nid = static_cast<int>(g.nodes.size());
+      n.num_outputs = static_cast<int>(outs.size());
+      n.num_inputs = static_cast<int>(n.inputs.size());
+      g.node_row_ptr.push_back(static_cast<int>(g.entries.size()));
+      for (size_t k = 0; k < outs.size(); ++k) {
+        const TensorObj& t = tensors_[outs[k]];
+        GraphEntry e;
+        e.node = nid;
+        e.index = static_cast<int>(k);
+        e.shape = t.shape;
+        e.type = t.dtype;
+        e.dtype = dtype_to_string(t.dtype);
+        int root = outs[k];
+        while (tensors_[root].home == TensorObj::Home::View) root = tensors_[root].index;
+        const TensorObj& r = tensors_[root];
+        e.storage_id = r.home == TensorObj::Home::Storage  ? r.index
+                       : r.home == TensorObj::Home::Input ? p.num_storages + r.index
+                                                          : p.num_storages + num_args_ + const_rank_.at(r.index);
+        tensor_bytes(e.shape, e.type, &e.bytes);
+        entry_of[outs[k]] = static_cast<int>(g.entries.size());
+        g.entries.push_back(std::move(e));
+      }
+      g.nodes.push_back(std::move(n));
+      p.input_index.push_back(input);
+      p.constant_index.push_back(constant);
+      p.call_instr.push_back(instr);
+      return nid;
+    };
+    // Constants in pool order get storage ids after the inputs'.
+    for (const auto& [c, t] : const_tensor_) const_rank_[c] = static_cast<int>(const_rank_.size());
+    for (int64_t a = 0; a < num_args_; ++a) {
+      const TensorObj& t = tensors_[a];
+      if (!t.known) {
+        // A parameter no check states: kept only if nothing uses it (no node, no entry).
+        bool used = std::find(heads.begin(), heads.end(), a) != heads.end();
+        for (const PendingNode& n : nodes_)
+          used = used || std::find(n.inputs.begin(), n.inputs.end(), a) != n.inputs.end();
+        if (used) return fail(fmt::format("VM parameter {} is used, but its shape is never stated", a));
+        continue;
+      }
+      GraphNode n;
+      n.op = "null";
+      n.name = static_cast<size_t>(a) < param_names_.size() ? param_names_[a] : fmt::format("input{}", a);
+      g.arg_nodes.push_back(add_node(std::move(n), {static_cast<int>(a)}, static_cast<int>(a), -1, uint64_t(-1)));
+    }
+    for (const auto& [c, t] : const_tensor_) {
+      GraphNode n;
+      n.op = "null";
+      n.name = fmt::format("const{}", c);
+      g.arg_nodes.push_back(add_node(std::move(n), {t}, -1, static_cast<int>(c), uint64_t(-1)));
+    }
+    std::map<std::string, int> seen;
+    for (const PendingNode& pn : nodes_) {
+      GraphNode n;
+      n.op = "tvm_op";
+      n.func_name = pn.func;
+      int& k = seen[pn.func];
+      n.name = k == 0 ? pn.func : fmt::format("{}_{}", pn.func, k);
+      ++k;
+      n.attrs["func_name"] = pn.func;
+      for (int in : pn.inputs) {
+        auto it = entry_of.find(in);
+        if (it == entry_of.end()) return fail(fmt::format("internal: tensor {} has no producer", in));
+        const GraphEntry& e = g.entries[it->second];
+        n.inputs.push_back(NodeEntryRef{e.node, e.index, 0});
+      }
+      add_node(std::move(n), pn.outputs, -1, -1, pn.instr);
+    }
+    g.node_row_ptr.push_back(static_cast<int>(g.entries.size()));
+    for (int h : heads) {
+      auto it = entry_of.find(h);
+      if (it == entry_of.end()) return fail("returns a tensor no call has written");
+      const GraphEntry& e = g.entries[it->second];
+      g.heads.push_back(NodeEntryRef{e.node, e.index, 0});
+    }
+    return p;
+  }
+
+  const VmExecutable& ex_;
+  std::set<std::string> host_;
+  RelaxVmLimits limits_;
+  std::vector<Value> regs_;
+  std::vector<TensorObj> tensors_;
+  std::map<int64_t, int> const_tensor_;  // pool index → tensor object
+  std::map<int64_t, int> const_rank_;    // pool index → rank among the tensor constants used
+  std::vector<PendingNode> nodes_;
+  std::vector<uint64_t> storage_bytes_;
+  std::vector<std::string> param_names_;
+  int64_t num_args_ = 0;
+  int64_t pc_ = 0;
+  std::string callee_;
+  Error error_;
+};
+
+}  // namespace
+
+Expected<RelaxProgram> run_relax_vm(const VmExecutable& ex, const std::vector<std::string>& host_functions,
+                                    const std::string& function, const RelaxVmLimits& limits) {
+  try {
+    return Runner(ex, host_functions, limits).run(function);
+  } catch (const std::bad_alloc&) {
+    return file_error(ex.file, "out of memory while running the VM program", ExitCode::Software);
+  }
+}
+
+}  // namespace kdflow
