@@ -144,6 +144,35 @@ const std::set<std::string>& data_movement() {
   return s;
 }
 
+/// A kernel's counted FLOPs from its KernelOps.
+CountedFlops counted_of(const KernelOps& k) {
+  CountedFlops c;
+  c.status = to_string(k.status);
+  c.reasons = k.reasons;
+  if (k.status != KernelOps::Status::Unknown) c.flops = k.flops;
+  static constexpr uint64_t kWeight[KernelOps::kKinds] = {1, 1, 2, 1, 1, 0};
+  for (size_t kind = 0; kind < KernelOps::kKinds; ++kind)
+    for (size_t p : {size_t{KernelOps::F16}, size_t{KernelOps::BF16}})
+      c.low_precision_flops = add(c.low_precision_flops, mul(k.counts[kind][p], kWeight[kind]));
+  return c;
+}
+
+/// Σ of several kernels' counted FLOPs: the worst status, every reason.
+void accumulate(CountedFlops& sum, const CountedFlops& k) {
+  static const std::vector<std::string> order = {"exact", "upper bound", "unknown"};
+  auto rank = [&](const std::string& s) { return std::find(order.begin(), order.end(), s) - order.begin(); };
+  if (sum.status.empty()) {
+    sum = k;
+    return;
+  }
+  if (rank(k.status) > rank(sum.status)) sum.status = k.status;
+  sum.flops = sum.flops && k.flops ? std::optional<uint64_t>(add(*sum.flops, *k.flops)) : std::nullopt;
+  sum.low_precision_flops = add(sum.low_precision_flops, k.low_precision_flops);
+  for (const std::string& r : k.reasons)
+    if (std::find(sum.reasons.begin(), sum.reasons.end(), r) == sum.reasons.end()) sum.reasons.push_back(r);
+  std::sort(sum.reasons.begin(), sum.reasons.end());
+}
+
 }  // namespace
 
 const std::vector<DeviceSpec>& device_specs() { return kDevices; }
@@ -333,6 +362,11 @@ KernelTimes profile_times(const Dataflow& df, const Profile& profile, const Prof
   return t;
 }
 
+std::optional<double> counted_ratio(const FunctionCost& f) {
+  if (!f.flops || *f.flops == 0 || !f.counted || !f.counted->flops) return std::nullopt;
+  return static_cast<double>(*f.counted->flops) / static_cast<double>(*f.flops);
+}
+
 std::optional<double> intensity(std::optional<uint64_t> flops, uint64_t bytes) {
   if (!flops || bytes == 0) return std::nullopt;
   return static_cast<double>(*flops) / static_cast<double>(bytes);
@@ -350,6 +384,12 @@ CostReport compute_costs(const Dataflow& df, const DeviceSpec* device, const Ker
       us += static_cast<double>(*w.flops) / (tflops * 1e6);
     }
     return us;
+  };
+  // Counted FLOPs: fp16/bf16 at the FP16 tensor peak (no fp16 operation runs faster), the rest at FP32.
+  auto counted_us = [&](const CountedFlops& c) {
+    uint64_t high = *c.flops > c.low_precision_flops ? *c.flops - c.low_precision_flops : 0;
+    return static_cast<double>(high) / (device->fp32_tflops * 1e6) +
+           static_cast<double>(c.low_precision_flops) / (device->fp16_tensor_tflops * 1e6);
   };
   auto buffer_bytes = [&](const std::vector<int>& ids) {
     std::set<int> seen;
@@ -380,7 +420,30 @@ CostReport compute_costs(const Dataflow& df, const DeviceSpec* device, const Ker
     std::vector<int> io = node.inputs;
     io.insert(io.end(), node.outputs.begin(), node.outputs.end());
     f.bytes = buffer_bytes(io);
-    if (device && f.flops) f.bound = Bound{compute_us(f.ops), memory_us(f.bytes)};
+    bool analyzed = false;
+    for (int k : node.kernels)
+      analyzed |= k >= 0 && static_cast<size_t>(k) < df.kernels.size() && df.kernels[static_cast<size_t>(k)].ops;
+    for (int k : node.kernels)
+      if (analyzed && k >= 0 && static_cast<size_t>(k) < df.kernels.size()) {
+        const Kernel& kernel = df.kernels[static_cast<size_t>(k)];
+        CountedFlops c;
+        if (kernel.ops) c = counted_of(*kernel.ops);
+        else c.status = "unknown", c.reasons = {"kernel not analyzed"};
+        if (!f.counted) f.counted = CountedFlops{};
+        accumulate(*f.counted, c);
+      }
+    if (f.counted && !node.library_calls.empty()) {
+      f.counted->flops.reset();
+      f.counted->status = "unknown";
+      f.counted->reasons.push_back("library calls are not counted");
+    }
+    if (device && f.flops) {
+      f.bound = Bound{compute_us(f.ops), memory_us(f.bytes)};
+      f.bound_source = "formula";
+    } else if (device && f.counted && f.counted->flops && f.counted->status == "exact") {
+      f.bound = Bound{counted_us(*f.counted), memory_us(f.bytes)};
+      f.bound_source = "counted";
+    }
     r.functions.push_back(std::move(f));
   }
   for (const FunctionCost& f : r.functions) of_node[static_cast<size_t>(f.node)] = &f;
@@ -413,13 +476,18 @@ CostReport compute_costs(const Dataflow& df, const DeviceSpec* device, const Ker
     const FunctionCost* f =
         k.node >= 0 && static_cast<size_t>(k.node) < of_node.size() ? of_node[static_cast<size_t>(k.node)] : nullptr;
     const Node* node = k.node >= 0 && static_cast<size_t>(k.node) < df.nodes.size() ? &df.nodes[static_cast<size_t>(k.node)] : nullptr;
+    if (k.ops) c.counted = counted_of(*k.ops);
     if (f && node && node->kernels.size() == 1 && node->library_calls.empty()) {
       c.flops = f->flops;
       if (!c.flops) c.flops_note = "the function's FLOPs are not known";
-      if (device && c.flops) c.bound = Bound{compute_us(f->ops), memory_us(c.bytes)};
+      if (device && c.flops) c.bound = Bound{compute_us(f->ops), memory_us(c.bytes)}, c.bound_source = "formula";
     } else if (node) {
       c.flops_note = "the function launches " + std::to_string(node->kernels.size()) +
                      " kernels; FLOPs are known per function only";
+    }
+    if (device && !c.bound && c.counted && c.counted->flops && c.counted->status == "exact") {
+      c.bound = Bound{counted_us(*c.counted), memory_us(c.bytes)};
+      c.bound_source = "counted";
     }
     if (times && static_cast<size_t>(k.id) < times->us.size() && times->us[static_cast<size_t>(k.id)])
       c.measured = Measured{*times->us[static_cast<size_t>(k.id)], times->source};

@@ -86,6 +86,13 @@ std::string num(std::optional<double> v) {
   return fmt::format("{:.3g}", x);
 }
 
+/// Counted FLOPs for the table: MFLOP, "≤" before an upper bound, "?" when unknown, "-" when not analyzed.
+std::string counted_text(const std::optional<CountedFlops>& c) {
+  if (!c) return "-";
+  if (!c->flops) return "?";
+  return (c->status == "upper bound" ? "≤" : "") + num(static_cast<double>(*c->flops) / 1e6);
+}
+
 std::string render_table(const std::string& model, const Dataflow& df, const CostReport& r, const DeviceSpec* dev,
                          bool per_kernel) {
   std::string out;
@@ -96,8 +103,8 @@ std::string render_table(const std::string& model, const Dataflow& df, const Cos
   out += "\n";
   std::vector<std::vector<std::string>> rows;
   if (!per_kernel) {
-    rows.push_back({"node", "function", "relay ops", "output", "MFLOP", "KB", "FLOP/B", "bound us", "measured us",
-                    "of bound"});
+    rows.push_back({"node", "function", "relay ops", "output", "MFLOP", "code MFLOP", "code/formula", "KB", "FLOP/B",
+                    "bound us", "measured us", "of bound"});
     for (const FunctionCost& f : r.functions) {
       const Node& n = df.nodes[static_cast<size_t>(f.node)];
       std::vector<std::string> ops;
@@ -111,15 +118,18 @@ std::string render_table(const std::string& model, const Dataflow& df, const Cos
       std::string flops = f.flops ? num(mflop) : (f.flops_known ? ">=" + num(static_cast<double>(f.flops_known) / 1e6) : "-");
       std::optional<double> frac;
       if (f.bound && f.measured && f.measured->us > 0) frac = f.bound->us() / f.measured->us;
+      std::optional<uint64_t> used = f.flops ? f.flops : f.counted ? f.counted->flops : std::nullopt;
+      std::optional<double> ratio = counted_ratio(f);
       rows.push_back({"n" + std::to_string(n.id), short_function(n.function),
-                      ops.empty() ? "-" : fmt::format("{}", fmt::join(ops, " + ")), outs, flops,
-                      num(static_cast<double>(f.bytes) / 1e3), num(intensity(f.flops, f.bytes)),
+                      ops.empty() ? "-" : fmt::format("{}", fmt::join(ops, " + ")), outs, flops, counted_text(f.counted),
+                      ratio ? fmt::format("{:.3f}", *ratio) : "-",
+                      num(static_cast<double>(f.bytes) / 1e3), num(intensity(used, f.bytes)),
                       f.bound ? num(f.bound->us()) : "-", f.measured ? num(f.measured->us) : "-",
                       frac ? fmt::format("{:.1f}%", *frac * 100) : "-"});
     }
   } else {
-    rows.push_back({"kernel", "node", "name", "grid", "block", "MFLOP", "KB", "FLOP/B", "bound us", "measured us",
-                    "of bound"});
+    rows.push_back({"kernel", "node", "name", "grid", "block", "MFLOP", "code MFLOP", "KB", "FLOP/B", "bound us",
+                    "measured us", "of bound"});
     for (const KernelCost& c : r.kernels) {
       const Kernel& k = df.kernels[static_cast<size_t>(c.kernel)];
       std::optional<double> frac;
@@ -127,8 +137,9 @@ std::string render_table(const std::string& model, const Dataflow& df, const Cos
       std::string name = k.name.size() > 40 ? k.name.substr(0, 37) + "..." : k.name;
       rows.push_back({"k" + std::to_string(k.id), "n" + std::to_string(k.node), name,
                       fmt::format("{}", fmt::join(k.grid, ",")), fmt::format("{}", fmt::join(k.block, ",")),
-                      c.flops ? num(static_cast<double>(*c.flops) / 1e6) : "-", num(static_cast<double>(c.bytes) / 1e3),
-                      num(intensity(c.flops, c.bytes)), c.bound ? num(c.bound->us()) : "-",
+                      c.flops ? num(static_cast<double>(*c.flops) / 1e6) : "-", counted_text(c.counted),
+                      num(static_cast<double>(c.bytes) / 1e3),
+                      num(intensity(c.flops ? c.flops : c.counted ? c.counted->flops : std::nullopt, c.bytes)), c.bound ? num(c.bound->us()) : "-",
                       c.measured ? num(c.measured->us) : "-", frac ? fmt::format("{:.1f}%", *frac * 100) : "-"});
     }
   }
@@ -176,6 +187,18 @@ std::string render_table(const std::string& model, const Dataflow& df, const Cos
     out += fmt::format(", sum of bounds {} us ({} of {} functions bounded)", num(bound), bounded, r.functions.size());
   if (timed) out += fmt::format(", sum measured {} us ({} of {} functions timed)", num(measured), timed, r.functions.size());
   out += "\n";
+  uint64_t counted = 0;
+  size_t counted_n = 0, exact_n = 0;
+  for (const FunctionCost& f : r.functions)
+    if (f.counted && f.counted->flops) {
+      counted += *f.counted->flops;
+      ++counted_n;
+      exact_n += f.counted->status == "exact";
+    }
+  if (counted_n)
+    out += fmt::format("counted from the kernels' code: {} MFLOP in {} of {} functions ({} exact, {} upper bounds)\n",
+                       num(static_cast<double>(counted) / 1e6), counted_n, r.functions.size(), exact_n,
+                       counted_n - exact_n);
   if (timed && measured > 0) {
     std::vector<const FunctionCost*> by_time;
     for (const FunctionCost& f : r.functions)
@@ -202,6 +225,18 @@ std::string render_table(const std::string& model, const Dataflow& df, const Cos
 }
 
 }  // namespace
+
+void report_profile_join(const Profile& p, const ProfileJoin& j, const char* command, bool always, std::ostream& err) {
+  size_t matched = 0;
+  for (const ProfileMatch& m : j.matches) matched += m.kernel >= 0;
+  if (matched == 0)
+    err << fmt::format("kdflow {}: warning: {}: none of its {} kernel launches is a kernel of this model (a profile of "
+                       "another model or TVM version?): no times joined\n",
+                       command, p.file, p.launches.size());
+  else if (always)
+    err << fmt::format("kdflow {}: {}: {} of {} kernel launches matched kernels of the model\n", command, p.file, matched,
+                       p.launches.size());
+}
 
 int run_costs_command(const CostsCommand& cmd, std::ostream& out, std::ostream& err) {
   if (cmd.inputs.empty()) return report(usage_error("give at least one model (a build folder, model.so or kdflow JSON)"), err);
@@ -263,7 +298,9 @@ int run_costs_command(const CostsCommand& cmd, std::ostream& out, std::ostream& 
       if (!text) return report(text.error(), err);
       Expected<Profile> p = read_profile_csv(*text, cmd.profiles[i]);
       if (!p) return report(p.error(), err);
-      times = profile_times(flow, *p, join_profile(flow, *p));
+      ProfileJoin join = join_profile(flow, *p);
+      report_profile_join(*p, join, "costs", true, err);
+      times = profile_times(flow, *p, join);
     }
     models.push_back({model_name(cmd.inputs[i]), &flow, compute_costs(flow, dev, times ? &*times : nullptr)});
   }

@@ -420,7 +420,8 @@ std::string render_show(const Dataflow& df, const ShowStyle& style) {
       continue;
     }
     const bool several = n.kernels.size() + n.library_calls.size() > 1;
-    std::vector<Row> launches;
+    // In run order: a library call runs after the kernel it follows (after_kernel), before the next.
+    std::vector<std::pair<std::pair<int64_t, int>, Row>> ordered;  // (after kernel id, 0 kernel / 1 call), row
     for (int k : n.kernels) {
       if (!valid_index(df.kernels, k)) continue;
       const Kernel& kn = df.kernels[k];
@@ -436,7 +437,7 @@ std::string render_show(const Dataflow& df, const ShowStyle& style) {
         r[c_read] = {human_bytes(kt.read), Color::Dim, true};
         r[c_written] = {human_bytes(kt.written), Color::Dim, true};
       }
-      launches.push_back(r);
+      ordered.push_back({{kn.id, 0}, r});
     }
     for (int c : n.library_calls) {
       if (!valid_index(df.library_calls, c)) continue;
@@ -449,8 +450,11 @@ std::string render_show(const Dataflow& df, const ShowStyle& style) {
         r[c_read] = {human_bytes(kt.read), Color::Dim, true};
         r[c_written] = {human_bytes(kt.written), Color::Dim, true};
       }
-      launches.push_back(r);
+      ordered.push_back({{lc.after_kernel, 1}, r});
     }
+    std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<Row> launches;
+    for (auto& o : ordered) launches.push_back(std::move(o.second));
     // With several launches the node row carries the node's totals and each launch row
     // its own traffic; with one, the node row is the launch row.
     if (several || launches.empty()) {
@@ -1041,7 +1045,11 @@ int run_show_command(const ShowCommand& cmd, std::ostream& out, std::ostream& er
   Expected<Dataflow> df = load_dataflow(cmd.inputs, print_terminal_progress, &progress);
   if (!df) return report(df.error(), err);
   report_warnings(*df, err);
-  if (profile) return write_out(render_profile_join(*df, *profile, join_profile(*df, *profile), *style), out, err);
+  if (profile) {
+    ProfileJoin join = join_profile(*df, *profile);
+    report_profile_join(*profile, join, "show", false, err);
+    return write_out(render_profile_join(*df, *profile, join, *style), out, err);
+  }
   return write_out(render_show(*df, *style), out, err);
 }
 

@@ -15,13 +15,15 @@ using ojson = nlohmann::ordered_json;
 
 const std::vector<std::string> kFunctionColumns = {
     "model", "node", "function", "relay_ops", "ops", "input_shapes", "input_dtypes", "output_shapes",
-    "output_dtypes", "flops", "flops_known", "no_formula", "bytes", "flop_per_byte", "kernels", "launches",
-    "library_calls", "device", "bound_us", "compute_bound_us", "memory_bound_us", "limiter", "measured_us",
+    "output_dtypes", "flops", "flops_known", "no_formula", "counted_flops", "counted_status", "counted_reasons",
+    "counted_flop_ratio", "bytes", "flop_per_byte", "kernels", "launches", "library_calls", "device", "bound_us",
+    "compute_bound_us", "memory_bound_us", "limiter", "bound_flops_source", "measured_us",
     "time_source", "fraction_of_bound"};
 const std::vector<std::string> kKernelColumns = {
     "model", "kernel", "node", "function", "name", "grid", "block", "dynamic_shared_memory_bytes", "relay_ops",
-    "ops", "flops", "flops_note", "bytes", "bytes_source", "flop_per_byte", "device", "bound_us",
-    "compute_bound_us", "memory_bound_us", "limiter", "measured_us", "time_source", "fraction_of_bound"};
+    "ops", "flops", "flops_note", "counted_flops", "counted_status", "counted_reasons", "counted_ops", "bytes",
+    "bytes_source", "load_bytes", "store_bytes", "accessed_bytes_note", "flop_per_byte", "device", "bound_us", "compute_bound_us", "memory_bound_us", "limiter",
+    "bound_flops_source", "measured_us", "time_source", "fraction_of_bound"};
 
 ojson opt(const std::optional<uint64_t>& v) { return v ? ojson(*v) : ojson(nullptr); }
 ojson opt(const std::optional<double>& v) { return v ? ojson(*v) : ojson(nullptr); }
@@ -47,6 +49,26 @@ ojson ops_json(const Node& n, const std::vector<OpWork>& work) {
     ops.push_back(std::move(o));
   }
   return ops;
+}
+
+/// The counted-FLOP columns of a row (null where nothing was counted).
+void counted_fields(ojson& row, const std::optional<CountedFlops>& c) {
+  row["counted_flops"] = c ? opt(c->flops) : ojson(nullptr);
+  row["counted_status"] = c ? ojson(c->status) : ojson(nullptr);
+  row["counted_reasons"] = c ? ojson(c->reasons) : ojson::array();
+}
+
+/// A kernel's counted operations by precision and kind ({"fp32": {"add_sub": n, ...}}), null when not analyzed.
+ojson counted_ops_json(const Kernel& k) {
+  if (!k.ops) return nullptr;
+  ojson counts = ojson::object();
+  for (int p = 0; p < KernelOps::kPrecisions; ++p) {
+    ojson per = ojson::object();
+    for (int kind = 0; kind < KernelOps::kKinds; ++kind)
+      if (uint64_t n = k.ops->counts[static_cast<size_t>(kind)][static_cast<size_t>(p)]) per[kind_name(kind)] = n;
+    if (!per.empty()) counts[precision_name(p)] = std::move(per);
+  }
+  return counts;
 }
 
 ojson names(const Node& n) {
@@ -103,8 +125,10 @@ std::vector<ojson> rows(const std::vector<ModelCosts>& models, bool per_kernel) 
         row["flops"] = opt(f.flops);
         row["flops_known"] = f.flops_known;
         row["no_formula"] = f.no_formula;
+        counted_fields(row, f.counted);
+        row["counted_flop_ratio"] = opt(counted_ratio(f));
         row["bytes"] = f.bytes;
-        row["flop_per_byte"] = opt(intensity(f.flops, f.bytes));
+        row["flop_per_byte"] = opt(intensity(f.flops ? f.flops : f.counted ? f.counted->flops : std::nullopt, f.bytes));
         row["kernels"] = n.kernels.size();
         ojson launches = ojson::array();
         for (int k : n.kernels) launches.push_back(launch_text(df.kernels[static_cast<size_t>(k)]));
@@ -113,6 +137,7 @@ std::vector<ojson> rows(const std::vector<ModelCosts>& models, bool per_kernel) 
         for (int c : n.library_calls) calls.push_back(df.library_calls[static_cast<size_t>(c)].name);
         row["library_calls"] = std::move(calls);
         bound_fields(row, mc.report, f.bound, f.measured);
+        row["bound_flops_source"] = f.bound_source.empty() ? ojson(nullptr) : ojson(f.bound_source);
         out.push_back(std::move(row));
       }
     } else {
@@ -133,10 +158,20 @@ std::vector<ojson> rows(const std::vector<ModelCosts>& models, bool per_kernel) 
         row["ops"] = n && f ? ops_json(*n, f->ops) : ojson::array();
         row["flops"] = opt(c.flops);
         row["flops_note"] = c.flops_note.empty() ? ojson(nullptr) : ojson(c.flops_note);
+        counted_fields(row, c.counted);
+        row["counted_ops"] = counted_ops_json(k);
         row["bytes"] = c.bytes;
         row["bytes_source"] = c.bytes_source;
-        row["flop_per_byte"] = opt(intensity(c.flops, c.bytes));
+        // Executed global loads and stores (counted from the code, not distinct bytes).
+        row["load_bytes"] = k.ops ? opt(k.ops->load_bytes) : ojson(nullptr);
+        row["store_bytes"] = k.ops ? opt(k.ops->store_bytes) : ojson(nullptr);
+        row["accessed_bytes_note"] = !k.ops                       ? ojson("device.cu not analyzed")
+                                     : !k.ops->bytes_reason.empty() ? ojson(k.ops->bytes_reason)
+                                     : !k.ops->bytes_exact          ? ojson("upper bound: a data-dependent guard counted as taken")
+                                                                    : ojson(nullptr);
+        row["flop_per_byte"] = opt(intensity(c.flops ? c.flops : c.counted ? c.counted->flops : std::nullopt, c.bytes));
         bound_fields(row, mc.report, c.bound, c.measured);
+        row["bound_flops_source"] = c.bound_source.empty() ? ojson(nullptr) : ojson(c.bound_source);
         out.push_back(std::move(row));
       }
     }

@@ -151,6 +151,25 @@ ojson build(const Dataflow& df) {
     if (k.loc.valid()) j["loc"] = loc_json(k.loc);
     if (!k.loop_iterations.empty()) j["loop_iterations"] = int_array(k.loop_iterations);
     j["device_function"] = k.device_function < 0 ? ojson(nullptr) : ojson(k.device_function);
+    if (k.ops) {
+      ojson o = ojson::object();
+      o["flops"] = k.ops->flops;
+      o["status"] = to_string(k.ops->status);
+      if (!k.ops->reasons.empty()) o["reasons"] = k.ops->reasons;
+      ojson counts = ojson::object();
+      for (int p = 0; p < KernelOps::kPrecisions; ++p) {
+        ojson per = ojson::object();
+        for (int kind = 0; kind < KernelOps::kKinds; ++kind)
+          if (uint64_t n = k.ops->counts[static_cast<size_t>(kind)][static_cast<size_t>(p)]) per[kind_name(kind)] = n;
+        if (!per.empty()) counts[precision_name(p)] = std::move(per);
+      }
+      o["counts"] = std::move(counts);
+      if (k.ops->load_bytes) o["load_bytes"] = *k.ops->load_bytes;
+      if (k.ops->store_bytes) o["store_bytes"] = *k.ops->store_bytes;
+      if (!k.ops->bytes_exact) o["bytes_exact"] = false;
+      if (!k.ops->bytes_reason.empty()) o["bytes_reason"] = k.ops->bytes_reason;
+      j["ops"] = std::move(o);
+    }
     kernels.push_back(std::move(j));
   }
   root["kernels"] = std::move(kernels);

@@ -129,12 +129,14 @@ Status finish_extract(Dataflow& out, const Graph& graph, const FunctionTable& ta
   if (!devices.empty()) {
     std::vector<DeviceFunction> functions;
     std::vector<KernelModel> footprint_models;
+    std::vector<KernelOpModel> op_models;
     std::string label, names;
     for (size_t i = 0; i < analyses.sources.size(); ++i) {
       const std::string& path = devices[i];
       Expected<DeviceSource>& device = analyses.sources[i];
       if (!device) return device.error();
       for (auto& model : device->footprint_models) footprint_models.push_back(std::move(model));
+      for (auto& model : device->op_models) op_models.push_back(std::move(model));
       // Reasons name device.cu as sources.device does (no directory), like every position in the IR.
       auto scrub_device = [&](std::string& text) {
         for (size_t at = 0; (at = text.find(path + ":", at)) != std::string::npos;) {
@@ -158,9 +160,14 @@ Status finish_extract(Dataflow& out, const Graph& graph, const FunctionTable& ta
                        [](const DeviceFunction& a, const DeviceFunction& b) { return a.name < b.name; });
       std::stable_sort(footprint_models.begin(), footprint_models.end(),
                        [](const KernelModel& a, const KernelModel& b) { return a.name < b.name; });
+      std::stable_sort(op_models.begin(), op_models.end(),
+                       [](const KernelOpModel& a, const KernelOpModel& b) { return a.name < b.name; });
     }
     if (Status s = apply_device_functions(*df, functions, table, label); !s) return s.error();
-    if (!in.no_footprints) attach_footprints(*df, footprint_models, in.jobs);
+    if (!in.no_footprints) {
+      attach_footprints(*df, footprint_models, in.jobs);
+      attach_kernel_ops(*df, op_models);
+    }
     df->sources.device = names;
     // Positions in the IR name the device sources by base name; error messages keep the path.
     for (auto& f : df->device_functions)

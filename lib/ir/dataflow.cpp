@@ -79,7 +79,24 @@ bool Kernel::operator==(const Kernel& o) const {
   return id == o.id && name == o.name && node == o.node && function == o.function &&
          grid == o.grid && block == o.block && dynamic_shared_memory == o.dynamic_shared_memory &&
          args == o.args && loc == o.loc && loop_iterations == o.loop_iterations &&
-         device_function == o.device_function;
+         device_function == o.device_function && ops == o.ops;
+}
+
+const char* to_string(KernelOps::Status s) {
+  switch (s) {
+    case KernelOps::Status::Exact: return "exact";
+    case KernelOps::Status::UpperBound: return "upper bound";
+    case KernelOps::Status::Unknown: return "unknown";
+  }
+  return "unknown";
+}
+const char* kind_name(int kind) {
+  static const char* const names[] = {"add_sub", "mul", "fma", "div", "special", "min_max_cmp"};
+  return kind >= 0 && kind < KernelOps::kKinds ? names[kind] : "?";
+}
+const char* precision_name(int precision) {
+  static const char* const names[] = {"fp16", "bf16", "fp32", "fp64"};
+  return precision >= 0 && precision < KernelOps::kPrecisions ? names[precision] : "?";
 }
 
 bool LibraryCall::operator==(const LibraryCall& o) const {

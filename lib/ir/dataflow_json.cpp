@@ -179,6 +179,45 @@ class Reader {
     return f;
   }
 
+  /// A kernel's counted operations ({"flops", "status", "reasons", "counts": {"fp32": {"mul": n}}}).
+  KernelOps kernel_ops(const json& j, const std::string& ptr) const {
+    object(j, ptr);
+    KernelOps k;
+    k.flops = uinteger(member(j, ptr, "flops"), at(ptr, "flops"));
+    std::string st = string(member(j, ptr, "status"), at(ptr, "status"));
+    if (st == "exact") k.status = KernelOps::Status::Exact;
+    else if (st == "upper bound") k.status = KernelOps::Status::UpperBound;
+    else if (st == "unknown") k.status = KernelOps::Status::Unknown;
+    else fail(at(ptr, "status"), "expected \"exact\", \"upper bound\" or \"unknown\"");
+    if (const json* r = optional(j, "reasons")) {
+      const std::string rp = at(ptr, "reasons");
+      array(*r, rp);
+      for (size_t i = 0; i < r->size(); ++i) k.reasons.push_back(string((*r)[i], at(rp, i)));
+    }
+    const std::string cp = at(ptr, "counts");
+    const json& counts = object(member(j, ptr, "counts"), cp);
+    for (const auto& [prec, per] : counts.items()) {
+      int p = 0;
+      while (p < KernelOps::kPrecisions && prec != precision_name(p)) ++p;
+      if (p == KernelOps::kPrecisions) fail(at(cp, prec.c_str()), "expected fp16, bf16, fp32 or fp64");
+      object(per, at(cp, prec.c_str()));
+      for (const auto& [kind, n] : per.items()) {
+        int kd = 0;
+        while (kd < KernelOps::kKinds && kind != kind_name(kd)) ++kd;
+        if (kd == KernelOps::kKinds) fail(at(at(cp, prec.c_str()), kind.c_str()), "expected add_sub, mul, fma, div, special or min_max_cmp");
+        k.counts[static_cast<size_t>(kd)][static_cast<size_t>(p)] = uinteger(n, at(at(cp, prec.c_str()), kind.c_str()));
+      }
+    }
+    if (const json* b = optional(j, "load_bytes")) k.load_bytes = uinteger(*b, at(ptr, "load_bytes"));
+    if (const json* b = optional(j, "store_bytes")) k.store_bytes = uinteger(*b, at(ptr, "store_bytes"));
+    if (const json* b = optional(j, "bytes_exact")) {
+      if (!b->is_boolean()) fail(at(ptr, "bytes_exact"), "expected true or false");
+      k.bytes_exact = b->get<bool>();
+    }
+    if (const json* b = optional(j, "bytes_reason")) k.bytes_reason = string(*b, at(ptr, "bytes_reason"));
+    return k;
+  }
+
   Arg arg(const json& j, const std::string& ptr, size_t buffers) const {
     object(j, ptr);
     Arg a;
@@ -405,6 +444,7 @@ Dataflow Reader::document(const json& root) const {
     if (const json* li = optional(j, "loop_iterations")) k.loop_iterations = int64s(*li, at(p, "loop_iterations"));
     if (const json* d = optional(j, "device_function"); d && !d->is_null())
       k.device_function = ref(*d, at(p, "device_function"), ndf, "device function");
+    if (const json* o = optional(j, "ops")) k.ops = kernel_ops(*o, at(p, "ops"));
     df.kernels.push_back(std::move(k));
   }
 

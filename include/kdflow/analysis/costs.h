@@ -53,6 +53,14 @@ struct Measured {
   std::string source;  ///< "replay timing (file)", "Nsight Compute (file)", ...
 };
 
+/// FLOPs counted from the kernels' code (kernel_ops.h) for a kernel or a function.
+struct CountedFlops {
+  std::optional<uint64_t> flops;     ///< nullopt: not countable (see reasons)
+  uint64_t low_precision_flops = 0;  ///< of those, fp16/bf16 (bounded by the FP16 tensor peak: nothing is faster)
+  std::string status;                ///< "exact", "upper bound", "unknown"
+  std::vector<std::string> reasons;  ///< why not exact
+};
+
 /// One fused function (a graph node) with its work.
 struct FunctionCost {
   int node = -1;
@@ -61,7 +69,9 @@ struct FunctionCost {
   uint64_t flops_known = 0;              ///< sum over the ops that have a formula
   std::vector<std::string> no_formula;   ///< ops without a formula (with the reason)
   uint64_t bytes = 0;                    ///< the node's distinct input and output buffers, read/written once
-  std::optional<Bound> bound;            ///< with a device; nullopt when flops is unknown
+  std::optional<Bound> bound;            ///< with a device; from `flops`, else from the counted FLOPs; nullopt without either
+  std::string bound_source;              ///< "formula" or "counted" (the FLOPs the bound uses)
+  std::optional<CountedFlops> counted;   ///< Σ over its kernels' counted FLOPs; nullopt when no kernel was analyzed
   std::optional<Measured> measured;      ///< Σ of its kernels' measured times, when all were measured
 };
 
@@ -72,7 +82,9 @@ struct KernelCost {
   std::string flops_note;          ///< why flops is nullopt
   uint64_t bytes = 0;              ///< bytes its arguments touch, read and written (a buffer both read and written counts twice)
   std::string bytes_source;        ///< "footprints" (static footprints, bounds.h), "buffers" (whole buffers), or "footprints and buffers"
-  std::optional<Bound> bound;
+  std::optional<CountedFlops> counted;  ///< counted from its code (Kernel::ops), when device.cu was analyzed
+  std::optional<Bound> bound;      ///< from `flops`, else from the counted FLOPs
+  std::string bound_source;        ///< "formula" or "counted"
   std::optional<Measured> measured;
 };
 
@@ -102,6 +114,9 @@ KernelTimes profile_times(const Dataflow& df, const Profile& profile, const Prof
 /// Computes the work of every function and kernel; with a device, the bounds; with
 /// times, the measured column.
 CostReport compute_costs(const Dataflow& df, const DeviceSpec* device, const KernelTimes* times);
+
+/// The ratio counted / formula FLOPs of a function; nullopt unless both are known and the formula's is not 0.
+std::optional<double> counted_ratio(const FunctionCost& f);
 
 /// Arithmetic intensity (FLOPs per byte); nullopt without FLOPs or bytes.
 std::optional<double> intensity(std::optional<uint64_t> flops, uint64_t bytes);

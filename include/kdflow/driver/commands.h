@@ -31,6 +31,13 @@ int report(const Error& e, std::ostream& err);
 /// extract say about kernels of device.cu left unanalyzed.
 void report_warnings(const Dataflow& df, std::ostream& err);
 
+/// Says on `err` how many of a profile's launches matched the model's kernels (`always`:
+/// also when some did; else only the warning when none did: another model's or TVM version's
+/// profile joins nothing and must not pass silently). `command`: "show", "costs".
+struct Profile;
+struct ProfileJoin;
+void report_profile_join(const Profile& p, const ProfileJoin& j, const char* command, bool always, std::ostream& err);
+
 /// A one-line progress display ("kdflow: [3/5] fused_nn_dense") rewritten in place with
 /// `\r`; used as the ProgressFn context of extract(). Prints nothing unless `enabled`,
 /// which commands set only when stderr is a terminal and -q was not given.

@@ -9,6 +9,7 @@
 #include "kdflow/ir/dataflow.h"
 #include "kdflow/support/diag.h"
 #include "kdflow/analysis/footprint.h"
+#include "kdflow/analysis/kernel_ops.h"
 
 namespace kdflow {
 
@@ -17,6 +18,7 @@ struct DeviceSource {
   std::vector<DeviceFunction> functions;   ///< every __global__ kernel, in source order
   std::vector<std::string> other_errors;   ///< clang errors (recovering parse) no kernel's access_error names
   std::vector<KernelModel> footprint_models;  ///< per function: its affine access model (empty unless asked for)
+  std::vector<KernelOpModel> op_models;       ///< per function: its floating-point operations (with footprint_models)
   const DeviceFunction* find(const std::string& name) const {
     for (const auto& f : functions)
       if (f.name == name) return &f;
@@ -40,7 +42,7 @@ struct DeviceSource {
 /// `access_error` (the first such error line) and Unknown access for every pointer; every
 /// other kernel is analyzed as usual.
 /// With `footprints`, also the affine access model of every kernel (footprint.h), on the
-/// same parse.
+/// same parse, and the floating-point operations of every kernel (kernel_ops.h) from the same walk.
 Expected<DeviceSource> analyze_device_source(const std::string& source, const std::string& file, bool strict = false,
                                              bool footprints = false);
 

@@ -59,6 +59,34 @@ struct Footprint {
   }
 };
 
+/// The floating-point operations one kernel launch executes, counted from its code
+/// (kernel_ops.h; docs/costs.md "Counting from the code"). Counts are over the whole
+/// launch (every thread of the grid), per kind and precision.
+struct KernelOps {
+  enum Kind { AddSub, Mul, Fma, Div, Special, MinMaxCmp, kKinds };
+  enum Precision { F16, BF16, F32, F64, kPrecisions };
+  enum class Status { Exact, UpperBound, Unknown };
+  /// counts[kind][precision]: executions over the launch (a half2 operation counts 2)
+  std::array<std::array<uint64_t, kPrecisions>, kKinds> counts{};
+  /// add/sub + mul + 2·fma + div + special; compare/min/max count 0. With Unknown: what could be counted.
+  uint64_t flops = 0;
+  Status status = Status::Exact;
+  std::vector<std::string> reasons;  ///< why not exact: typed reasons, each once, sorted
+  /// Global memory accesses through the pointer arguments, executions × bytes (not distinct:
+  /// a cached re-read counts again); nullopt when some argument's accesses are not modelled.
+  std::optional<uint64_t> load_bytes, store_bytes;
+  bool bytes_exact = true;   ///< false: a guard that reads data was counted as taken (an upper bound)
+  std::string bytes_reason;  ///< why load/store bytes are nullopt (a footprint reject reason)
+  bool operator==(const KernelOps& o) const {
+    return counts == o.counts && flops == o.flops && status == o.status && reasons == o.reasons &&
+           load_bytes == o.load_bytes && store_bytes == o.store_bytes && bytes_exact == o.bytes_exact &&
+           bytes_reason == o.bytes_reason;
+  }
+};
+const char* to_string(KernelOps::Status s);     ///< "exact" | "upper bound" | "unknown"
+const char* kind_name(int kind);                ///< "add_sub" | "mul" | "fma" | "div" | "special" | "min_max_cmp"
+const char* precision_name(int precision);      ///< "fp16" | "bf16" | "fp32" | "fp64"
+
 /// One argument of a kernel launch or library call.
 struct Arg {
   enum class Kind { Buffer, Int, Float, Null };
@@ -90,6 +118,7 @@ struct Kernel {
   SourceLoc loc;                    ///< the TVMFuncCall in host.c
   std::vector<int64_t> loop_iterations;  ///< enclosing host loops' iteration indices (empty: not in a loop)
   int device_function = -1;         ///< index in Dataflow::device_functions (-1: no device source read)
+  std::optional<KernelOps> ops;     ///< floating-point operations counted from device.cu (kernel_ops.h), when analyzed
   bool operator==(const Kernel& o) const;
 };
 

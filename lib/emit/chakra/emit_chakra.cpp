@@ -148,7 +148,11 @@ Expected<std::string> emit_chakra(const Dataflow& df, const CostReport& costs, c
     io(df, k.args, true, n.mutable_inputs());
     io(df, k.args, false, n.mutable_outputs());
     attr_bool(n, "is_cpu_op", false);
+    // num_ops: the Relay formula's FLOPs, else those counted from the kernel's code.
     if (c && c->flops) attr_u64(n, "num_ops", *c->flops);
+    else if (c && c->counted && c->counted->flops) attr_u64(n, "num_ops", *c->counted->flops);
+    if (c && c->counted && c->counted->flops) attr_u64(n, "counted_flops", *c->counted->flops);
+    if (c && c->counted) attr(n, "counted_status", c->counted->status);
     if (c) attr_u64(n, "tensor_size", c->bytes);
     attr_f64(n, "duration_us", us);
     attr(n, "duration_source", source);

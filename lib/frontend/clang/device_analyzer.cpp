@@ -43,6 +43,7 @@
 
 #include "device_headers.h"
 #include "footprint_affine.h"
+#include "kernel_ops.h"
 #include "in_memory_parse.h"
 
 namespace kdflow {
@@ -1039,7 +1040,11 @@ Expected<DeviceSource> analyze_device_source(const std::string& source, const st
       f.params.push_back(std::move(dp));
     }
     out.functions.push_back(std::move(f));
-    if (footprints) out.footprint_models.push_back(detail::extract_affine_model(ctx, fd));
+    if (footprints) {
+      KernelOpModel ops;
+      out.footprint_models.push_back(detail::extract_affine_model_and_ops(ctx, fd, &ops));
+      out.op_models.push_back(std::move(ops));
+    }
   }
   // Errors no unanalyzed kernel accounts for (outside every kernel and every function a
   // kernel calls): they change no access set, but are reported, never dropped.

@@ -166,6 +166,11 @@ struct Guard {
 class Extractor {
  public:
   Extractor(ASTContext& ctx, const FunctionDecl* fd) : ctx_(ctx), fd_(fd) {}
+  /// Also record the domain of every expression `want` accepts (extract_affine_model's overload).
+  void want_sites(const std::function<bool(const Expr*)>* want, std::vector<SiteDomain>* sites) {
+    want_ = want;
+    sites_ = sites;
+  }
 
   KernelModel run() {
     m_.name = fd_->getNameAsString();
@@ -250,6 +255,38 @@ class Extractor {
     }
     a.domain = std::move(dom);
     pm.accesses.push_back(std::move(a));
+  }
+
+  /// The domain of an expression `want_` accepts, built as record() builds an access's.
+  void site(const Expr* e) {
+    e = e->IgnoreParens();
+    if (!(*want_)(e) || !site_seen_.insert(e).second) return;
+    SiteDomain s;
+    s.expr = e;
+    s.unknown = poison_;
+    if (overflow_) s.unknown = reject::kTooCostly;
+    s.exact = !early_exit_;
+    AffCond dom = truth();
+    for (const Guard& g : guards_) {
+      dom = both(std::move(dom), g.cond);
+      s.exact = s.exact && g.exact;
+    }
+    std::set<int> todo, seen;
+    vars_of(dom, todo);
+    while (!todo.empty()) {
+      int v = *todo.begin();
+      todo.erase(todo.begin());
+      if (!seen.insert(v).second || static_cast<size_t>(v) >= defs_.size()) continue;
+      if (defs_[v].op != AffCond::Op::True) {
+        dom = both(std::move(dom), defs_[v]);
+        std::set<int> more;
+        vars_of(defs_[v], more);
+        for (int w : more)
+          if (!seen.count(w)) todo.insert(w);
+      }
+    }
+    s.domain = std::move(dom);
+    sites_->push_back(std::move(s));
   }
 
   // --- pre-pass: how often each local is modified after its declaration
@@ -443,6 +480,7 @@ class Extractor {
 
   // --- conditions
   Cond cond(const Expr* e) {
+    if (sites_) site(e);
     if (++depth_ > kMaxDepth) {  // a deep && / || chain: never guess, never overflow the stack
       --depth_;
       poison_ = reject::kUnsupported;
@@ -743,6 +781,7 @@ class Extractor {
   }
 
   Val value(const Expr* e) {
+    if (sites_) site(e);
     if (++depth_ > kMaxDepth) {
       --depth_;
       poison_ = reject::kUnsupported;  // stays for the rest of the kernel: never guess
@@ -1208,12 +1247,22 @@ class Extractor {
   bool early_exit_ = false;
   bool overflow_ = false;
   int depth_ = 0;
+  const std::function<bool(const Expr*)>* want_ = nullptr;  ///< sites to record (nullptr: none)
+  std::vector<SiteDomain>* sites_ = nullptr;
+  std::set<const Expr*> site_seen_;
 };
 
 }  // namespace
 
 KernelModel extract_affine_model(clang::ASTContext& ctx, const clang::FunctionDecl* fd) {
   return Extractor(ctx, fd).run();
+}
+
+KernelModel extract_affine_model(clang::ASTContext& ctx, const clang::FunctionDecl* fd,
+                                 const std::function<bool(const clang::Expr*)>& want, std::vector<SiteDomain>* sites) {
+  Extractor x(ctx, fd);
+  x.want_sites(&want, sites);
+  return x.run();
 }
 
 }  // namespace kdflow::detail

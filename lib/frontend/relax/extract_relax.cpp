@@ -18,6 +18,7 @@
 #include "kdflow/support/io.h"
 #include "kdflow/formats/npy.h"
 #include "kdflow/frontend/relax_vm.h"
+#include "kdflow/formats/relax_ops.h"
 #include "kdflow/formats/relay.h"
 #include "kdflow/formats/vm_exec.h"
 
@@ -345,23 +346,19 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
   }
   if (Status s = finish_extract(*df, graph, table, in, &device); !s) return s.error();
   // relax.txt holds the fused functions as TIR (no Relax ops per function), so the ops come
-  // from the name. Relax makes names unique with a number on every op ("fused_matmul1_add1_relu1").
-  for (Node& n : df->nodes) {
-    if (n.relay_source != "name") continue;
-    std::string plain;
-    size_t start = 0;
-    const std::string& f = n.function;
-    while (start <= f.size()) {
-      size_t end = f.find('_', start);
-      if (end == std::string::npos) end = f.size();
-      std::string tok = f.substr(start, end - start);
-      if (tok.size() > 1 && !std::isdigit(static_cast<unsigned char>(tok[0])))
-        while (tok.size() > 1 && std::isdigit(static_cast<unsigned char>(tok.back()))) tok.pop_back();
-      plain += (plain.empty() ? "" : "_") + tok;
-      start = end + 1;
-    }
-    n.relay_ops = decode_fused_name(plain);
+  // from the name, matched against the ops the module called before lowering
+  // (relax_input.txt; else relax.txt) and Relax's own op names (relax_ops.h).
+  std::vector<std::string> known;
+  for (const char* name : {"relax_input.txt", "relax.txt"}) {
+    std::string path = (fs::path(in.dir) / name).string();
+    if (in.dir.empty() || !file_exists(path)) continue;
+    Expected<std::string> text = read_file(path, 256ull << 20);
+    if (!text) return text.error();
+    known = relax_ops_in_text(*text);
+    if (!known.empty()) break;
   }
+  for (Node& n : df->nodes)
+    if (n.relay_source == "name") n.relay_ops = decode_relax_name(n.function, known);
   return df;
 }
 #endif

@@ -1,0 +1,383 @@
+// kernel_ops_count.cpp — the counting stage of the operation count (kernel_ops.h): for one
+// launch, the number of points of each operation group's domain (threads × loop trips that
+// run it), times the group's operations per point.
+//
+// Counting: the launch's fixed values (blockDim, gridDim, scalar arguments) are substituted;
+// the remaining variables split into independent components (variables that share no
+// constraint); a launch dimension no constraint mentions multiplies by its extent. Each
+// component is counted exactly by nested enumeration in variable order (the affine model
+// creates a variable after those its bounds and definitions use, so every constraint is
+// decided at its last variable): each level's values form a union of intervals computed
+// from the constraints that end there, the innermost level is counted as interval lengths,
+// not point by point. A box (loops with constant bounds) costs one step per level; a quotient
+// pinned by its definition costs a step per point of the variables before it. Bounded by a
+// step budget: past it, the count is unknown ("too costly to count"), never a guess. isl's
+// own counting (isl_set_count_val) enumerates every point, which is what the interval levels
+// avoid; without barvinok in Debian's isl there is no symbolic count to call.
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "kdflow/analysis/kernel_ops.h"
+
+namespace kdflow {
+
+namespace {
+
+constexpr int64_t kInf = int64_t(1) << 62;
+
+using Intervals = std::vector<std::pair<int64_t, int64_t>>;  ///< sorted, disjoint, closed
+
+Intervals intersect(const Intervals& a, const Intervals& b) {
+  Intervals out;
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    int64_t lo = std::max(a[i].first, b[j].first), hi = std::min(a[i].second, b[j].second);
+    if (lo <= hi) out.push_back({lo, hi});
+    if (a[i].second < b[j].second) ++i;
+    else ++j;
+  }
+  return out;
+}
+Intervals unite(const Intervals& a, const Intervals& b) {
+  Intervals all = a;
+  all.insert(all.end(), b.begin(), b.end());
+  std::sort(all.begin(), all.end());
+  Intervals out;
+  for (const auto& r : all) {
+    if (!out.empty() && r.first <= out.back().second + 1) out.back().second = std::max(out.back().second, r.second);
+    else out.push_back(r);
+  }
+  return out;
+}
+
+int64_t clamp(__int128 v) { return v > kInf ? kInf : v < -kInf ? -kInf : static_cast<int64_t>(v); }
+__int128 floor_div(__int128 a, __int128 b) {  // b > 0
+  __int128 q = a / b;
+  return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+
+/// The domain with the launch's fixed values substituted, as a counting problem.
+class Counter {
+ public:
+  Counter(const std::vector<AffVar>& vars, const LaunchShape& launch, uint64_t* steps)
+      : vars_(vars), launch_(launch), steps_(steps) {}
+
+  std::optional<uint64_t> count(const AffCond& domain, std::string* why) {
+    std::set<int> used;
+    collect(domain, used);
+    for (int v : used)
+      if (v < 0 || static_cast<size_t>(v) >= vars_.size()) return fail(why, reject::kUnsupported);
+    // Fixed values.
+    for (int v : used) {
+      const AffVar& av = vars_[static_cast<size_t>(v)];
+      int d = av.index;
+      if (av.kind != AffVar::Kind::Param && (d < 0 || d > 2)) return fail(why, reject::kUnsupported);
+      switch (av.kind) {
+        case AffVar::Kind::BlockDim: fixed_[v] = launch_.block[d]; break;
+        case AffVar::Kind::GridDim: fixed_[v] = launch_.grid[d]; break;
+        case AffVar::Kind::Param:
+          if (d < 0 || static_cast<size_t>(d) >= launch_.scalars.size() || !launch_.scalars[d])
+            return fail(why, reject::kScalarArgument);
+          fixed_[v] = *launch_.scalars[d];
+          break;
+        default: break;
+      }
+    }
+    AffCond dom = substitute(domain);
+    // Launch dimensions the domain does not mention: every value runs.
+    uint64_t total = 1;
+    for (int d = 0; d < 3; ++d) {
+      bool bx = false, tx = false;
+      for (int v : used) {
+        const AffVar& av = vars_[static_cast<size_t>(v)];
+        bx |= av.kind == AffVar::Kind::BlockIdx && av.index == d;
+        tx |= av.kind == AffVar::Kind::ThreadIdx && av.index == d;
+      }
+      if (!bx) total = mul(total, static_cast<uint64_t>(std::max<int64_t>(launch_.grid[d], 0)));
+      if (!tx) total = mul(total, static_cast<uint64_t>(std::max<int64_t>(launch_.block[d], 0)));
+    }
+    // Conjuncts, and components of the variables they link.
+    std::vector<const AffCond*> conj;
+    std::function<void(const AffCond&)> flatten = [&](const AffCond& c) {
+      if (c.op == AffCond::Op::And)
+        for (const AffCond& k : c.kids) flatten(k);
+      else conj.push_back(&c);
+    };
+    flatten(dom);
+    std::set<int> free;
+    for (int v : used)
+      if (!fixed_.count(v)) free.insert(v);
+    std::map<int, int> parent;
+    for (int v : free) parent[v] = v;
+    std::function<int(int)> root = [&](int v) { return parent[v] == v ? v : parent[v] = root(parent[v]); };
+    for (const AffCond* c : conj) {
+      if (c->op == AffCond::Op::False) return 0;
+      std::set<int> vs;
+      collect(*c, vs);
+      for (int v : vs) parent[root(v)] = root(*vs.begin());
+    }
+    std::map<int, std::vector<int>> comps;  // root → variables in index order
+    for (int v : free) comps[root(v)].push_back(v);
+    for (auto& [r, order] : comps) {
+      (void)r;
+      std::vector<std::vector<const AffCond*>> at(order.size());
+      for (const AffCond* c : conj) {
+        std::set<int> vs;
+        collect(*c, vs);
+        if (vs.empty() || root(*vs.begin()) != root(order[0])) continue;
+        size_t last = std::find(order.begin(), order.end(), *vs.rbegin()) - order.begin();
+        at[last].push_back(c);
+      }
+      std::map<int, int64_t> assign;
+      std::optional<uint64_t> n = level(order, at, 0, assign, why);
+      if (!n) return std::nullopt;
+      total = mul(total, *n);
+      if (total == 0) return 0;
+    }
+    return total;
+  }
+
+ private:
+  static uint64_t mul(uint64_t a, uint64_t b) { return a != 0 && b > UINT64_MAX / a ? UINT64_MAX : a * b; }
+  static uint64_t add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+  static std::optional<uint64_t> fail(std::string* why, const char* reason) {
+    *why = reason;
+    return std::nullopt;
+  }
+  static void collect(const AffCond& c, std::set<int>& out) {
+    for (const auto& t : c.e.terms) out.insert(t.first);
+    for (const AffCond& k : c.kids) collect(k, out);
+  }
+
+  AffCond substitute(const AffCond& c) const {
+    AffCond out;
+    out.op = c.op;
+    if (c.op == AffCond::Op::Ge0 || c.op == AffCond::Op::Eq0) {
+      __int128 k0 = c.e.c;
+      for (const auto& [v, k] : c.e.terms) {
+        auto it = fixed_.find(v);
+        if (it != fixed_.end()) k0 += static_cast<__int128>(k) * it->second;
+        else out.e.terms.push_back({v, k});
+      }
+      out.e.c = clamp(k0);
+      if (out.e.terms.empty()) {
+        bool holds = c.op == AffCond::Op::Ge0 ? k0 >= 0 : k0 == 0;
+        out.op = holds ? AffCond::Op::True : AffCond::Op::False;
+      }
+      return out;
+    }
+    for (const AffCond& k : c.kids) out.kids.push_back(substitute(k));
+    return out;
+  }
+
+  Intervals range_of(int v) const {
+    const AffVar& av = vars_[static_cast<size_t>(v)];
+    if (av.kind == AffVar::Kind::BlockIdx) return {{0, launch_.grid[av.index] - 1}};
+    if (av.kind == AffVar::Kind::ThreadIdx) return {{0, launch_.block[av.index] - 1}};
+    return {{-kInf, kInf}};
+  }
+
+  /// Values of `x` (all variables before it assigned) satisfying `c`.
+  Intervals eval(const AffCond& c, int x, const std::map<int, int64_t>& assign) const {
+    static const Intervals all = {{-kInf, kInf}};
+    switch (c.op) {
+      case AffCond::Op::True: return all;
+      case AffCond::Op::False: return {};
+      case AffCond::Op::And: {
+        Intervals r = all;
+        for (const AffCond& k : c.kids) {
+          r = intersect(r, eval(k, x, assign));
+          if (r.empty()) break;
+        }
+        return r;
+      }
+      case AffCond::Op::Or: {
+        Intervals r;
+        for (const AffCond& k : c.kids) r = unite(r, eval(k, x, assign));
+        return r;
+      }
+      case AffCond::Op::Ge0:
+      case AffCond::Op::Eq0: {
+        __int128 rest = c.e.c, k = 0;
+        for (const auto& [v, coef] : c.e.terms) {
+          if (v == x) k = coef;
+          else rest += static_cast<__int128>(coef) * assign.at(v);
+        }
+        if (c.op == AffCond::Op::Eq0) {
+          if (k == 0) return rest == 0 ? all : Intervals{};
+          if (rest % k != 0) return {};
+          int64_t p = clamp(-rest / k);
+          return {{p, p}};
+        }
+        if (k == 0) return rest >= 0 ? all : Intervals{};
+        if (k > 0) return {{clamp(-floor_div(rest, k)), kInf}};  // x ≥ ⌈−rest/k⌉
+        return {{-kInf, clamp(floor_div(rest, -k))}};           // x ≤ ⌊rest/−k⌋
+      }
+    }
+    return {};
+  }
+
+  std::optional<uint64_t> level(const std::vector<int>& order, const std::vector<std::vector<const AffCond*>>& at,
+                                size_t i, std::map<int, int64_t>& assign, std::string* why) {
+    int x = order[i];
+    Intervals s = range_of(x);
+    for (const AffCond* c : at[i]) {
+      s = intersect(s, eval(*c, x, assign));
+      if (s.empty()) return 0;
+    }
+    if (s.front().first <= -kInf || s.back().second >= kInf) return fail(why, ops_reason::kUnbounded);
+    if (++*steps_ == 0 || *steps_ > budget_) return fail(why, ops_reason::kTooCostly);
+    uint64_t n = 0;
+    if (i + 1 == order.size()) {
+      for (const auto& [lo, hi] : s) n = add(n, static_cast<uint64_t>(hi - lo) + 1);
+      return n;
+    }
+    for (const auto& [lo, hi] : s) {
+      for (int64_t p = lo; p <= hi; ++p) {
+        assign[x] = p;
+        std::optional<uint64_t> m = level(order, at, i + 1, assign, why);
+        if (!m) return std::nullopt;
+        n = add(n, *m);
+      }
+    }
+    assign.erase(x);
+    return n;
+  }
+
+ public:
+  uint64_t budget_ = kMaxCountSteps;
+
+ private:
+  const std::vector<AffVar>& vars_;
+  const LaunchShape& launch_;
+  uint64_t* steps_;
+  std::map<int, int64_t> fixed_;
+};
+
+void add_reason(KernelOps& k, const std::string& r) {
+  if (std::find(k.reasons.begin(), k.reasons.end(), r) == k.reasons.end()) k.reasons.push_back(r);
+}
+
+/// The points of `domain`, charging `*steps` against `max_steps`.
+std::optional<uint64_t> count_points(const AffCond& domain, const std::vector<AffVar>& vars, const LaunchShape& launch,
+                                     uint64_t max_steps, uint64_t* steps, std::string* why) {
+  for (int d = 0; d < 3; ++d)
+    if (launch.grid[d] < 1 || launch.block[d] < 1 || launch.grid[d] > kInf / 4 || launch.block[d] > kInf / 4) {
+      *why = reject::kUnsupported;
+      return std::nullopt;
+    }
+  Counter c(vars, launch, steps);
+  c.budget_ = max_steps;
+  return c.count(domain, why);
+}
+
+}  // namespace
+
+std::optional<uint64_t> count_domain_points(const AffCond& domain, const std::vector<AffVar>& vars,
+                                            const LaunchShape& launch, uint64_t max_steps, std::string* why) {
+  uint64_t steps = 0;
+  return count_points(domain, vars, launch, max_steps, &steps, why);
+}
+
+KernelOps count_kernel_ops(const KernelOpModel& model, const LaunchShape& launch, uint64_t max_steps) {
+  KernelOps k;
+  auto worse = [&](KernelOps::Status s) {
+    if (static_cast<int>(s) > static_cast<int>(k.status)) k.status = s;
+  };
+  uint64_t steps = 0;  // one budget for the whole launch
+  for (const OpGroup& g : model.groups) {
+    if (!g.unknown.empty()) {
+      worse(KernelOps::Status::Unknown);
+      add_reason(k, g.unknown);
+      continue;
+    }
+    std::string why;
+    std::optional<uint64_t> n = count_points(g.domain, model.vars, launch, max_steps, &steps, &why);
+    if (!n) {
+      worse(KernelOps::Status::Unknown);
+      add_reason(k, why);
+      continue;
+    }
+    if (!g.exact) {
+      worse(KernelOps::Status::UpperBound);
+      add_reason(k, ops_reason::kGuardDropped);
+    }
+    for (size_t kind = 0; kind < KernelOps::kKinds; ++kind)
+      for (size_t p = 0; p < KernelOps::kPrecisions; ++p) {
+        uint64_t per = g.per_point[kind][p];
+        if (per == 0) continue;
+        uint64_t t = per != 0 && *n > UINT64_MAX / per ? UINT64_MAX : per * *n;
+        uint64_t& slot = k.counts[kind][p];
+        slot = slot > UINT64_MAX - t ? UINT64_MAX : slot + t;
+      }
+  }
+  for (const std::string& u : model.unknown) {
+    worse(KernelOps::Status::Unknown);
+    add_reason(k, u);
+  }
+  // Global memory accessed: each access's points × its size (the same counts, one budget).
+  if (!model.access_unknown.empty()) {
+    k.bytes_reason = model.access_unknown;
+  } else {
+    uint64_t load = 0, store = 0;
+    for (const AccessGroup& a : model.accesses) {
+      std::string why;
+      std::optional<uint64_t> n = count_points(a.domain, model.vars, launch, max_steps, &steps, &why);
+      if (!n) {
+        k.bytes_reason = why;
+        break;
+      }
+      uint64_t b = a.size > 0 && *n > UINT64_MAX / static_cast<uint64_t>(a.size) ? UINT64_MAX
+                                                                              : *n * static_cast<uint64_t>(a.size);
+      if (a.read) load = load > UINT64_MAX - b ? UINT64_MAX : load + b;
+      if (a.write) store = store > UINT64_MAX - b ? UINT64_MAX : store + b;
+      k.bytes_exact = k.bytes_exact && a.exact;
+    }
+    if (k.bytes_reason.empty()) {
+      k.load_bytes = load;
+      k.store_bytes = store;
+    }
+  }
+  static constexpr uint64_t kWeight[KernelOps::kKinds] = {1, 1, 2, 1, 1, 0};
+  for (size_t kind = 0; kind < KernelOps::kKinds; ++kind)
+    for (size_t p = 0; p < KernelOps::kPrecisions; ++p) {
+      uint64_t c = k.counts[kind][p];
+      uint64_t t = c > UINT64_MAX / 2 ? UINT64_MAX : c * kWeight[kind];
+      k.flops = k.flops > UINT64_MAX - t ? UINT64_MAX : k.flops + t;
+    }
+  std::sort(k.reasons.begin(), k.reasons.end());
+  return k;
+}
+
+void attach_kernel_ops(Dataflow& df, const std::vector<KernelOpModel>& models) {
+  std::map<std::string, KernelOps> cache;  // launch key → count
+  for (Kernel& k : df.kernels) {
+    if (k.device_function < 0 || static_cast<size_t>(k.device_function) >= models.size()) continue;
+    const KernelOpModel& m = models[static_cast<size_t>(k.device_function)];
+    if (m.name.empty()) continue;
+    LaunchShape launch;
+    launch.grid = k.grid;
+    launch.block = k.block;
+    std::string key = fmt::format("{}|{}|{}", m.name, fmt::join(k.grid, ","), fmt::join(k.block, ","));
+    for (const Arg& a : k.args) {
+      if (a.kind == Arg::Kind::Int) {
+        launch.scalars.push_back(a.int_value);
+        key += fmt::format("|{}", a.int_value);
+      } else {
+        launch.scalars.push_back(std::nullopt);
+        key += "|-";
+      }
+    }
+    auto it = cache.find(key);
+    if (it == cache.end()) it = cache.emplace(key, count_kernel_ops(m, launch)).first;
+    k.ops = it->second;
+  }
+}
+
+}  // namespace kdflow
