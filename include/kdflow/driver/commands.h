@@ -8,6 +8,7 @@
 
 #include "kdflow/emit/emit.h"
 #include "kdflow/frontend/extract.h"
+#include "kdflow/support/progress.h"
 
 namespace kdflow {
 
@@ -38,16 +39,5 @@ struct Profile;
 struct ProfileJoin;
 void report_profile_join(const Profile& p, const ProfileJoin& j, const char* command, bool always, std::ostream& err);
 
-/// A one-line progress display ("kdflow: [3/5] fused_nn_dense") rewritten in place with
-/// `\r`; used as the ProgressFn context of extract(). Prints nothing unless `enabled`,
-/// which commands set only when stderr is a terminal and -q was not given.
-struct TerminalProgress {
-  bool enabled = false;
-  std::ostream* err = nullptr;
-  size_t last_len = 0;
-};
-void print_terminal_progress(void* ctx, size_t done, size_t total, const std::string& what);
-/// Whether progress should be shown: stderr is a terminal and not `quiet`.
-bool progress_wanted(bool quiet);
 
 }  // namespace kdflow

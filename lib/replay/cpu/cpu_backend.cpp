@@ -18,7 +18,7 @@
 #include <fmt/format.h>
 
 #include "../backend.h"
-#include "kdflow/driver/commands.h"
+#include "kdflow/support/progress.h"
 #include "guarded_memory.h"
 #include "kernel_safety.h"
 #include "kdflow/replay/cpu_kernels.h"
