@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kdflow/emit/emit.h"
+#include "kdflow/ir/dataflow_json.h"
 #include "kdflow/frontend/extract.h"
 #include "kdflow/formats/function_table.h"
 #include "kdflow/formats/vm_exec.h"
