@@ -110,7 +110,7 @@ trap 'rm -f "$tmp"' EXIT
       cmd=${BASH_REMATCH[1]}
       echo '```text'
       echo "\$ kdflow $cmd --help"
-      NO_COLOR=1 COLUMNS=120 "$kdflow" "$cmd" --help </dev/null | sed "s#^Usage: [^ ]*kdflow #Usage: kdflow #"
+      NO_COLOR=1 COLUMNS=120 "$kdflow" "$cmd" --help </dev/null | sed -e "s#^Usage: [^ ]*kdflow #Usage: kdflow #" -E -e "s#(--jobs INT:INT in \\[1 - 256\\])=[0-9]+#\\1=(cores)#"
       echo '```'
       skipping=1
     fi
