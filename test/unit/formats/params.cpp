@@ -1,5 +1,7 @@
 // Unit tests: TVM params files (save_param_dict), real and hostile.
 #include <algorithm>
+#include <filesystem>
+
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <map>
@@ -165,6 +167,10 @@ TEST_CASE("every shared params file parses and matches its graph", "[params]") {
   for (const auto& name : test::sample_names()) {
     std::string dir = test::shared_sample_dir(name);
     if (dir.empty()) continue;
+    if (!std::filesystem::exists(dir + "/params.bin")) {  // resnet18_tuned: built without bound params
+      WARN(name << " has no params.bin: skipped");
+      continue;
+    }
     any = true;
     std::string bytes = test::slurp(dir + "/params.bin");
     auto p = parse_params(bytes, "params.bin");

@@ -213,6 +213,17 @@ TEST_CASE("relay.txt of every sample covers its graph's functions", "[relay]") {
         std::sort(from_name.begin(), from_name.end());
         std::sort(from_text.begin(), from_text.end());
       }
+      // TVM truncates long names ("fused_" + 74 characters, then "_<hash>_"; resnet18_tuned's
+      // winograd functions): the name then ends inside an operator, which decoding keeps as the
+      // unknown piece it reads ("nn_re"), never completed by a guess. The rest must agree.
+      if (f.size() > 80 && from_name.size() <= from_text.size() && !from_name.empty() &&
+          from_name.back() != from_text[from_name.size() - 1]) {
+        std::string cut = from_name.back(), whole = from_text[from_name.size() - 1];
+        std::replace(whole.begin(), whole.end(), '.', '_');
+        CHECK(whole.rfind(cut, 0) == 0);
+        from_name.pop_back();
+        from_text.resize(from_name.size());
+      }
       CHECK(from_name == from_text);
     }
   }
