@@ -41,7 +41,7 @@ if [ -f "$compare" ] && [ -x build/kdflow ] && command -v python3 >/dev/null 2>&
       # refuses any flow that names one; that mode is compared with bytecode mode by the C++ tests
       # instead. TVM 0.26's truth names each launch's function (both modes): compared here.
       if grep -q '__vmtir__main' "$dir/host.c" && ! grep -q '"function"' "$dir/truth.json"; then
-        echo "  $m: skipped here (compare_relax_truth.py cannot check compiled mode; test/samples_relax.cpp compares it with bytecode mode)"
+        echo "  $m: skipped here (compare_relax_truth.py cannot check compiled mode; test/pipeline/relax.cpp compares it with bytecode mode)"
         continue
       fi
       if [ -f "$compare_relax" ] && ./build/kdflow extract "$dir" -q -o "$tmp/$m.json" &&

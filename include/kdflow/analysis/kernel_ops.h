@@ -1,6 +1,6 @@
 // kernel_ops.h — the floating-point operations a kernel executes, counted from its own code
 // (issue 21), in the two stages of the footprint analysis (footprint.h): the clang stage
-// (lib/clang/kernel_ops.cpp) finds every floating-point operation of a __global__ kernel and
+// (lib/frontend/clang/kernel_ops.cpp) finds every floating-point operation of a __global__ kernel and
 // the domain it runs under (loop bounds, guards) in the footprints' affine model; this stage
 // counts the points of each domain for one launch (grid, block, scalar arguments). Exact
 // where the domain is affine and countable, an upper bound where a guard was dropped, else

@@ -1,5 +1,5 @@
 // footprint_affine.h — the affine extraction of the footprint analysis (see
-// include/kdflow/footprint.h), on the clang AST the device analyzer already parsed.
+// include/kdflow/analysis/footprint.h), on the clang AST the device analyzer already parsed.
 #pragma once
 
 #include <clang/AST/ASTContext.h>

@@ -1,4 +1,4 @@
-// kernel_ops.cpp — the clang stage of the operation count (include/kdflow/kernel_ops.h):
+// kernel_ops.cpp — the clang stage of the operation count (include/kdflow/analysis/kernel_ops.h):
 // classify every floating-point operation of a kernel (kind, precision, lanes) and take the
 // domain it runs under from the footprint walk (footprint_affine.h, SiteDomain), so loops
 // and guards mean exactly what they mean for footprints. Counting rules (docs/costs.md):

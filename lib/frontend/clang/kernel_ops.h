@@ -1,6 +1,6 @@
 // kernel_ops.h (clang stage) — finds the floating-point operations of a __global__ kernel on
 // the clang AST and the domain each runs under, in the footprints' affine model (see
-// include/kdflow/kernel_ops.h). Pure: reads the AST only.
+// include/kdflow/analysis/kernel_ops.h). Pure: reads the AST only.
 #pragma once
 
 #include <clang/AST/ASTContext.h>
