@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # check-layout.sh — checks the map of docs/how-kdflow-works.md ("The map"): every
 # `#include "kdflow/<concern>/..."` in lib/<folder>/ and include/kdflow/<folder>/ must name a
-# concern the folder may depend on, and the stages that must not print (support, formats, ir,
-# analysis, emit, frontend) use no std::cout/std::cerr. Run by ctest ("layout: ...").
+# concern the folder may depend on, the stages that must not print (support, formats, ir,
+# analysis, emit, frontend) use no std::cout/std::cerr, and every source path the docs name exists. Run by ctest ("layout: ...").
 # Exits 1 with one line per violation.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -41,5 +41,9 @@ for folder in support formats ir analysis emit frontend; do
     status=1
   done < <(grep -rnE 'std::(cout|cerr|clog)\b' "lib/$folder" "include/kdflow/$folder" 2>/dev/null || true)
 done
-[ "$status" = 0 ] && echo "check-layout: ok (${#allowed[@]} folders)"
+# The docs name only paths that exist (the map and the stage sections go stale when files move).
+while IFS= read -r p; do
+  [ -e "$p" ] || { echo "check-layout: the docs name $p, which does not exist"; status=1; }
+done < <(grep -rhoE '(lib|include/kdflow|test)/[A-Za-z0-9_/]*\.(cpp|h)' README.md docs/*.md | sort -u)
+[ "$status" = 0 ] && echo "check-layout: ok (${#allowed[@]} folders, the docs' paths exist)"
 exit "$status"
