@@ -828,19 +828,6 @@ Access to_access(uint8_t eff) {
   }
 }
 
-void collect_kernels(const DeclContext* dc, std::vector<const FunctionDecl*>& out) {
-  for (const Decl* d : dc->decls()) {
-    if (const auto* fd = dyn_cast<FunctionDecl>(d)) {
-      if (fd->hasAttr<CUDAGlobalAttr>() && fd->doesThisDeclarationHaveABody()) out.push_back(fd);
-    } else if (const auto* ft = dyn_cast<FunctionTemplateDecl>(d)) {
-      for (const FunctionDecl* spec : ft->specializations())
-        if (spec->hasAttr<CUDAGlobalAttr>() && spec->hasBody()) out.push_back(spec);
-    } else if (isa<LinkageSpecDecl, NamespaceDecl, ExportDecl>(d)) {
-      collect_kernels(cast<DeclContext>(d), out);
-    }
-  }
-}
-
 /// Where clang's errors are, function by function, after a recovering parse: a kernel whose
 /// body, or the body of any function of the file it calls, holds an error (one clang
 /// reported inside it, an expression clang had to rebuild, an invalid declaration) is not
@@ -1006,7 +993,7 @@ Expected<DeviceSource> analyze_device_source(const std::string& source, const st
 
 
   std::vector<const FunctionDecl*> kernels;
-  collect_kernels(ctx.getTranslationUnitDecl(), kernels);
+  detail::collect_cuda_kernels(ctx.getTranslationUnitDecl(), kernels);
 
   ErrorMap error_map(sm, errors, virtual_main, file);
   if (!errors.empty()) error_map.TraverseDecl(ctx.getTranslationUnitDecl());

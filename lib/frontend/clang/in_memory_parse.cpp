@@ -12,6 +12,10 @@
 #include <llvm/Support/VirtualFileSystem.h>
 
 #include "host_headers.h"
+#include <clang/AST/Attr.h>
+#include <clang/AST/Decl.h>
+#include <clang/AST/DeclCXX.h>
+#include <clang/AST/DeclTemplate.h>
 
 namespace kdflow::detail {
 
@@ -190,6 +194,20 @@ SourceLoc presumed_loc(const SourceManager& sm, SourceLocation loc, const std::s
   out.line = p.getLine();
   out.col = p.getColumn();
   return out;
+}
+
+void collect_cuda_kernels(const clang::DeclContext* dc, std::vector<const clang::FunctionDecl*>& out) {
+  using namespace clang;
+  for (const Decl* d : dc->decls()) {
+    if (const auto* fd = dyn_cast<FunctionDecl>(d)) {
+      if (fd->hasAttr<CUDAGlobalAttr>() && fd->doesThisDeclarationHaveABody()) out.push_back(fd);
+    } else if (const auto* ft = dyn_cast<FunctionTemplateDecl>(d)) {
+      for (const FunctionDecl* spec : ft->specializations())
+        if (spec->hasAttr<CUDAGlobalAttr>() && spec->hasBody()) out.push_back(spec);
+    } else if (isa<LinkageSpecDecl, NamespaceDecl, ExportDecl>(d)) {
+      collect_cuda_kernels(cast<DeclContext>(d), out);
+    }
+  }
 }
 
 }  // namespace kdflow::detail

@@ -14,7 +14,18 @@
 #include "kdflow/support/diag.h"
 #include "kdflow/ir/host_trace.h"
 
+namespace clang {
+class DeclContext;
+class FunctionDecl;
+}  // namespace clang
+
 namespace kdflow::detail {
+
+/// Every `__global__` function with a body in `dc` (nested linkage specs, namespaces and
+/// template specializations included), in declaration order: the kernels of a device source,
+/// as the device analyzer and the CPU back end's safety check both list them.
+void collect_cuda_kernels(const clang::DeclContext* dc, std::vector<const clang::FunctionDecl*>& out);
+
 
 struct InMemorySource {
   std::string text;          ///< the source

@@ -580,19 +580,6 @@ class Checker {
   std::map<const FunctionDecl*, FunctionFacts> cache_;
 };
 
-void collect_kernels(const DeclContext* dc, std::vector<const FunctionDecl*>& out) {
-  for (const Decl* d : dc->decls()) {
-    if (const auto* fd = dyn_cast<FunctionDecl>(d)) {
-      if (fd->hasAttr<CUDAGlobalAttr>() && fd->doesThisDeclarationHaveABody()) out.push_back(fd);
-    } else if (const auto* ft = dyn_cast<FunctionTemplateDecl>(d)) {
-      for (const FunctionDecl* spec : ft->specializations())
-        if (spec->hasAttr<CUDAGlobalAttr>() && spec->hasBody()) out.push_back(spec);
-    } else if (isa<LinkageSpecDecl, NamespaceDecl, ExportDecl>(d)) {
-      collect_kernels(cast<DeclContext>(d), out);
-    }
-  }
-}
-
 /// The module function (definition in the main file) whose body holds `loc`, if any.
 class EnclosingFunctions : public RecursiveASTVisitor<EnclosingFunctions> {
  public:
@@ -678,7 +665,7 @@ Expected<KernelSafetyReport> check_kernel_safety(const std::string& source, cons
   Checker checker(ctx, sm);
   KernelSafetyReport out;
   std::vector<const FunctionDecl*> kernels;
-  collect_kernels(ctx.getTranslationUnitDecl(), kernels);
+  detail::collect_cuda_kernels(ctx.getTranslationUnitDecl(), kernels);
   for (const FunctionDecl* k : kernels) out.kernels.push_back(k->getNameAsString());
 
   auto line_for = [&](const SourceLoc& l, const std::string& kernel, const std::string& via,
