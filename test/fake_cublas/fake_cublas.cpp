@@ -99,8 +99,15 @@ struct Gemm {
   bool fault = false;
 };
 
+/// The live handles. A handle never destroyed (an engine that abandoned a faulted device
+/// leaves it) goes with the process, as the real library's does.
+struct Handles : std::set<Handle*> {
+  ~Handles() {
+    for (Handle* h : *this) delete h;
+  }
+};
 std::set<Handle*>& handles() {
-  static std::set<Handle*> h;
+  static Handles h;
   return h;
 }
 std::vector<std::unique_ptr<Gemm>>& gemms() {  // queued work lives as long as the process

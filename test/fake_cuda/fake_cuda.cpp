@@ -222,6 +222,14 @@ struct State {
   std::set<void*> host_allocs;                      // cuMemHostAlloc'd
   std::map<uintptr_t, std::chrono::steady_clock::time_point> slow_until;  // stream → real time it drains
   std::map<uintptr_t, std::chrono::steady_clock::time_point> event_ready;  // event → real time it is ready
+  State() = default;
+  State(const State&) = delete;
+  State& operator=(State&&) = default;
+  /// The process's end frees pinned host memory never freed (an engine that abandoned a
+  /// faulted context leaves it to that end), as the real driver's teardown does.
+  ~State() {
+    for (void* p : host_allocs) std::free(p);
+  }
 };
 
 State& st() {
@@ -1479,6 +1487,9 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, unsign
 /// Not a driver entry point: tests call it (dlsym) to drop all state, as if the process
 /// that held a hung context had exited.
 void kdflow_fake_cuda_reset() {
+  // As if the process ended: what it held goes, pinned host memory included.
+  for (void* p : st().host_allocs) std::free(p);
+  st().host_allocs.clear();
   st() = State{};
   g_hung = false;
   log_line("kdflow_fake_cuda_reset");
