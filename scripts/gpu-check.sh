@@ -94,8 +94,6 @@ KDFLOW=$(cd "$BUILD" 2>/dev/null && pwd)/kdflow
 if [ -z "$SAMPLES" ]; then
   for d in samples/*/; do
     m=$(basename "$d")
-    # tvm-ffi builds (TVM 0.21+) do not replay yet (lib/replay reads 0.20's vm_exec.bin only).
-    grep -q TVMFFIAny "$d/host.c" 2>/dev/null && continue
     [ -f "test/golden/$m.json" ] && SAMPLES="$SAMPLES $m"
   done
 fi

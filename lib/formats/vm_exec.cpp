@@ -357,4 +357,15 @@ Expected<VmExecutable> parse_vm_executable(std::string_view bytes, const std::st
   }
 }
 
+bool looks_like_vm_executable(std::string_view bytes) {
+  auto u64_at = [&](size_t at) {
+    uint64_t v = 0;
+    for (int k = 0; k < 8; ++k) v |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[at + k])) << (8 * k);
+    return v;
+  };
+  auto is_magic = [](uint64_t m) { return m == kVmExecMagic || m == kVmExecMagicV2; };
+  if (bytes.size() >= 8 && is_magic(u64_at(0))) return true;
+  return bytes.size() >= 16 && is_magic(u64_at(8));
+}
+
 }  // namespace kdflow

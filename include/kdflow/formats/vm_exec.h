@@ -100,4 +100,9 @@ struct VmExecLimits {
 Expected<VmExecutable> parse_vm_executable(std::string_view bytes, const std::string& file,
                                            const VmExecLimits& limits = {});
 
+/// Whether `bytes` start like a Relax VM executable of any layout parse_vm_executable reads:
+/// either magic first (0.21+), or after a u64 payload length (0.20). A cheap sniff for
+/// readers that take either a params file or an executable; parsing still decides.
+bool looks_like_vm_executable(std::string_view bytes);
+
 }  // namespace kdflow

@@ -486,6 +486,11 @@ KDFLOW_BOP(+) KDFLOW_BOP(-) KDFLOW_BOP(*) KDFLOW_BOP(/)
 #define KDFLOW_BCMP(op) static inline bool operator op(__nv_bfloat16 a, __nv_bfloat16 b) { return (float)a op (float)b; }
 KDFLOW_BCMP(>) KDFLOW_BCMP(<) KDFLOW_BCMP(>=) KDFLOW_BCMP(<=) KDFLOW_BCMP(==) KDFLOW_BCMP(!=)
 #undef KDFLOW_BCMP
+
+// TVM 0.26 writes `__shared__ alignas(64) float buf[160];`: C++ allows no alignas after the GNU
+// attribute __shared__ becomes here, so from this point (the device source) alignas is the GNU
+// aligned attribute, which may follow it. TVM only ever gives alignas a number.
+#define alignas(n) __attribute__((aligned(n)))
 )kdflow_cpu";
 
 const char* k_math_constants = R"kdflow_cpu(// math_constants.h for the CPU prelude.

@@ -1586,6 +1586,40 @@ TEST_CASE("Relax builds replay: every device module loaded, each kernel from its
     }
 }
 
+TEST_CASE("tvm-ffi builds (TVM 0.26) replay: the one device module, pool constants of the 0.21+ executable uploaded",
+          "[replay][relax][ffi]") {
+  // TVM 0.21+ writes vm_exec.bin without the payload length before the magic: replay must
+  // still take it for the constant pool, not for a params file.
+  for (const std::string model : {"ffi_mlp", "ffi_mlp_compiled", "ffi_batch_mlp"})
+    for (ReplayMode mode : {ReplayMode::Eager, ReplayMode::Graph, ReplayMode::Dag}) {
+      INFO(model << " " << to_string(mode));
+      Dataflow df = golden(model);
+      ReplayOptions opt = options(model);
+      opt.modules = relax_modules(model);
+      REQUIRE(opt.modules.size() == 1);
+      opt.inputs.params = test::sample_dir(model) + "/vm_exec.bin";
+      opt.mode = mode;
+      FakeDriver fake;
+      std::ostringstream log;
+      auto rep = replay(df, opt, log);
+      INFO(log.str());
+      if (!rep) INFO(rep.error().message);
+      REQUIRE(rep);
+      check_run(fake, df, *rep, false);
+      check_pool_uploads(fake, df, opt.inputs.params);
+      CHECK(fake.calls("cuModuleLoadDataEx").size() == 1);
+      CHECK(fake.calls("cuModuleGetFunction").size() == std::set<std::string>([&] {
+              std::set<std::string> n;
+              for (const Kernel& k : df.kernels) n.insert(k.name);
+              return n;
+            }()).size());
+      std::vector<Call> launches = fake.calls("cuLaunchKernel");
+      CHECK(launches.size() == df.kernels.size() * (mode == ReplayMode::Graph ? 5 : 4));
+      REQUIRE(rep->results.size() == 1);
+      CHECK(rep->results[0].shape == std::vector<int64_t>{model == "ffi_batch_mlp" ? 8 : 1, 10});
+    }
+}
+
 TEST_CASE("Relax builds: a kernel in none of the modules, or in two, is one line before any launch",
           "[replay][relax]") {
   Dataflow df = golden("relax_mlp");
