@@ -121,6 +121,7 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   }
 
   opt.inputs.label = label;
+  opt.inputs.allow_oob = cmd.allow_oob;
   opt.inputs.params = cmd.params;
   if (opt.inputs.params.empty() && !cmd.dir.empty() && file_exists(join(cmd.dir, "params.bin")))
     opt.inputs.params = join(cmd.dir, "params.bin");
@@ -156,6 +157,15 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
       return report(usage("--nodes compares the slice with the dumps: drop --expect and --output-dir"), err);
   } else if (!cmd.inputs_from.empty()) {
     return report(usage("--inputs-from goes with --nodes"), err);
+  }
+  if (!cmd.compare_dumps.empty()) {
+    if (!is_directory(cmd.compare_dumps))
+      return report(file_error(cmd.compare_dumps, "no such directory (--compare-dumps)", ExitCode::NoInput), err);
+    if (!cmd.dump_dir.empty() && same_file(cmd.dump_dir, cmd.compare_dumps))
+      return report(usage("--compare-dumps and --dump-dir name the same folder: the dumps would be overwritten as "
+                          "they are compared"),
+                    err);
+    opt.compare_dir = cmd.compare_dumps;
   }
   if (!cmd.no_expect && cmd.nodes.empty()) {
     opt.expect = cmd.expect;
@@ -218,10 +228,18 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   }
   out << format_times(*rep, *df);
   out << format_checks(*rep);
+  if (!opt.compare_dir.empty()) out << format_first_difference(*rep, *df);
   if (!cmd.trace.empty())
     if (Status s = write_file_atomic(cmd.trace, chrome_trace(*rep, *df)); !s) return report(s.error(), err);
   if (!cmd.timing_json.empty())
     if (Status s = write_file_atomic(cmd.timing_json, timing_json(*rep, *df)); !s) return report(s.error(), err);
+  if (rep->first_difference) {
+    const FirstDifference& d = *rep->first_difference;
+    err << fmt::format("kdflow replay: error: kernel {} ({}) of node {} is the first whose output differs from the "
+                       "dumps in {} (rtol {}, atol {}; integers exactly)\n",
+                       d.kernel, df->kernels[d.kernel].name, d.node, opt.compare_dir, cmd.rtol, cmd.atol);
+    return 1;
+  }
   if (!rep->passed()) {
     size_t bad = 0;
     for (const OutputCheck& c : rep->checks) bad += c.pass ? 0 : 1;

@@ -470,6 +470,52 @@ class Engine {
     return Status::ok();
   }
 
+  /// Launch i's written argument j against its dump in `dir` (an earlier --dump-dir of the same
+  /// model, from either back end); a missing dump is a problem of the check, not an error.
+  Expected<OutputCheck> check_against_dump(size_t i, size_t j, const std::string& dir) {
+    const PlanLaunch& l = plan_.launches[i];
+    Expected<NpyArray> a = read_buffer(l.args[j].buffer);
+    if (!a) return a.error();
+    std::string name = dump_file_name(df_.kernels[l.kernel], j);
+    std::string file = dir + "/" + name;
+    OutputCheck c;
+    if (file_exists(file)) {
+      Expected<NpyArray> want = read_npy(file);
+      if (!want) return want.error();
+      c = compare_arrays(*a, *want, opt_.rtol, opt_.atol);
+    } else {
+      c.problem = "no dump of it in " + dir;
+    }
+    c.buffer = l.args[j].buffer;
+    c.name = name;
+    c.expect_file = file;
+    return c;
+  }
+
+  /// --compare-dumps: launch i's written buffers against the reference dumps, right after it
+  /// ran in the checked run; the first launch with a buffer that differs is recorded.
+  Status compare_with_dumps(size_t i) {
+    const PlanLaunch& l = plan_.launches[i];
+    bool differs = false;
+    for (size_t j : written_args(i)) {
+      Expected<OutputCheck> c = check_against_dump(i, j, opt_.compare_dir);
+      if (!c) return c.error();
+      if (c->pass) continue;
+      if (!differs && !rep_.first_difference) {
+        FirstDifference d;
+        d.kernel = l.kernel;
+        d.node = df_.kernels[l.kernel].node;
+        d.arg = static_cast<int>(j);
+        d.check = *c;
+        rep_.first_difference = d;
+      }
+      differs = true;
+    }
+    ++rep_.compared_kernels;
+    if (differs) ++rep_.differing_kernels;
+    return Status::ok();
+  }
+
   /// Records the failure of a run that was not synchronised step by step: replay() then
   /// re-runs synchronised (in a child process) to name the kernel.
   Error unlocated(int run, const Fault& f, const std::string& what) {
@@ -523,6 +569,8 @@ class Engine {
           if (*fired) return Status::ok();  // memory is corrupt: report and stop
           if (!opt_.dump_dir.empty())
             if (Status d = dump(st.index); !d) return d;
+          if (!opt_.compare_dir.empty() && run == 0)
+            if (Status d = compare_with_dumps(st.index); !d) return d;
         }
         continue;
       }
@@ -960,25 +1008,11 @@ class Engine {
         Fault done;
         if (Status s = wait(x + 1, [&] { return hung_kernel(i); }, &done); !s) return s;
         if (!done.ok()) return kernel_fail(i, done, "running");
-        const PlanLaunch& l = plan_.launches[i];
         for (size_t j : written_args(i)) {
-          Expected<NpyArray> a = read_buffer(l.args[j].buffer);
-          if (!a) return a.error();
-          std::string name = dump_file_name(df_.kernels[l.kernel], j);
-          std::string file = opt_.inputs_from + "/" + name;
-          OutputCheck c;
-          if (file_exists(file)) {
-            Expected<NpyArray> want = read_npy(file);
-            if (!want) return want.error();
-            c = compare_arrays(*a, *want, opt_.rtol, opt_.atol);
-          } else {
-            c.problem = "no dump of it in " + opt_.inputs_from;
-          }
-          c.output = static_cast<int>(rep_.checks.size());
-          c.buffer = l.args[j].buffer;
-          c.name = name;
-          c.expect_file = file;
-          rep_.checks.push_back(std::move(c));
+          Expected<OutputCheck> c = check_against_dump(i, j, opt_.inputs_from);
+          if (!c) return c.error();
+          c->output = static_cast<int>(rep_.checks.size());
+          rep_.checks.push_back(std::move(*c));
         }
       }
       if (!checked) {
@@ -1228,6 +1262,9 @@ Status check_options(const Dataflow& df, const ReplayOptions& opt) {
   if (opt.warmup < 0) return usage("--warmup must be 0 or more");
   if (opt.repeat < 1) return usage("--repeat must be 1 or more");
   if (opt.guard && opt.guard_bytes == 0) return usage("the guard needs at least one redzone byte");
+  if (opt.inputs.allow_oob && !(opt.backend == ReplayBackend::Cpu && opt.guard))
+    return usage("--allow-oob runs launches proven out of bounds, which only the CPU back end under --guard stops "
+                 "safely: add --backend cpu --guard");
   if (opt.mode != ReplayMode::Eager && !opt.dump_dir.empty() && opt.kernel < 0)
     return usage("--dump-dir dumps after each kernel, which needs --mode eager");
   if (!(opt.time_limit_s >= 0)) return usage("--time-limit must be 0 or more");
@@ -1255,6 +1292,19 @@ Status check_options(const Dataflow& df, const ReplayOptions& opt) {
   }
   if (opt.slice_first >= 0 && !opt.dry_run)
     if (Status s = check_dump_dir(df, opt.inputs_from); !s) return s;
+  if (!opt.compare_dir.empty()) {
+    if (opt.kernel >= 0 || opt.slice_first >= 0)
+      return usage("--compare-dumps checks a whole eager run: drop --kernel and --nodes (a slice compares with "
+                   "--inputs-from already)");
+    if (!df.library_calls.empty())
+      return file_error(opt.inputs.label.empty() ? std::string("flow") : opt.inputs.label,
+                        fmt::format("--compare-dumps compares kernel dumps, which do not cover what library calls "
+                                    "write; this model makes {} library calls ('{}')",
+                                    df.library_calls.size(), df.library_calls[0].name),
+                        ExitCode::Unavailable);
+    if (!opt.dry_run)
+      if (Status s = check_dump_dir(df, opt.compare_dir); !s) return s;
+  }
   if (opt.expect.size() > df.outputs.size())
     return usage(fmt::format("{} --expect files for {} outputs", opt.expect.size(), df.outputs.size()));
   return Status::ok();
@@ -1270,6 +1320,10 @@ Expected<ReplayReport> replay(const Dataflow& df, const ReplayOptions& opt, std:
   if (!plan) return plan.error();
   ReplayReport rep;
   rep.plan = plan.take();
+  for (const std::string& why : rep.plan.oob)
+    log << why.substr(0, why.find(": error: ")) << ": warning: "
+        << why.substr(why.find(": error: ") == std::string::npos ? 0 : why.find(": error: ") + 9)
+        << " (--allow-oob: left to the guard)\n";
   rep.mode = opt.mode;
   rep.warmup = opt.warmup;
   rep.repeat = opt.repeat;

@@ -196,14 +196,9 @@ class Planner {
     return Status::ok();
   }
 
-  /// Relax builds (TVM 0.20): the weights are tensors of the VM executable's constant pool,
-  /// each param buffer naming its pool index (constant_index).
-  static bool is_vm_executable(std::string_view bytes) {
-    uint64_t magic = 0;
-    for (int k = 0; k < 8 && bytes.size() >= 16; ++k)
-      magic |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[8 + k])) << (8 * k);
-    return magic == kVmExecMagic;
-  }
+  /// Relax builds (TVM 0.20 – 0.26): the weights are tensors of the VM executable's constant
+  /// pool, each param buffer naming its pool index (constant_index).
+  static bool is_vm_executable(std::string_view bytes) { return looks_like_vm_executable(bytes); }
 
   Status pool_params(std::string_view bytes) {
     Expected<VmExecutable> ex = parse_vm_executable(bytes, in_.params);
@@ -511,7 +506,11 @@ class Planner {
     l.param_bytes = pos;
     // Static footprints (bounds.h): a launch proven to leave a buffer is refused here,
     // before any driver call.
-    if (Status s = check_launch_bounds(df_, k); !s) return err(kp, s.error().message);
+    // --allow-oob keeps the verdict for replay() to refuse, or to run under the CPU guard.
+    if (Status s = check_launch_bounds(df_, k); !s) {
+      if (!in_.allow_oob) return err(kp, s.error().message);
+      plan_.oob.push_back(err(kp, s.error().message).message);
+    }
     plan_.launches.push_back(std::move(l));
     return Status::ok();
   }

@@ -119,7 +119,7 @@ ModuleFormat detect_module_format(std::string_view bytes) {
 }
 
 bool ReplayReport::passed() const {
-  if (guard) return false;
+  if (guard || first_difference) return false;
   return std::all_of(checks.begin(), checks.end(), [](const OutputCheck& c) { return c.pass; });
 }
 
@@ -206,6 +206,31 @@ std::string format_checks(const ReplayReport& r) {
                        number(c.max_rel), fmt::format("{}/{}", c.mismatches, c.elements), result);
   }
   return out;
+}
+
+std::string format_first_difference(const ReplayReport& r, const Dataflow& df) {
+  if (!r.first_difference)
+    return fmt::format("compared with the dumps: all {} kernels agree\n", r.compared_kernels);
+  const FirstDifference& d = *r.first_difference;
+  const OutputCheck& c = d.check;
+  std::string node = "no node";
+  if (d.node >= 0 && static_cast<size_t>(d.node) < df.nodes.size())
+    node = fmt::format("node {} ({})", d.node, df.nodes[d.node].name);
+  std::string buffer = c.buffer >= 0 && static_cast<size_t>(c.buffer) < df.buffers.size()
+                           ? fmt::format("buffer {} '{}'", c.buffer, df.buffers[c.buffer].name)
+                           : std::string("a buffer");
+  std::string how = !c.problem.empty() ? c.problem
+                                       : fmt::format("{} of {} elements differ, max abs {}, max rel {}{}", c.mismatches,
+                                                     c.elements, number(c.max_abs), number(c.max_rel),
+                                                     c.exact ? " (integers, compared exactly)" : "");
+  std::string later = r.differing_kernels > 1
+                          ? fmt::format("; {} of the {} kernels compared differ in all", r.differing_kernels,
+                                        r.compared_kernels)
+                          : fmt::format("; the only one of {} kernels compared", r.compared_kernels);
+  return fmt::format("first difference: {}, kernel {} ({}), argument {} ({}): {} (dump {}){}\n", node, d.kernel,
+                     d.kernel >= 0 && static_cast<size_t>(d.kernel) < df.kernels.size() ? df.kernels[d.kernel].name
+                                                                                        : std::string("?"),
+                     d.arg, buffer, how, c.expect_file, later);
 }
 
 const char* to_string(ReplayMode m) {

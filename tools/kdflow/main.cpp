@@ -157,11 +157,17 @@ int main(int argc, char** argv) {
   replay->add_option("--gpu", rp.device, "CUDA device ordinal")->capture_default_str();
   replay->add_flag("--dry-run", rp.dry_run, "Print and check the plan; do not touch the driver");
   replay->add_flag("--guard", rp.guard, "Redzones after each allocation; report the first kernel writing past its buffer");
+  replay->add_flag("--allow-oob", rp.allow_oob,
+                   "With --backend cpu --guard: run launches whose static footprint leaves a buffer, for the guard "
+                   "to catch (otherwise they are refused, exit 65)");
   replay->add_option("--dump-dir", rp.dump_dir, "Write every buffer a kernel writes, after it runs, as .npy");
   replay->add_option("--kernel", rp.kernel, "Run one kernel alone on buffers restored from --dump-dir");
   replay->add_option("--nodes", rp.nodes,
                      "Run a slice: FROM..TO graph nodes (n12..n40, or names), live-ins from --inputs-from");
   replay->add_option("--inputs-from", rp.inputs_from, "With --nodes: the --dump-dir of a full run");
+  replay->add_option("--compare-dumps", rp.compare_dumps,
+                     "Eager: compare what each kernel writes with an earlier --dump-dir (either back end) and name "
+                     "the first node that differs");
   replay->add_option("--trace", rp.trace, "Chrome trace (Perfetto) of the kernel timeline");
   replay->add_option("--timing-json", rp.timing_json, "Per-kernel and per-run times as JSON (docs/schema.md)");
   replay->add_option("--time-limit", rp.time_limit, "Give up (exit 65, naming the kernel) when one wait for GPU work "

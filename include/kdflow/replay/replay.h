@@ -27,6 +27,10 @@ struct ReplayInputs {
   std::string params;  ///< params file (save_param_dict); empty: none (an IR with params is then an error)
   std::vector<std::pair<std::string, std::string>> inputs;  ///< input name → .npy file
   std::string input_dir;  ///< inputs not named above: input_dir/input_<name>.npy (empty: none)
+  /// --allow-oob: a launch whose static footprint leaves its buffer is planned, its verdict
+  /// kept in ReplayPlan::oob, instead of refused. replay() runs such a plan only on the CPU
+  /// back end under --guard, where guard pages and redzones stop the access and name it.
+  bool allow_oob = false;
 };
 
 /// One device allocation: a graph storage id (sized as TVM's graph executor sizes its pool:
@@ -112,6 +116,7 @@ struct ReplayPlan {
   std::vector<PlanLibraryCall> library_calls;  ///< cuBLAS calls, in IR order (each after its after_kernel)
   std::vector<int> outputs;                 ///< buffer ids of the graph outputs
   uint64_t total_bytes = 0;
+  std::vector<std::string> oob;             ///< with allow_oob: each launch proven out of bounds (one line)
 };
 
 /// Limits every launch is checked against before anything runs (CUDA's, for sm_90).
@@ -184,6 +189,10 @@ struct ReplayOptions {
   int slice_first = -1;
   int slice_last = -1;
   std::string inputs_from;
+  /// --compare-dumps: eager; after each kernel of the checked run, every buffer it wrote is
+  /// compared with its dump in this folder (an earlier --dump-dir of the same model, from
+  /// either back end, rtol/atol as for outputs); the first kernel that differs is reported.
+  std::string compare_dir;
 };
 
 struct KernelTime {
@@ -213,6 +222,14 @@ struct GuardViolation {
   int allocation = 0;
   uint64_t first_byte = 0;  ///< offset past the end of the allocation of the first changed byte
   std::string message;   ///< one line
+};
+
+/// --compare-dumps: the first kernel (in run order) with a written buffer unlike its dump.
+struct FirstDifference {
+  int kernel = -1;
+  int node = -1;
+  int arg = -1;        ///< the kernel's argument index
+  OutputCheck check;   ///< buffer, dump file, counts and errors
 };
 
 struct ReplayReport {
@@ -261,6 +278,9 @@ struct ReplayReport {
   std::vector<std::string> dumped;  ///< files written to dump_dir
   std::vector<int> slice_kernels;   ///< --nodes: the kernels run
   std::vector<int> slice_live_ins;  ///< --nodes: the buffers loaded before (read before written)
+  std::optional<FirstDifference> first_difference;  ///< --compare-dumps
+  int compared_kernels = 0;         ///< --compare-dumps: kernels compared
+  int differing_kernels = 0;        ///< --compare-dumps: of those, kernels with a buffer that differs
   /// No guard violation and every check passed.
   bool passed() const;
 };
@@ -290,6 +310,8 @@ uint64_t buffer_array_bytes(const Buffer& b);
 /// "<kernel id>_<kernel name>_arg<j>.npy"
 std::string dump_file_name(const Kernel& k, size_t arg);
 
+/// --compare-dumps: one line naming the first kernel and node that differ, or that none did.
+std::string format_first_difference(const ReplayReport& r, const Dataflow& df);
 /// Text tables for people: outputs against expectations, kernel times grouped by node.
 std::string format_checks(const ReplayReport& r);
 std::string format_times(const ReplayReport& r, const Dataflow& df);
@@ -325,6 +347,8 @@ struct ReplayCommand {
   int kernel = -1;                   ///< --kernel ID (needs --dump-dir from an earlier full run)
   std::string nodes;                 ///< --nodes FROM..TO: graph node ids (n12) or function/node names
   std::string inputs_from;           ///< --inputs-from DUMP_DIR (with --nodes)
+  std::string compare_dumps;         ///< --compare-dumps DUMP_DIR (eager: name the first node that differs)
+  bool allow_oob = false;            ///< --allow-oob (CPU back end with --guard only)
   std::string trace;                 ///< --trace FILE (Chrome trace JSON)
   std::string output_dir;            ///< --output-dir DIR: outputs as output_<i>.npy
   double rtol = 1e-3;                ///< --rtol

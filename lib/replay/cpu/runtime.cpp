@@ -29,6 +29,21 @@
 
 #include "guarded_memory.h"
 
+// Under AddressSanitizer every switch between the scheduler's stack and a fiber's is announced
+// (__sanitizer_start_switch_fiber before, __sanitizer_finish_switch_fiber after), as Boost's
+// ucontext fibers do with BOOST_USE_ASAN; Debian's Boost.Context is the fcontext build, which
+// has no such hooks, and ASan would otherwise take a fiber's frames for the thread's stack.
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define KDFLOW_FIBER_SWITCH_START(save, bottom, size) __sanitizer_start_switch_fiber(save, bottom, size)
+#define KDFLOW_FIBER_SWITCH_FINISH(save, bottom_old, size_old) \
+  __sanitizer_finish_switch_fiber(save, bottom_old, size_old)
+#else
+#define KDFLOW_FIBER_SWITCH_START(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
+#define KDFLOW_FIBER_SWITCH_FINISH(save, bottom_old, size_old) \
+  ((void)(save), (void)(bottom_old), (void)(size_old))
+#endif
+
 namespace kdflow::cpu {
 
 namespace {
@@ -42,6 +57,8 @@ class StackPool {
   ~StackPool() {
     for (void* p : free_) munmap(p, total());
   }
+  /// The usable range of the stack allocate() returned last.
+  const void* last_bottom = nullptr;
   boost::context::stack_context allocate() {
     void* base = nullptr;
     if (!free_.empty()) {
@@ -55,6 +72,7 @@ class StackPool {
     boost::context::stack_context sc;
     sc.size = kStackBytes;
     sc.sp = static_cast<char*>(base) + total();
+    last_bottom = static_cast<char*>(base) + page();
     return sc;
   }
   void deallocate(boost::context::stack_context& sc) noexcept {
@@ -85,6 +103,9 @@ struct Fiber {
   boost::context::fiber caller;  // the scheduler, resumed to yield
   std::jmp_buf exit;             // a trap or an abandoned block leaves the kernel through here
   bool done = false;
+  const void* stack_bottom = nullptr;  // its stack (for the sanitizer's switch hooks)
+  size_t stack_size = 0;
+  void* fake_stack = nullptr;          // the sanitizer's, while the fiber is switched out
 };
 
 }  // namespace
@@ -104,10 +125,15 @@ struct BlockRunner::Impl {
   bool in_fibers = false;
   std::string trap;       // why the block stopped
   std::jmp_buf loop_exit; // a trap in plain-loop mode
+  const void* scheduler_bottom = nullptr;  // the worker's own stack (sanitizer builds)
+  size_t scheduler_size = 0;
+  void* scheduler_fake_stack = nullptr;
 
   void yield() {
     Fiber& f = fibers[current];
+    KDFLOW_FIBER_SWITCH_START(&f.fake_stack, scheduler_bottom, scheduler_size);
     f.caller = std::move(f.caller).resume();
+    KDFLOW_FIBER_SWITCH_FINISH(f.fake_stack, nullptr, nullptr);
     if (abandon) std::longjmp(f.exit, 1);
   }
   void release(Barrier& b) {
@@ -355,13 +381,18 @@ std::string BlockRunner::run_block(KernelEntry entry, void** args, const LaunchS
     Fiber& f = r.fibers[t];
     f.self = boost::context::fiber(std::allocator_arg, PoolAllocator{&r.stacks},
                                    [&r, t, entry, args](boost::context::fiber&& caller) {
+                                     KDFLOW_FIBER_SWITCH_FINISH(nullptr, &r.scheduler_bottom, &r.scheduler_size);
                                      Fiber& me = r.fibers[t];
                                      me.caller = std::move(caller);
                                      if (setjmp(me.exit) == 0) entry(args);
                                      me.done = true;
                                      r.leave(t);
+                                     // This stack ends here: nothing of it to keep.
+                                     KDFLOW_FIBER_SWITCH_START(nullptr, r.scheduler_bottom, r.scheduler_size);
                                      return std::move(me.caller);
                                    });
+    f.stack_bottom = r.stacks.last_bottom;
+    f.stack_size = kStackBytes;
   }
   unsigned live = threads;
   while (live > 0) {
@@ -372,7 +403,9 @@ std::string BlockRunner::run_block(KernelEntry entry, void** args, const LaunchS
       if (f.done) continue;
       r.current = t;
       t_ctx = &r.contexts[t];
+      KDFLOW_FIBER_SWITCH_START(&r.scheduler_fake_stack, f.stack_bottom, f.stack_size);
       f.self = std::move(f.self).resume();
+      KDFLOW_FIBER_SWITCH_FINISH(r.scheduler_fake_stack, nullptr, nullptr);
       ++resumed;
       if (f.done) --live;
     }

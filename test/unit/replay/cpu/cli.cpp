@@ -4,6 +4,7 @@
 // rtol 1e-3 / atol 1e-5, float16 at least rtol 1e-2 / atol 1e-3). Samples whose params.bin
 // is left out of samples/ run from ../shared/samples when it exists.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <filesystem>
 #include <fstream>
@@ -78,6 +79,13 @@ TEST_CASE("replay --backend cpu: relax_mlp matches (five device modules)", "[cpu
 TEST_CASE("replay --backend cpu: relax_mlp_compiled matches", "[cpu-replay]") {
   replay_matches("relax_mlp_compiled", 1);
 }
+TEST_CASE("replay --backend cpu: ffi_mlp matches (TVM 0.26, `__shared__ alignas(64)`)", "[cpu-replay]") {
+  replay_matches("ffi_mlp", 1);
+}
+TEST_CASE("replay --backend cpu: ffi_mlp_compiled matches", "[cpu-replay]") { replay_matches("ffi_mlp_compiled", 1); }
+TEST_CASE("replay --backend cpu: ffi_batch_mlp matches (symbolic batch n = 8)", "[cpu-replay]") {
+  replay_matches("ffi_batch_mlp", 1);
+}
 TEST_CASE("replay --backend cpu: squeezenet matches", "[cpu-replay]") { replay_matches("squeezenet", 1); }
 TEST_CASE("replay --backend cpu: mobilenet matches", "[cpu-replay]") { replay_matches("mobilenet", 1); }
 TEST_CASE("replay --backend cpu: resnet18 matches", "[cpu-replay]") { replay_matches("resnet18", 1); }
@@ -140,4 +148,72 @@ TEST_CASE("replay --backend cpu: two same-size read-only arguments swapped in a 
   CHECK(r.exit_code == 1);
   CHECK(r.out.find("MISMATCH") != std::string::npos);
   CHECK(r.err.find("1 of 1 compared outputs differs") != std::string::npos);
+
+  // The node-by-node mode: dumps of the good flow, then the swapped flow compared with them
+  // kernel by kernel names kernel 4 and its node as the first that differs.
+  auto good = run_kdflow({"replay", kdflow::test::sample_dir("attention"), "--flow", dir + "/flow.json", "--backend",
+                          "cpu", "--warmup", "0", "--repeat", "1", "-q", "--dump-dir", dir + "/ref"});
+  INFO(good.out << good.err);
+  REQUIRE(good.exit_code == 0);
+  auto same = run_kdflow({"replay", kdflow::test::sample_dir("attention"), "--flow", dir + "/flow.json", "--backend",
+                          "cpu", "--warmup", "0", "--repeat", "1", "-q", "--compare-dumps", dir + "/ref"});
+  INFO(same.out << same.err);
+  CHECK(same.exit_code == 0);
+  CHECK(same.out.find("compared with the dumps: all 27 kernels agree") != std::string::npos);
+  auto bad = run_kdflow({"replay", kdflow::test::sample_dir("attention"), "--flow", dir + "/swapped.json", "--backend",
+                         "cpu", "--warmup", "0", "--repeat", "1", "-q", "--compare-dumps", dir + "/ref"});
+  INFO(bad.out << bad.err);
+  CHECK(bad.exit_code == 1);
+  const int node = flow["kernels"][4]["graph_node"].get<int>();
+  std::string node_name;
+  for (const auto& n : flow["nodes"])
+    if (n["id"] == node) node_name = n["name"].get<std::string>();
+  REQUIRE(!node_name.empty());
+  CHECK(bad.out.find(fmt::format("first difference: node {} ({}), kernel 4 "
+                                 "(tvmgen_default_fused_subtract_add_rsqrt_multiply_add_kernel), argument ",
+                                 node, node_name)) != std::string::npos);
+  CHECK(bad.err.find("kdflow replay: error: kernel 4 (tvmgen_default_fused_subtract_add_rsqrt_multiply_add_kernel) "
+                     "of node " + std::to_string(node) + " is the first whose output differs") != std::string::npos);
+}
+
+TEST_CASE("replay --backend cpu --guard --allow-oob: a workspace one element too small is caught, naming kernel and "
+          "argument", "[cpu-replay]") {
+  // Attention's layer-norm mean writes 64 floats into workspace 28 (kernel 0) and reads them
+  // back (kernel 1). One element less: the static check refuses the flow (exit 65); let
+  // through with --allow-oob, the guard stops kernel 0 at the element it writes past the end.
+  std::string dir = kdflow::test::temp_dir();
+  auto ex = run_kdflow({"extract", kdflow::test::sample_dir("attention"), "-o", dir + "/flow.json"});
+  REQUIRE(ex.exit_code == 0);
+  nlohmann::json flow = nlohmann::json::parse(kdflow::test::slurp(dir + "/flow.json"));
+  nlohmann::json& ws = flow["buffers"][28];
+  REQUIRE(ws["kind"] == "workspace");
+  REQUIRE(ws["bytes"] == 256);
+  ws["bytes"] = 252;
+  ws["shape"] = nlohmann::json::array({63});
+  {
+    std::ofstream out(dir + "/short.json");
+    out << flow.dump();
+  }
+  const std::vector<std::string> base = {"replay", kdflow::test::sample_dir("attention"), "--flow",
+                                         dir + "/short.json", "--backend", "cpu", "--warmup", "0", "--repeat", "1",
+                                         "-q"};
+  auto refused = run_kdflow(base);
+  INFO(refused.out << refused.err);
+  CHECK(refused.exit_code == 65);
+  CHECK(refused.err.find("/kernels/0: error: ") != std::string::npos);
+
+  std::vector<std::string> unguarded = base;
+  unguarded.push_back("--allow-oob");
+  auto usage = run_kdflow(unguarded);
+  CHECK(usage.exit_code == 64);
+  CHECK(usage.err.find("--allow-oob") != std::string::npos);
+
+  std::vector<std::string> guarded = unguarded;
+  guarded.push_back("--guard");
+  auto r = run_kdflow(guarded);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("guard: kernel 0 (tvmgen_default_fused_mean_kernel)") != std::string::npos);
+  CHECK(r.err.find("(its argument 1, buffer 28 'tvmgen_default_fused_mean.ws0')") != std::string::npos);
+  CHECK(r.out.find("output_0.npy") == std::string::npos);
 }
