@@ -150,6 +150,7 @@ CountedFlops counted_of(const KernelOps& k) {
   c.status = to_string(k.status);
   c.reasons = k.reasons;
   if (k.status != KernelOps::Status::Unknown) c.flops = k.flops;
+  c.reduction_flops = k.reduction_flops;
   static constexpr uint64_t kWeight[KernelOps::kKinds] = {1, 1, 2, 1, 1, 0};
   for (size_t kind = 0; kind < KernelOps::kKinds; ++kind)
     for (size_t p : {size_t{KernelOps::F16}, size_t{KernelOps::BF16}})
@@ -168,6 +169,7 @@ void accumulate(CountedFlops& sum, const CountedFlops& k) {
   if (rank(k.status) > rank(sum.status)) sum.status = k.status;
   sum.flops = sum.flops && k.flops ? std::optional<uint64_t>(add(*sum.flops, *k.flops)) : std::nullopt;
   sum.low_precision_flops = add(sum.low_precision_flops, k.low_precision_flops);
+  sum.reduction_flops = add(sum.reduction_flops, k.reduction_flops);
   for (const std::string& r : k.reasons)
     if (std::find(sum.reasons.begin(), sum.reasons.end(), r) == sum.reasons.end()) sum.reasons.push_back(r);
   std::sort(sum.reasons.begin(), sum.reasons.end());
@@ -364,7 +366,8 @@ KernelTimes profile_times(const Dataflow& df, const Profile& profile, const Prof
 
 std::optional<double> counted_ratio(const FunctionCost& f) {
   if (!f.flops || *f.flops == 0 || !f.counted || !f.counted->flops) return std::nullopt;
-  return static_cast<double>(*f.counted->flops) / static_cast<double>(*f.flops);
+  uint64_t own = *f.counted->flops - std::min(*f.counted->flops, f.counted->reduction_flops);
+  return static_cast<double>(own) / static_cast<double>(*f.flops);
 }
 
 std::optional<double> intensity(std::optional<uint64_t> flops, uint64_t bytes) {

@@ -187,18 +187,23 @@ std::string render_table(const std::string& model, const Dataflow& df, const Cos
     out += fmt::format(", sum of bounds {} us ({} of {} functions bounded)", num(bound), bounded, r.functions.size());
   if (timed) out += fmt::format(", sum measured {} us ({} of {} functions timed)", num(measured), timed, r.functions.size());
   out += "\n";
-  uint64_t counted = 0;
+  uint64_t counted = 0, reduction = 0;
   size_t counted_n = 0, exact_n = 0;
   for (const FunctionCost& f : r.functions)
     if (f.counted && f.counted->flops) {
       counted += *f.counted->flops;
+      reduction += f.counted->reduction_flops;
       ++counted_n;
       exact_n += f.counted->status == "exact";
     }
   if (counted_n)
-    out += fmt::format("counted from the kernels' code: {} MFLOP in {} of {} functions ({} exact, {} upper bounds)\n",
+    out += fmt::format("counted from the kernels' code: {} MFLOP in {} of {} functions ({} exact, {} upper bounds){}\n",
                        num(static_cast<double>(counted) / 1e6), counted_n, r.functions.size(), exact_n,
-                       counted_n - exact_n);
+                       counted_n - exact_n,
+                       reduction ? fmt::format("; {} MFLOP of it in cross-thread reduction trees (every lane adds; "
+                                               "code/formula leaves them out)",
+                                               num(static_cast<double>(reduction) / 1e6))
+                                 : std::string());
   if (timed && measured > 0) {
     std::vector<const FunctionCost*> by_time;
     for (const FunctionCost& f : r.functions)

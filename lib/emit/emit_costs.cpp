@@ -15,13 +15,13 @@ using ojson = nlohmann::ordered_json;
 
 const std::vector<std::string> kFunctionColumns = {
     "model", "node", "function", "relay_ops", "ops", "input_shapes", "input_dtypes", "output_shapes",
-    "output_dtypes", "flops", "flops_known", "no_formula", "counted_flops", "counted_status", "counted_reasons",
+    "output_dtypes", "flops", "flops_known", "no_formula", "counted_flops", "counted_reduction_flops", "counted_status", "counted_reasons",
     "counted_flop_ratio", "bytes", "flop_per_byte", "kernels", "launches", "library_calls", "device", "bound_us",
     "compute_bound_us", "memory_bound_us", "limiter", "bound_flops_source", "measured_us",
     "time_source", "fraction_of_bound"};
 const std::vector<std::string> kKernelColumns = {
     "model", "kernel", "node", "function", "name", "grid", "block", "dynamic_shared_memory_bytes", "relay_ops",
-    "ops", "flops", "flops_note", "counted_flops", "counted_status", "counted_reasons", "counted_ops", "bytes",
+    "ops", "flops", "flops_note", "counted_flops", "counted_reduction_flops", "counted_status", "counted_reasons", "counted_ops", "bytes",
     "bytes_source", "load_bytes", "store_bytes", "accessed_bytes_note", "flop_per_byte", "device", "bound_us", "compute_bound_us", "memory_bound_us", "limiter",
     "bound_flops_source", "measured_us", "time_source", "fraction_of_bound"};
 
@@ -54,6 +54,7 @@ ojson ops_json(const Node& n, const std::vector<OpWork>& work) {
 /// The counted-FLOP columns of a row (null where nothing was counted).
 void counted_fields(ojson& row, const std::optional<CountedFlops>& c) {
   row["counted_flops"] = c ? opt(c->flops) : ojson(nullptr);
+  row["counted_reduction_flops"] = c ? ojson(c->reduction_flops) : ojson(nullptr);
   row["counted_status"] = c ? ojson(c->status) : ojson(nullptr);
   row["counted_reasons"] = c ? ojson(c->reasons) : ojson::array();
 }

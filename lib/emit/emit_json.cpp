@@ -154,6 +154,7 @@ ojson build(const Dataflow& df) {
     if (k.ops) {
       ojson o = ojson::object();
       o["flops"] = k.ops->flops;
+      if (k.ops->reduction_flops) o["reduction_flops"] = k.ops->reduction_flops;
       o["status"] = to_string(k.ops->status);
       if (!k.ops->reasons.empty()) o["reasons"] = k.ops->reasons;
       ojson counts = ojson::object();

@@ -184,6 +184,10 @@ class Reader {
     object(j, ptr);
     KernelOps k;
     k.flops = uinteger(member(j, ptr, "flops"), at(ptr, "flops"));
+    if (const json* r = optional(j, "reduction_flops")) {
+      k.reduction_flops = uinteger(*r, at(ptr, "reduction_flops"));
+      if (k.reduction_flops > k.flops) fail(at(ptr, "reduction_flops"), "more than the kernel's flops");
+    }
     std::string st = string(member(j, ptr, "status"), at(ptr, "status"));
     if (st == "exact") k.status = KernelOps::Status::Exact;
     else if (st == "upper bound") k.status = KernelOps::Status::UpperBound;

@@ -57,6 +57,7 @@ struct Measured {
 struct CountedFlops {
   std::optional<uint64_t> flops;     ///< nullopt: not countable (see reasons)
   uint64_t low_precision_flops = 0;  ///< of those, fp16/bf16 (bounded by the FP16 tensor peak: nothing is faster)
+  uint64_t reduction_flops = 0;      ///< of those, adds of cross-thread reduction trees (KernelOps::reduction_flops)
   std::string status;                ///< "exact", "upper bound", "unknown"
   std::vector<std::string> reasons;  ///< why not exact
 };
@@ -115,7 +116,9 @@ KernelTimes profile_times(const Dataflow& df, const Profile& profile, const Prof
 /// times, the measured column.
 CostReport compute_costs(const Dataflow& df, const DeviceSpec* device, const KernelTimes* times);
 
-/// The ratio counted / formula FLOPs of a function; nullopt unless both are known and the formula's is not 0.
+/// The ratio counted / formula FLOPs of a function, the counted FLOPs taken without the adds of
+/// cross-thread reduction trees (which only the schedule adds: each lane executes the tree);
+/// nullopt unless both are known and the formula's is not 0.
 std::optional<double> counted_ratio(const FunctionCost& f);
 
 /// Arithmetic intensity (FLOPs per byte); nullopt without FLOPs or bytes.

@@ -27,6 +27,7 @@ struct OpGroup {
   bool exact = true;     ///< false: a guard was dropped or an early exit precedes: the domain is a superset
   std::string unknown;   ///< non-empty: not countable (a loop without affine bounds, ...), why
   OpTable per_point{};   ///< operations per point of the domain
+  uint64_t reduction_per_point = 0;  ///< of per_point's add/sub, those of a cross-thread reduction tree
 };
 
 /// Global memory accessed under one domain: `size` bytes loaded (read) and/or stored (write) per point.

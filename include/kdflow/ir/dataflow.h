@@ -70,6 +70,11 @@ struct KernelOps {
   std::array<std::array<uint64_t, kPrecisions>, kKinds> counts{};
   /// add/sub + mul + 2·fma + div + special; compare/min/max count 0. With Unknown: what could be counted.
   uint64_t flops = 0;
+  /// Of `flops`, the adds of cross-thread reduction trees: an add/sub one of whose operands
+  /// came from another lane (a warp shuffle's result) or whose two operands are slots of the
+  /// same __shared__ array (TVM's shared-memory tree). Every lane of the tree executes them;
+  /// the op's formula has none of them (docs/costs.md).
+  uint64_t reduction_flops = 0;
   Status status = Status::Exact;
   std::vector<std::string> reasons;  ///< why not exact: typed reasons, each once, sorted
   /// Global memory accesses through the pointer arguments, executions × bytes (not distinct:
@@ -78,7 +83,8 @@ struct KernelOps {
   bool bytes_exact = true;   ///< false: a guard that reads data was counted as taken (an upper bound)
   std::string bytes_reason;  ///< why load/store bytes are nullopt (a footprint reject reason)
   bool operator==(const KernelOps& o) const {
-    return counts == o.counts && flops == o.flops && status == o.status && reasons == o.reasons &&
+    return counts == o.counts && flops == o.flops && reduction_flops == o.reduction_flops && status == o.status &&
+           reasons == o.reasons &&
            load_bytes == o.load_bytes && store_bytes == o.store_bytes && bytes_exact == o.bytes_exact &&
            bytes_reason == o.bytes_reason;
   }

@@ -316,6 +316,10 @@ KernelOps count_kernel_ops(const KernelOpModel& model, const LaunchShape& launch
         uint64_t& slot = k.counts[kind][p];
         slot = slot > UINT64_MAX - t ? UINT64_MAX : slot + t;
       }
+    if (g.reduction_per_point) {
+      uint64_t t = *n > UINT64_MAX / g.reduction_per_point ? UINT64_MAX : g.reduction_per_point * *n;
+      k.reduction_flops = k.reduction_flops > UINT64_MAX - t ? UINT64_MAX : k.reduction_flops + t;
+    }
   }
   for (const std::string& u : model.unknown) {
     worse(KernelOps::Status::Unknown);

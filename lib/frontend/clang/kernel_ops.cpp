@@ -11,8 +11,10 @@
 
 #include "kernel_ops.h"
 
+#include <clang/AST/Attr.h>
 #include <clang/AST/Expr.h>
 #include <clang/AST/ExprCXX.h>
+#include <clang/AST/RecursiveASTVisitor.h>
 #include <clang/Basic/OperatorKinds.h>
 #include <clang/Basic/SourceManager.h>
 
@@ -34,6 +36,61 @@ struct OpClass {
   int precision = -1;
   int lanes = 1;
   std::string unknown;  ///< non-empty: an operation that cannot be counted
+  bool reduction = false;  ///< an add/sub of a cross-thread reduction tree (KernelOps::reduction_flops)
+};
+
+/// The variable an operand reads: through parentheses, casts (TVM's `(volatile float*)`),
+/// subscripts and dereferences, to the array or scalar named; null for anything else.
+const VarDecl* operand_var(const Expr* e) {
+  for (int depth = 0; e && depth < 16; ++depth) {
+    e = e->IgnoreParenCasts();
+    if (const auto* dr = dyn_cast<DeclRefExpr>(e)) return dyn_cast<VarDecl>(dr->getDecl());
+    if (const auto* as = dyn_cast<ArraySubscriptExpr>(e)) e = as->getBase();
+    else if (const auto* uo = dyn_cast<UnaryOperator>(e); uo && uo->getOpcode() == UO_Deref) e = uo->getSubExpr();
+    else if (const auto* ce = dyn_cast<CXXConstructExpr>(e); ce && ce->getNumArgs() == 1) e = ce->getArg(0);
+    else if (const auto* mt = dyn_cast<MaterializeTemporaryExpr>(e)) e = mt->getSubExpr();
+    else return nullptr;
+  }
+  return nullptr;
+}
+
+bool is_shuffle(const Expr* e) {
+  for (int depth = 0; e && depth < 8; ++depth) {
+    e = e->IgnoreParenCasts();
+    if (const auto* ce = dyn_cast<CXXConstructExpr>(e); ce && ce->getNumArgs() == 1) {
+      e = ce->getArg(0);
+      continue;
+    }
+    if (const auto* mt = dyn_cast<MaterializeTemporaryExpr>(e)) {
+      e = mt->getSubExpr();
+      continue;
+    }
+    const auto* call = dyn_cast<CallExpr>(e);
+    const FunctionDecl* fd = call ? call->getDirectCallee() : nullptr;
+    return fd && fd->getIdentifier() && fd->getName().startswith("__shfl");
+  }
+  return false;
+}
+
+/// The variables of a kernel that hold a value from another lane: assigned (or initialised
+/// with) a warp shuffle's result (`t0[0] = __shfl_down_sync(mask, red_buf0[0], 16, 32);`).
+class ShuffledVars : public RecursiveASTVisitor<ShuffledVars> {
+ public:
+  std::set<const VarDecl*> vars;
+  bool VisitBinaryOperator(BinaryOperator* bo) {
+    if (bo->getOpcode() == BO_Assign && is_shuffle(bo->getRHS()))
+      if (const VarDecl* v = operand_var(bo->getLHS())) vars.insert(v);
+    return true;
+  }
+  bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr* oc) {
+    if (oc->getOperator() == OO_Equal && oc->getNumArgs() == 2 && is_shuffle(oc->getArg(1)))
+      if (const VarDecl* v = operand_var(oc->getArg(0))) vars.insert(v);
+    return true;
+  }
+  bool VisitVarDecl(VarDecl* v) {
+    if (v->getInit() && is_shuffle(v->getInit())) vars.insert(v);
+    return true;
+  }
 };
 
 /// The precision of a floating-point type (and its lanes), -1 for anything else.
@@ -128,7 +185,7 @@ int named_kind(llvm::StringRef n) {
 
 class Classifier {
  public:
-  Classifier() = default;
+  explicit Classifier(std::set<const VarDecl*> shuffled) : shuffled_(std::move(shuffled)) {}
 
   const OpClass& of(const Expr* e) {
     auto it = memo_.find(e);
@@ -151,7 +208,10 @@ class Classifier {
       QualType t = bo->getType();
       if (const auto* ca = dyn_cast<CompoundAssignOperator>(bo)) t = ca->getComputationResultType();
       switch (bo->getOpcode()) {
-        case BO_Add: case BO_Sub: case BO_AddAssign: case BO_SubAssign: set(KernelOps::AddSub, t); break;
+        case BO_Add: case BO_Sub: case BO_AddAssign: case BO_SubAssign:
+          set(KernelOps::AddSub, t);
+          c.reduction = c.kind >= 0 && reduces(bo->getLHS(), bo->getRHS());
+          break;
         case BO_Mul: case BO_MulAssign: set(KernelOps::Mul, t); break;
         case BO_Div: case BO_DivAssign: set(KernelOps::Div, t); break;
         case BO_LT: case BO_GT: case BO_LE: case BO_GE: case BO_EQ: case BO_NE:
@@ -171,8 +231,13 @@ class Classifier {
       switch (oc->getOperator()) {
         case OO_Plus: case OO_Minus:
           if (n == 2) set(KernelOps::AddSub, t);
+          c.reduction = c.kind >= 0 && reduces(oc->getArg(0), oc->getArg(1));
           break;
-        case OO_PlusEqual: case OO_MinusEqual: case OO_PlusPlus: case OO_MinusMinus: set(KernelOps::AddSub, t); break;
+        case OO_PlusEqual: case OO_MinusEqual:
+          set(KernelOps::AddSub, t);
+          c.reduction = c.kind >= 0 && n == 2 && reduces(oc->getArg(0), oc->getArg(1));
+          break;
+        case OO_PlusPlus: case OO_MinusMinus: set(KernelOps::AddSub, t); break;
         case OO_Star: case OO_StarEqual: set(KernelOps::Mul, t); break;
         case OO_Slash: case OO_SlashEqual: set(KernelOps::Div, t); break;
         case OO_Less: case OO_Greater: case OO_LessEqual: case OO_GreaterEqual: case OO_EqualEqual: case OO_ExclaimEqual:
@@ -197,10 +262,21 @@ class Classifier {
       int lanes = 1;
       if (precision_of(t, &lanes) < 0 && ce->getNumArgs() > 0) t = ce->getArg(0)->getType();
       set(kind, t);
+      if (kind == KernelOps::AddSub && c.kind >= 0 && ce->getNumArgs() == 2)
+        c.reduction = reduces(ce->getArg(0), ce->getArg(1));
       return c;
     }
     if (kind == -2 && involves_float(ce)) c.unknown = "call to " + name.str() + " (not counted)";
     return c;
+  }
+
+  /// An add of a reduction tree: an operand from another lane (a shuffled variable), or two
+  /// slots of the same __shared__ array.
+  bool reduces(const Expr* a, const Expr* b) const {
+    const VarDecl* x = operand_var(a);
+    const VarDecl* y = operand_var(b);
+    if ((x && shuffled_.count(x)) || (y && shuffled_.count(y))) return true;
+    return x && x == y && x->hasAttr<CUDASharedAttr>();
   }
 
   static bool involves_float(const CallExpr* ce) {
@@ -211,6 +287,7 @@ class Classifier {
     return false;
   }
 
+  std::set<const VarDecl*> shuffled_;
   std::map<const Expr*, OpClass> memo_;
 };
 
@@ -224,7 +301,9 @@ void text(std::ostringstream& o, const AffCond& c) {
 }  // namespace
 
 KernelModel extract_affine_model_and_ops(clang::ASTContext& ctx, const clang::FunctionDecl* fd, KernelOpModel* ops) {
-  Classifier classes;
+  ShuffledVars shuffled;
+  if (fd->getBody()) shuffled.TraverseStmt(fd->getBody());
+  Classifier classes(std::move(shuffled.vars));
   std::function<bool(const Expr*)> want = [&](const Expr* e) {
     const OpClass& c = classes.of(e);
     return c.kind >= 0 || !c.unknown.empty();
@@ -254,8 +333,9 @@ KernelModel extract_affine_model_and_ops(clang::ASTContext& ctx, const clang::Fu
       g.unknown = s.unknown;
       ops->groups.push_back(std::move(g));
     }
-    uint64_t& n = ops->groups[it->second].per_point[static_cast<size_t>(c.kind)][static_cast<size_t>(c.precision)];
-    n += static_cast<uint64_t>(c.lanes);
+    OpGroup& g = ops->groups[it->second];
+    g.per_point[static_cast<size_t>(c.kind)][static_cast<size_t>(c.precision)] += static_cast<uint64_t>(c.lanes);
+    if (c.reduction) g.reduction_per_point += static_cast<uint64_t>(c.lanes);
   }
   ops->unknown.assign(unknown.begin(), unknown.end());
   ops->accesses.clear();

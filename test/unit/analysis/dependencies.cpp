@@ -119,7 +119,7 @@ TEST_CASE("device functions bind accesses and are checked against table and laun
   df.kernels = {k};
   FunctionTable table;
   table.file = "device.tvm_meta.json";
-  table.functions["k0"] = FunctionInfo{"k0", {"handle", "handle", "int32"}, {"threadIdx.x"}};
+  table.functions["k0"] = FunctionInfo{"k0", {"handle", "handle", "int32"}, {"threadIdx.x"}, false, false, {}};
   DeviceFunction fn;
   fn.name = "k0";
   fn.launch_bounds = 64;

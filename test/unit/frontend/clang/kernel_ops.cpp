@@ -155,6 +155,9 @@ TEST_CASE("kernel ops: samples/mlp's first dense kernel, counted by hand", "[ker
   CHECK(n(k, KernelOps::AddSub) == 40000 + 153600 + 400);
   CHECK(n(k, KernelOps::MinMaxCmp) == 400);
   CHECK(k.flops == 234000);
+  // The tree's adds are the reduction: what is left is the formula's 2·M·N·K + the bias.
+  CHECK(k.reduction_flops == 153600);
+  CHECK(k.flops - k.reduction_flops == 80000 + 400);
   // Loads: p0 and p1 once per multiply-add (2 · 40,000 · 4 B) and the bias (400 · 4 B);
   // stores: T_relu (400 · 4 B). (p0 is re-read by every block: 32,000 B loaded per 400 B distinct.)
   CHECK(k.load_bytes == 2u * 40000 * 4 + 400 * 4);
@@ -171,6 +174,33 @@ TEST_CASE("kernel ops: samples/relax_mlp's matmul kernels give 2·M·N·K in the
   CHECK(n(k, KernelOps::Mul) == 400000);
   CHECK(n(k, KernelOps::AddSub) == 400000 + 15000 + 1000);
   CHECK(n(k, KernelOps::MinMaxCmp) == 1000);
+  // Two slots of the same __shared__ array added: the tree, counted as the reduction.
+  CHECK(k.reduction_flops == 15000);
+}
+
+TEST_CASE("kernel ops: cross-thread reduction trees are told apart (shuffle results, shared slots)", "[kernel_ops]") {
+  // Hand-written (a test snippet, not TVM output), TVM's shapes of a reduction: a value from a
+  // warp shuffle added in (assigned, and initialised), a += of one, and two slots of one
+  // __shared__ array added; a shared value added to a register, and a plain add, are not.
+  std::string src = kernel(
+      "  float r[1];\n  float t[1];\n  __shared__ float buf[64];\n"
+      "  r[0] = in[((int)threadIdx.x)];\n"
+      "  t[0] = __shfl_down_sync(0xffffffffu, r[0], 16, 32);\n"
+      "  r[0] = (r[0] + t[0]);\n"
+      "  float u = __shfl_down_sync(0xffffffffu, r[0], 8, 32);\n"
+      "  r[0] += u;\n"
+      "  buf[((int)threadIdx.x)] = r[0];\n"
+      "  __syncthreads();\n"
+      "  if (((int)threadIdx.x) < 32) {\n"
+      "    ((volatile float*)buf)[((int)threadIdx.x)] = (((volatile float*)buf)[((int)threadIdx.x)] + "
+      "((volatile float*)buf)[(((int)threadIdx.x) + 32)]);\n"
+      "  }\n"
+      "  __syncthreads();\n"
+      "  out[((int)threadIdx.x)] = (buf[0] + r[0]) + 1.f;");
+  KernelOps k = ops(src, {1, 1, 1}, {64, 1, 1});
+  CHECK(k.status == KernelOps::Status::Exact);
+  CHECK(n(k, KernelOps::AddSub) == 64 * 2 + 32 + 64 * 2);
+  CHECK(k.reduction_flops == 64 * 2 + 32);
 }
 
 TEST_CASE("kernel ops: domain counting (box, quotient, empty, unbounded, budget)", "[kernel_ops]") {
