@@ -183,7 +183,10 @@ namespace {
 thread_local BlockRunner::Impl* t_runner = nullptr;
 thread_local ThreadContext* t_ctx = nullptr;
 
-[[noreturn]] void fail_here(const std::string& why) {
+/// Stops the running kernel: records why and jumps out of it. `why` is a literal: nothing may
+/// own memory in the frames the jump leaves (their destructors never run; ASan found a
+/// std::string built here leaking).
+[[noreturn]] void fail_here(const char* why) {
   BlockRunner::Impl* r = t_runner;
   if (r->trap.empty()) r->trap = why;
   if (r->in_fibers) std::longjmp(r->fibers[r->current].exit, 1);
