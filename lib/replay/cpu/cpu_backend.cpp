@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <ostream>
 
 #include <fmt/format.h>
@@ -201,6 +202,14 @@ class CpuBackend : public Backend {
                                  "takes {}",
                                  opt_.label, kl.index, pl.name, pl.args.size(), p.kernel.params),
                      ExitCode::DataError};
+      // KDFLOW_CPU_FIBERS (a benchmark knob, docs/benchmarks.md): "all" runs every kernel's
+      // blocks as fibers, also those that never synchronise; set at all, each kernel's way is logged.
+      if (const char* how = std::getenv("KDFLOW_CPU_FIBERS"); how && *how) {
+        if (std::string(how) == "all") p.kernel.fibers = true;
+        if (logged_.insert(pl.name).second)
+          log_ << fmt::format("replay: cpu: kernel {} runs each block {}\n", pl.name,
+                              p.kernel.fibers ? "as fibers" : "as a loop");
+      }
       p.launch = &pl;
       launches_[kl.index] = std::move(p);
     }
@@ -342,6 +351,7 @@ class CpuBackend : public Backend {
   std::unique_ptr<cpu::CpuDevice> device_;
   std::vector<int> module_ids_;
   std::map<DevicePtr, uint64_t> allocations_;
+  std::set<std::string> logged_;  ///< kernels whose way of running was logged (KDFLOW_CPU_FIBERS)
   std::unique_ptr<cpu::GuardedMemory> guarded_;  ///< --guard
   std::map<DevicePtr, uint32_t> guarded_ids_;
   bool armed_ = false;
