@@ -150,6 +150,12 @@ ojson build(const Dataflow& df) {
     j["args"] = args_json(k.args);
     if (k.loc.valid()) j["loc"] = loc_json(k.loc);
     if (!k.loop_iterations.empty()) j["loop_iterations"] = int_array(k.loop_iterations);
+    if (k.programmatic_dependent_launch || k.cooperative_launch) {
+      ojson attrs = ojson::array();
+      if (k.programmatic_dependent_launch) attrs.push_back("programmatic_dependent_launch");
+      if (k.cooperative_launch) attrs.push_back("cooperative");
+      j["launch_attributes"] = std::move(attrs);
+    }
     j["device_function"] = k.device_function < 0 ? ojson(nullptr) : ojson(k.device_function);
     if (k.ops) {
       ojson o = ojson::object();

@@ -202,6 +202,8 @@ Expected<Dataflow> build_dataflow(const Graph& g, const FunctionTable& table,
           k.function = gn.func_name;
           k.loc = call.loc;
           k.loop_iterations = call.loop_iterations;
+          k.programmatic_dependent_launch = info->programmatic_dependent_launch;
+          k.cooperative_launch = info->cooperative_launch;
           for (size_t i = 0; i < n_args; ++i) {
             const PackedArg& a = call.args[i];
             const std::string& ty = info->arg_types[i];

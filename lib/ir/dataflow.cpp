@@ -78,6 +78,8 @@ bool Arg::operator==(const Arg& o) const {
 bool Kernel::operator==(const Kernel& o) const {
   return id == o.id && name == o.name && node == o.node && function == o.function &&
          grid == o.grid && block == o.block && dynamic_shared_memory == o.dynamic_shared_memory &&
+         programmatic_dependent_launch == o.programmatic_dependent_launch &&
+         cooperative_launch == o.cooperative_launch &&
          args == o.args && loc == o.loc && loop_iterations == o.loop_iterations &&
          device_function == o.device_function && ops == o.ops;
 }

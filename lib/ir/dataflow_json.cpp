@@ -446,6 +446,18 @@ Dataflow Reader::document(const json& root) const {
     k.args = args(member(j, p, "args"), at(p, "args"), nb);
     k.loc = optional_loc(j, p);
     if (const json* li = optional(j, "loop_iterations")) k.loop_iterations = int64s(*li, at(p, "loop_iterations"));
+    if (const json* la = optional(j, "launch_attributes")) {
+      const std::string lp = at(p, "launch_attributes");
+      array(*la, lp);
+      for (size_t i = 0; i < la->size(); ++i) {
+        std::string a = string((*la)[i], at(lp, i));
+        bool& flag = a == "programmatic_dependent_launch" ? k.programmatic_dependent_launch : k.cooperative_launch;
+        if (a != "programmatic_dependent_launch" && a != "cooperative")
+          fail(at(lp, i), "expected \"programmatic_dependent_launch\" or \"cooperative\"");
+        if (flag) fail(at(lp, i), "\"" + a + "\" is given twice");
+        flag = true;
+      }
+    }
     if (const json* d = optional(j, "device_function"); d && !d->is_null())
       k.device_function = ref(*d, at(p, "device_function"), ndf, "device function");
     if (const json* o = optional(j, "ops")) k.ops = kernel_ops(*o, at(p, "ops"));

@@ -552,7 +552,10 @@ class Engine {
       if (f.ok()) f = b_.record(s + 1);
       if (!f.ok()) {
         if (gated) b_.release_queue();
-        if (checked) return locate_or_fail(run, st, f, st.call ? f.api : "cuLaunchKernel");
+        // The entry point that refused it (cuLaunchKernelEx for TVM 0.23+'s attributed launches).
+        if (checked)
+          return locate_or_fail(run, st, f,
+                                st.call || f.api.rfind("cuLaunchKernel", 0) == 0 ? f.api : std::string("cuLaunchKernel"));
         return unlocated(run, f,
                          st.call ? fmt::format("queueing library call {} ({})", plan_.library_calls[st.index].call,
                                                plan_.library_calls[st.index].name)

@@ -385,6 +385,8 @@ class Planner {
     l.kernel = k.id;
     l.name = k.name;
     l.node = k.node;
+    l.programmatic_dependent_launch = k.programmatic_dependent_launch;
+    l.cooperative_launch = k.cooperative_launch;
     int64_t threads = 1;
     for (int d = 0; d < 3; ++d) {
       if (k.grid[d] < 1 || k.grid[d] > lim_.max_grid[d])
@@ -622,9 +624,12 @@ std::string format_plan(const ReplayPlan& plan, const Dataflow& df) {
       }
       args += fmt::format("{}[{}@{}] {}", j ? ", " : "", j, a.position, v);
     }
-    out += fmt::format("launch {}: {} node {} grid [{}, {}, {}] block [{}, {}, {}] smem {} params {} bytes: {}\n",
+    std::string ex;
+    if (l.programmatic_dependent_launch) ex += " pdl";
+    if (l.cooperative_launch) ex += " cooperative";
+    out += fmt::format("launch {}: {} node {} grid [{}, {}, {}] block [{}, {}, {}] smem {}{} params {} bytes: {}\n",
                        l.kernel, l.name, l.node, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
-                       l.shared_memory, l.param_bytes, args);
+                       l.shared_memory, ex, l.param_bytes, args);
   }
   for (const PlanLibraryCall& c : plan.library_calls) {
     auto op = [](const PlanOperand& o) {

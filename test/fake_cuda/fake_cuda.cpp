@@ -965,19 +965,26 @@ CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t count) {
   return r;
 }
 
-CUresult cuLaunchKernel(Handle f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                        unsigned smem, Handle stream, void** kernel_params, void** extra) {
+/// cuLaunchKernel and cuLaunchKernelEx: `api` names the entry point in the log, `attrs` the
+/// launch attributes ("pdl", "cooperative", comma-separated; "-" for none), `refused` a
+/// problem cuLaunchKernelEx found in its configuration (the launch then fails with it).
+CUresult launch_kernel(const char* api, Handle f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                       unsigned bz, unsigned smem, Handle stream, void** kernel_params, void** extra,
+                       const std::string& attrs, CUresult refused, const std::string& refused_why) {
   State& s = st();
   auto fit = s.functions.find(reinterpret_cast<uintptr_t>(f));
   if (fit == s.functions.end()) {
-    log_line("cuLaunchKernel function=%p -> %d", f, kInvalidHandle);
+    log_line("%s function=%p -> %d", api, f, kInvalidHandle);
     return kInvalidHandle;
   }
   const Function& fn = fit->second;
   Launch l{reinterpret_cast<uintptr_t>(f), {gx, gy, gz}, {bx, by, bz}, smem, "", {}, ""};
   CUresult r = kSuccess;
   std::string why;
-  if (kernel_params) {
+  if (refused) {
+    r = refused;
+    why = refused_why;
+  } else if (kernel_params) {
     r = kInvalidValue;
     why = " error=kernelParams_unsupported_by_the_fake";
   } else if (extra) {
@@ -1022,10 +1029,11 @@ CUresult cuLaunchKernel(Handle f, unsigned gx, unsigned gy, unsigned gz, unsigne
   bool captured = s.capturing.count(sh) > 0;
   if (r == kSuccess && !captured && blocking_stream(sh)) flush_null_stream();
   size_t racing = captured ? 0 : s.pending.size();
-  log_line("cuLaunchKernel name=%s grid=%u,%u,%u block=%u,%u,%u smem=%u stream=0x%lx captured=%d param_bytes=%zu "
-           "params=%s args=%s racing=%zu -> %d%s",
-           fn.name.c_str(), gx, gy, gz, bx, by, bz, smem, static_cast<unsigned long>(sh), captured ? 1 : 0,
-           l.params.size(), hex(l.params).c_str(), args.empty() ? "-" : args.c_str(), racing, r, why.c_str());
+  log_line("%s name=%s grid=%u,%u,%u block=%u,%u,%u smem=%u stream=0x%lx captured=%d param_bytes=%zu "
+           "params=%s args=%s racing=%zu attrs=%s -> %d%s",
+           api, fn.name.c_str(), gx, gy, gz, bx, by, bz, smem, static_cast<unsigned long>(sh), captured ? 1 : 0,
+           l.params.size(), hex(l.params).c_str(), args.empty() ? "-" : args.c_str(), racing, attrs.c_str(), r,
+           why.c_str());
   if (r != kSuccess) return r;
   if (const char* c = std::getenv("KDFLOW_FAKE_CUDA_LAUNCH_US"); c && *c && !captured) s.host_us += std::atof(c);
   drain_gates();
@@ -1033,6 +1041,68 @@ CUresult cuLaunchKernel(Handle f, unsigned gx, unsigned gy, unsigned gz, unsigne
   else if (gated(sh)) s.held[sh].push_back({false, 0, l});
   else execute(l, sh);
   return kSuccess;
+}
+
+CUresult cuLaunchKernel(Handle f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned smem, Handle stream, void** kernel_params, void** extra) {
+  return launch_kernel("cuLaunchKernel", f, gx, gy, gz, bx, by, bz, smem, stream, kernel_params, extra, "-", kSuccess,
+                       "");
+}
+
+/// CUlaunchAttribute / CUlaunchConfig as cuda.h (CUDA 12) lays them out.
+struct LaunchAttr {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    int value;
+  } v;
+};
+struct LaunchConfig {
+  unsigned gx, gy, gz, bx, by, bz, smem;
+  Handle stream;
+  LaunchAttr* attrs;
+  unsigned num_attrs;
+};
+constexpr CUresult kCooperativeTooLarge = 720;  // CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
+
+CUresult cuLaunchKernelEx(const LaunchConfig* c, Handle f, void** kernel_params, void** extra) {
+  if (!c || (c->num_attrs && !c->attrs)) {
+    log_line("cuLaunchKernelEx config=%p -> %d error=null_config_or_attributes", static_cast<const void*>(c),
+             kInvalidValue);
+    return kInvalidValue;
+  }
+  // The attributes replay may pass, as the real driver checks them: known ids, each once,
+  // values 0 or 1. A cooperative grid must fit on the device at once (132 SMs, at most 2048
+  // threads and 32 blocks per SM): else CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE.
+  std::string attrs;
+  CUresult refused = kSuccess;
+  std::string why;
+  bool seen[8] = {};
+  for (unsigned i = 0; i < c->num_attrs && !refused; ++i) {
+    const LaunchAttr& a = c->attrs[i];
+    bool known = a.id == 2 || a.id == 6;
+    if (!known || seen[a.id] || (a.v.value != 0 && a.v.value != 1)) {
+      refused = kInvalidValue;
+      why = !known ? " error=launch_attribute_the_fake_does_not_know" : seen[a.id] ? " error=attribute_given_twice"
+                                                                                  : " error=attribute_value_not_0_or_1";
+      break;
+    }
+    seen[a.id] = true;
+    if (!a.v.value) continue;
+    if (!attrs.empty()) attrs += ",";
+    attrs += a.id == 6 ? "pdl" : "cooperative";
+    if (a.id == 2) {
+      unsigned long long blocks = 1ull * c->gx * c->gy * c->gz, threads = 1ull * c->bx * c->by * c->bz;
+      unsigned long long per_sm = threads ? std::min<unsigned long long>(32, 2048 / threads) : 0;
+      if (blocks > 132 * per_sm) {
+        refused = kCooperativeTooLarge;
+        why = " error=cooperative_grid_larger_than_the_device_holds_at_once";
+      }
+    }
+  }
+  return launch_kernel("cuLaunchKernelEx", f, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->smem, c->stream,
+                       kernel_params, extra, attrs.empty() ? "-" : attrs, refused, why);
 }
 
 CUresult cuEventCreate(Handle* ev, unsigned flags) {
@@ -1312,6 +1382,33 @@ CUresult cuGraphAddKernelNode_v2(Handle* node, Handle graph, const Handle* deps,
   return r;
 }
 
+/// A kernel node's attribute: the fake knows COOPERATIVE (2) on a kernel node of a graph not
+/// yet instantiated; the grid must fit on the device at once, as for cuLaunchKernelEx.
+CUresult cuGraphKernelNodeSetAttribute(Handle node, int attr, const void* value) {
+  State& s = st();
+  uintptr_t id = reinterpret_cast<uintptr_t>(node);
+  GraphNode* n = nullptr;
+  for (auto& [g, nodes] : s.explicit_graphs)
+    for (GraphNode& x : nodes)
+      if (x.id == id) n = &x;
+  CUresult r = kSuccess;
+  std::string why;
+  int v = value ? *static_cast<const int*>(value) : -1;
+  if (!n || n->child) r = kInvalidValue, why = " error=not_a_kernel_node";
+  else if (attr != 2) r = kInvalidValue, why = " error=attribute_the_fake_does_not_know";
+  else if (v != 0 && v != 1) r = kInvalidValue, why = " error=value_not_0_or_1";
+  if (r == kSuccess && v == 1) {
+    const Launch& l = n->launch;
+    unsigned long long blocks = 1ull * l.grid[0] * l.grid[1] * l.grid[2];
+    unsigned long long threads = 1ull * l.block[0] * l.block[1] * l.block[2];
+    unsigned long long per_sm = threads ? std::min<unsigned long long>(32, 2048 / threads) : 0;
+    if (blocks > 132 * per_sm) r = kCooperativeTooLarge, why = " error=cooperative_grid_larger_than_the_device_holds_at_once";
+  }
+  log_line("cuGraphKernelNodeSetAttribute node=0x%lx attr=%d value=%d -> %d%s", static_cast<unsigned long>(id), attr, v,
+           r, why.c_str());
+  return r;
+}
+
 /// cuGraphAddChildGraphNode: embeds a copy of `child` (as the driver clones it).
 CUresult cuGraphAddChildGraphNode(Handle* node, Handle graph, const Handle* deps, size_t ndeps, Handle child) {
   State& s = st();
@@ -1435,6 +1532,8 @@ static const ProcEntry kProcs[] = {
     {"cuMemsetD8", 2000, nullptr},  // an older ABI
     {"cuMemsetD8", 3020, reinterpret_cast<void*>(&cuMemsetD8_v2)},
     {"cuLaunchKernel", 4000, reinterpret_cast<void*>(&cuLaunchKernel)},
+    {"cuLaunchKernelEx", 11080, reinterpret_cast<void*>(&cuLaunchKernelEx)},
+    {"cuGraphKernelNodeSetAttribute", 11000, reinterpret_cast<void*>(&cuGraphKernelNodeSetAttribute)},
     {"cuEventCreate", 2000, reinterpret_cast<void*>(&cuEventCreate)},
     {"cuEventRecord", 2000, reinterpret_cast<void*>(&cuEventRecord)},
     {"cuEventSynchronize", 2000, reinterpret_cast<void*>(&cuEventSynchronize)},

@@ -239,6 +239,67 @@ TEST_CASE("tvm-ffi: launch tags of TVM 0.23 - 0.26 (hand-written function tables
   CHECK(bad.error().message.find("unknown launch parameter tag \"tirx.use_something_new\"") != std::string::npos);
 }
 
+TEST_CASE("tvm-ffi: PDL and cooperative launch tags reach the IR and kdflow/1 (hand-edited function table)",
+          "[ffi][samples]") {
+  // Hand-edited copy of ffi_mlp (no real 0.23+ build with these tags is at hand): the second
+  // kernel's table entry gains TVM 0.24's PDL tag, log_softmax's the cooperative one. They
+  // take no launch value, so the host's calls are unchanged.
+  std::string meta = slurp(sample_dir("ffi_mlp") + "/device_0.tvm_meta.json");
+  nlohmann::json j = nlohmann::json::parse(meta);
+  auto& pdl = j["func_info"]["fused_matmul1_add1_relu1_kernel"]["launch_param_tags"];
+  pdl.insert(pdl.begin() + 1, "tirx.use_programtic_dependent_launch");
+  j["func_info"]["log_softmax_kernel"]["launch_param_tags"].push_back("tirx.use_cooperative_launch");
+  std::string dir = copy_sample("ffi_mlp", "ffi_launch_attributes", "device_0.tvm_meta.json", j.dump(1));
+  write_bytes(dir + "/device.tvm_meta.json", j.dump(1));
+  ExtractInputs in;
+  in.dir = dir;
+  Expected<Dataflow> df = extract(in);
+  REQUIRE(df);
+  size_t with = 0;
+  for (const Kernel& k : df->kernels) {
+    INFO(k.name);
+    CHECK(k.programmatic_dependent_launch == (k.name == "fused_matmul1_add1_relu1_kernel"));
+    CHECK(k.cooperative_launch == (k.name == "log_softmax_kernel"));
+    with += k.programmatic_dependent_launch || k.cooperative_launch;
+  }
+  CHECK(with == 2);
+  // Everything else is as the unedited sample's.
+  ExtractInputs plain;
+  plain.dir = sample_dir("ffi_mlp");
+  Expected<Dataflow> orig = extract(plain);
+  REQUIRE(orig);
+  REQUIRE(orig->kernels.size() == df->kernels.size());
+  for (size_t i = 0; i < df->kernels.size(); ++i) {
+    Kernel a = df->kernels[i];
+    a.programmatic_dependent_launch = a.cooperative_launch = false;
+    CHECK(a.grid == orig->kernels[i].grid);
+    CHECK(a.block == orig->kernels[i].block);
+    CHECK(a.args == orig->kernels[i].args);
+  }
+  // kdflow/1: the optional key, and the round trip.
+  std::string text = emit_json(*df);
+  nlohmann::json out = nlohmann::json::parse(text);
+  for (const auto& k : out["kernels"]) {
+    if (k["name"] == "fused_matmul1_add1_relu1_kernel")
+      CHECK(k["launch_attributes"] == nlohmann::json::array({"programmatic_dependent_launch"}));
+    else if (k["name"] == "log_softmax_kernel")
+      CHECK(k["launch_attributes"] == nlohmann::json::array({"cooperative"}));
+    else
+      CHECK(!k.contains("launch_attributes"));
+  }
+  Expected<Dataflow> back = parse_dataflow_json(text, "flow.json");
+  REQUIRE(back);
+  CHECK(back->kernels == df->kernels);
+  CHECK(emit_json(*back) == text);
+  // A value kdflow does not know is one line naming where.
+  std::string bad = text;
+  bad.replace(bad.find("\"cooperative\""), 13, "\"clustered\"");
+  Expected<Dataflow> nope = parse_dataflow_json(bad, "flow.json");
+  REQUIRE(!nope);
+  CHECK(nope.error().message.find("/launch_attributes/0: error: expected \"programmatic_dependent_launch\" or "
+                                  "\"cooperative\"") != std::string::npos);
+}
+
 TEST_CASE("tvm-ffi: a host construct kdflow does not know is one line, exit 65 (hand-made host.c)",
           "[samples][ffi][errors]") {
   // Hand-made from ffi_mlp's host.c: the first kernel call goes through an entry point no TVM

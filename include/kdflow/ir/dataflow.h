@@ -120,6 +120,11 @@ struct Kernel {
   std::array<int64_t, 3> grid{1, 1, 1};
   std::array<int64_t, 3> block{1, 1, 1};
   int64_t dynamic_shared_memory = 0;
+  /// TVM 0.23+ launch attributes (the function table's `tir(x).use_programtic_dependent_launch`
+  /// and `tir(x).use_cooperative_launch` tags): TVM launches such a kernel with cuLaunchKernelEx,
+  /// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION / CU_LAUNCH_ATTRIBUTE_COOPERATIVE.
+  bool programmatic_dependent_launch = false;
+  bool cooperative_launch = false;
   std::vector<Arg> args;            ///< kernel parameters in order (len(arg_types))
   SourceLoc loc;                    ///< the TVMFuncCall in host.c
   std::vector<int64_t> loop_iterations;  ///< enclosing host loops' iteration indices (empty: not in a loop)

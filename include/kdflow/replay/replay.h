@@ -79,6 +79,10 @@ struct PlanLaunch {
   uint32_t shared_memory = 0;  ///< dynamic shared memory bytes
   std::vector<PlanArg> args;
   uint32_t param_bytes = 0;    ///< size of the packed parameter buffer
+  /// Kernel::programmatic_dependent_launch / cooperative_launch: launched with cuLaunchKernelEx
+  /// and these attributes, as TVM 0.23+ does.
+  bool programmatic_dependent_launch = false;
+  bool cooperative_launch = false;
 };
 
 /// One operand of a library call: where its data starts on the device.

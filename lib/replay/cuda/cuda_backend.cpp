@@ -254,6 +254,13 @@ class CudaBackend final : public Backend {
       max_smem[k.launch->name] = std::max(max_smem[k.launch->name], k.launch->shared_memory);
     for (size_t x = 0; x < launches.size(); ++x) {
       const PlanLaunch& l = *launches[x].launch;
+      if ((l.programmatic_dependent_launch || l.cooperative_launch) && !d_.cuLaunchKernelEx)
+        return json_error(opt_.label, fmt::format("/kernels/{}/launch_attributes", l.kernel),
+                          fmt::format("kernel {} ({}) is launched with the {} attribute, which needs "
+                                      "cuLaunchKernelEx (CUDA 11.8 or later); {} has none",
+                                      l.kernel, l.name, l.cooperative_launch ? "cooperative" : "programmatic dependent launch",
+                                      d_.library),
+                          ExitCode::Unavailable);
       if (!funcs_.count(l.name)) {
         CUfunction f = nullptr;
         if (Status s = find_function(l, &f); !s) return s;
@@ -313,6 +320,29 @@ class CudaBackend final : public Backend {
     void* extra[] = {reinterpret_cast<void*>(CU_LAUNCH_PARAM_BUFFER_POINTER), k.packed.data(),
                      reinterpret_cast<void*>(CU_LAUNCH_PARAM_BUFFER_SIZE), &size,
                      reinterpret_cast<void*>(CU_LAUNCH_PARAM_END)};
+    if (l.programmatic_dependent_launch || l.cooperative_launch) {
+      // As TVM 0.23+ launches these kernels: cuLaunchKernelEx with the table's attributes.
+      LaunchAttribute attrs[2];
+      unsigned n = 0;
+      if (l.programmatic_dependent_launch) {
+        attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attrs[n++].value.programmaticStreamSerializationAllowed = 1;
+      }
+      if (l.cooperative_launch) {
+        attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+        attrs[n++].value.cooperative = 1;
+      }
+      LaunchConfig c;
+      c.gridDimX = l.grid[0], c.gridDimY = l.grid[1], c.gridDimZ = l.grid[2];
+      c.blockDimX = l.block[0], c.blockDimY = l.block[1], c.blockDimZ = l.block[2];
+      c.sharedMemBytes = l.shared_memory;
+      c.hStream = stream_;
+      c.attrs = attrs;
+      c.numAttrs = n;
+      CUresult r = d_.cuLaunchKernelEx(&c, funcs_.at(l.name), nullptr, size ? extra : nullptr);
+      if (r != CUDA_SUCCESS) return fault(r, "cuLaunchKernelEx");
+      return Fault::none();
+    }
     CUresult r = d_.cuLaunchKernel(funcs_.at(l.name), l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1],
                                    l.block[2], l.shared_memory, stream_, nullptr, size ? extra : nullptr);
     if (r != CUDA_SUCCESS) return fault(r, "cuLaunchKernel");
@@ -585,7 +615,7 @@ class CudaBackend final : public Backend {
           return abandon_capture(library_call_fault_error(opt_.label, *calls_.at(s.index).call, f));
       } else if (Fault f = launch(s.index); !f.ok()) {
         return abandon_capture(kernel_fault_error(opt_.label, *launches_.at(s.index).launch, f,
-                                                  "cuLaunchKernel (stream capture)"));
+                                                  f.api + " (stream capture)"));
       }
     }
     if (CUresult r = d_.cuStreamEndCapture(stream_, &graph_); r != CUDA_SUCCESS) return fail(r, "cuStreamEndCapture");
@@ -650,6 +680,27 @@ class CudaBackend final : public Backend {
                 d_.cuGraphAddKernelNode(&node, graph_, deps.empty() ? nullptr : deps.data(), deps.size(), &p);
             r != CUDA_SUCCESS)
           return kernel_fault_error(opt_.label, l, fault(r, "cuGraphAddKernelNode"));
+        if (l.cooperative_launch) {
+          if (!d_.cuGraphKernelNodeSetAttribute)
+            return json_error(opt_.label, fmt::format("/kernels/{}/launch_attributes", l.kernel),
+                              fmt::format("kernel {} ({}) is a cooperative launch; --mode dag needs "
+                                          "cuGraphKernelNodeSetAttribute for it, which {} lacks",
+                                          l.kernel, l.name, d_.library),
+                              ExitCode::Unavailable);
+          LaunchAttributeValue v{};
+          v.cooperative = 1;
+          if (CUresult r = d_.cuGraphKernelNodeSetAttribute(node, CU_LAUNCH_ATTRIBUTE_COOPERATIVE, &v);
+              r != CUDA_SUCCESS)
+            return kernel_fault_error(opt_.label, l, fault(r, "cuGraphKernelNodeSetAttribute(COOPERATIVE)"));
+        }
+        // Programmatic dependent launch only lets a kernel start before the one it follows
+        // ends; a dag node waits for every predecessor, which is what the dependency needs.
+        if (l.programmatic_dependent_launch && !pdl_noted_) {
+          pdl_noted_ = true;
+          log_ << fmt::format("replay: note: --mode dag runs kernel {} ({}) and the other programmatic dependent "
+                              "launches after their predecessors end (no overlap)\n",
+                              l.kernel, l.name);
+        }
       }
       node_of[s] = node;
     }
@@ -662,6 +713,7 @@ class CudaBackend final : public Backend {
   std::ostream& log_;
   DeviceInfo info_;
   bool abandoned_ = false;
+  bool pdl_noted_ = false;
   int driver_version_ = 0;
   CUdevice device_ = 0;
   CUcontext ctx_ = nullptr;

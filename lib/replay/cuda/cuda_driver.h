@@ -90,6 +90,36 @@ struct KernelNodeParams {
   CUcontext ctx = nullptr;  // null: the current context
 };
 
+/// CUlaunchAttributeID values replay uses (cuda.h, CUDA 12: also CUkernelNodeAttrID).
+inline constexpr int CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2;
+inline constexpr int CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
+
+/// CUlaunchAttributeValue: a 64-byte union; `cooperative` and
+/// `programmaticStreamSerializationAllowed` are both an int at its start.
+union LaunchAttributeValue {
+  char pad[64];
+  int cooperative;
+  int programmaticStreamSerializationAllowed;
+};
+
+/// CUlaunchAttribute (cuda.h, CUDA 12): the id, padding to 8 bytes, the value.
+struct LaunchAttribute {
+  int id = 0;
+  char pad[4] = {};
+  LaunchAttributeValue value{};
+};
+static_assert(sizeof(LaunchAttribute) == 72, "CUlaunchAttribute is 72 bytes");
+
+/// CUlaunchConfig (cuda.h, CUDA 12): what cuLaunchKernelEx takes.
+struct LaunchConfig {
+  unsigned gridDimX = 1, gridDimY = 1, gridDimZ = 1;
+  unsigned blockDimX = 1, blockDimY = 1, blockDimZ = 1;
+  unsigned sharedMemBytes = 0;
+  CUstream hStream = nullptr;
+  LaunchAttribute* attrs = nullptr;
+  unsigned numAttrs = 0;
+};
+
 // cuGetProcAddress flags and status
 inline constexpr uint64_t CU_GET_PROC_ADDRESS_DEFAULT = 0;
 
@@ -123,6 +153,10 @@ struct Driver {
   CUresult (*cuMemsetD8)(CUdeviceptr dst, unsigned char value, size_t count) = nullptr;       // cuMemsetD8_v2
   CUresult (*cuLaunchKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                              unsigned bz, unsigned smem, CUstream stream, void** params, void** extra) = nullptr;
+  /// Optional (CUDA 11.8+): launches with attributes (TVM 0.23+'s PDL and cooperative kernels).
+  CUresult (*cuLaunchKernelEx)(const LaunchConfig* config, CUfunction f, void** params, void** extra) = nullptr;
+  /// Optional: a dag node's attributes (a cooperative kernel's).
+  CUresult (*cuGraphKernelNodeSetAttribute)(CUgraphNode node, int attr, const LaunchAttributeValue* value) = nullptr;
   CUresult (*cuEventCreate)(CUevent* ev, unsigned flags) = nullptr;
   CUresult (*cuEventRecord)(CUevent ev, CUstream stream) = nullptr;
   CUresult (*cuEventSynchronize)(CUevent ev) = nullptr;

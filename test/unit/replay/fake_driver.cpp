@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -1618,6 +1619,70 @@ TEST_CASE("tvm-ffi builds (TVM 0.26) replay: the one device module, pool constan
       REQUIRE(rep->results.size() == 1);
       CHECK(rep->results[0].shape == std::vector<int64_t>{model == "ffi_batch_mlp" ? 8 : 1, 10});
     }
+}
+
+TEST_CASE("launches with PDL or cooperative attributes go through cuLaunchKernelEx, as TVM 0.23+ launches them",
+          "[replay][ffi]") {
+  // ffi_mlp's flow with the attributes set on two kernels (the IR as a table with TVM 0.24's
+  // tags gives it; test/pipeline/ffi.cpp): the rest launch with cuLaunchKernel as before.
+  Dataflow base = golden("ffi_mlp");
+  base.kernels[1].programmatic_dependent_launch = true;
+  base.kernels[4].cooperative_launch = true;
+  for (ReplayMode mode : {ReplayMode::Eager, ReplayMode::Graph, ReplayMode::Dag}) {
+    INFO(to_string(mode));
+    ReplayOptions opt = options("ffi_mlp");
+    opt.modules = relax_modules("ffi_mlp");
+    opt.inputs.params = test::sample_dir("ffi_mlp") + "/vm_exec.bin";
+    opt.mode = mode;
+    FakeDriver fake;
+    std::ostringstream log;
+    auto rep = replay(base, opt, log);
+    INFO(log.str());
+    if (!rep) INFO(rep.error().message);
+    REQUIRE(rep);
+    std::vector<Call> ex = fake.calls("cuLaunchKernelEx"), plain = fake.calls("cuLaunchKernel");
+    // 1 checked + 1 warm-up + 2 timed runs eagerly; graph mode captures one more sequence.
+    const size_t runs = mode == ReplayMode::Graph ? 5 : 4;
+    CHECK(ex.size() == 2 * runs);
+    CHECK(plain.size() == 3 * runs);
+    for (const Call& c : ex) {
+      CHECK(c.result == 0);
+      CHECK(c.at("attrs") == (c.at("name") == base.kernels[1].name ? "pdl" : "cooperative"));
+    }
+    for (const Call& c : plain) CHECK(c.at("attrs") == "-");
+    if (mode == ReplayMode::Dag) {
+      std::vector<Call> set = fake.calls("cuGraphKernelNodeSetAttribute");
+      REQUIRE(set.size() == 1);
+      CHECK(set[0].at("attr") == "2");
+      CHECK(set[0].result == 0);
+      CHECK(log.str().find("replay: note: --mode dag runs kernel 1 (" + base.kernels[1].name) != std::string::npos);
+    }
+  }
+  // The plan says so.
+  ReplayOptions dry = options("ffi_mlp");
+  dry.inputs.params = test::sample_dir("ffi_mlp") + "/vm_exec.bin";
+  dry.dry_run = true;
+  auto plan = replay(base, dry, std::cerr);
+  REQUIRE(plan);
+  std::string text = format_plan(plan->plan, base);
+  CHECK(text.find("launch 1: " + base.kernels[1].name) != std::string::npos);
+  CHECK(text.find(" smem 0 pdl params") != std::string::npos);
+  CHECK(text.find(" smem 0 cooperative params") != std::string::npos);
+  // A cooperative grid the device cannot hold at once fails as the real driver fails it,
+  // named as the kernel's launch.
+  Dataflow big = base;
+  big.kernels[4].grid = {100000, 1, 1};
+  ReplayOptions opt = options("ffi_mlp");
+  opt.modules = relax_modules("ffi_mlp");
+  opt.inputs.params = test::sample_dir("ffi_mlp") + "/vm_exec.bin";
+  FakeDriver fake;
+  std::ostringstream log;
+  auto rep = replay(big, opt, log);
+  REQUIRE_FALSE(rep);
+  INFO(rep.error().message);
+  CHECK(rep.error().message.find("/kernels/4: error: cuLaunchKernelEx of kernel 4 (" + base.kernels[4].name) !=
+        std::string::npos);
+  reset_fake();
 }
 
 TEST_CASE("Relax builds: a kernel in none of the modules, or in two, is one line before any launch",
