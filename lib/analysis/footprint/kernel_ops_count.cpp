@@ -9,9 +9,12 @@
 // creates a variable after those its bounds and definitions use, so every constraint is
 // decided at its last variable): each level's values form a union of intervals computed
 // from the constraints that end there, the innermost level is counted as interval lengths,
-// not point by point. A box (loops with constant bounds) costs one step per level; a quotient
-// pinned by its definition costs a step per point of the variables before it. Bounded by a
-// step budget: past it, the count is unknown ("too costly to count"), never a guess. isl's
+// not point by point. A level whose variable no deeper constraint reads multiplies the count
+// below by its number of values (one step, not one per value); plain inequalities narrow one
+// interval without allocating. A box (loops with constant bounds) costs one step per level;
+// a quotient pinned by its definition costs a step per point of the variables before it.
+// Bounded by a step budget: past it, the count is unknown ("too costly to count"), never a
+// guess. isl's
 // own counting (isl_set_count_val) enumerates every point, which is what the interval levels
 // avoid; without barvinok in Debian's isl there is no symbolic count to call.
 
@@ -134,8 +137,16 @@ class Counter {
         size_t last = std::find(order.begin(), order.end(), *vs.rbegin()) - order.begin();
         at[last].push_back(c);
       }
-      std::map<int, int64_t> assign;
-      std::optional<uint64_t> n = level(order, at, 0, assign, why);
+      // read_below[i]: whether a constraint of a level after i reads level i's variable; when
+      // none does, every value of it sees the same count below, which is counted once.
+      std::vector<char> read_below(order.size(), 0);
+      std::set<int> below;
+      for (size_t i = order.size(); i-- > 0;) {
+        read_below[i] = below.count(order[i]) ? 1 : 0;
+        for (const AffCond* c : at[i]) collect(*c, below);
+      }
+      std::vector<int64_t> assign(vars_.size(), 0);
+      std::optional<uint64_t> n = level(order, at, read_below, 0, assign, why);
       if (!n) return std::nullopt;
       total = mul(total, *n);
       if (total == 0) return 0;
@@ -184,7 +195,7 @@ class Counter {
   }
 
   /// Values of `x` (all variables before it assigned) satisfying `c`.
-  Intervals eval(const AffCond& c, int x, const std::map<int, int64_t>& assign) const {
+  Intervals eval(const AffCond& c, int x, const std::vector<int64_t>& assign) const {
     static const Intervals all = {{-kInf, kInf}};
     switch (c.op) {
       case AffCond::Op::True: return all;
@@ -207,7 +218,7 @@ class Counter {
         __int128 rest = c.e.c, k = 0;
         for (const auto& [v, coef] : c.e.terms) {
           if (v == x) k = coef;
-          else rest += static_cast<__int128>(coef) * assign.at(v);
+          else rest += static_cast<__int128>(coef) * assign[static_cast<size_t>(v)];
         }
         if (c.op == AffCond::Op::Eq0) {
           if (k == 0) return rest == 0 ? all : Intervals{};
@@ -223,30 +234,90 @@ class Counter {
     return {};
   }
 
+  /// The one interval of x ≥ ⌈−rest/k⌉ or x ≤ ⌊rest/−k⌋ (Ge0), or x = −rest/k (Eq0), into
+  /// [*lo, *hi]; false when the constraint needs the general path (an or, or a term past int64).
+  bool narrow(const AffCond& c, int x, const std::vector<int64_t>& assign, int64_t* lo, int64_t* hi) const {
+    if (c.op == AffCond::Op::True) return true;
+    if (c.op == AffCond::Op::False) {
+      *lo = 1, *hi = 0;
+      return true;
+    }
+    if (c.op != AffCond::Op::Ge0 && c.op != AffCond::Op::Eq0) return false;
+    int64_t rest = c.e.c, k = 0;
+    for (const auto& [v, coef] : c.e.terms) {
+      if (v == x) {
+        k = coef;
+        continue;
+      }
+      int64_t t = 0;
+      if (__builtin_mul_overflow(coef, assign[static_cast<size_t>(v)], &t) || __builtin_add_overflow(rest, t, &rest))
+        return false;
+    }
+    if (rest > kInf || rest < -kInf) return false;
+    if (c.op == AffCond::Op::Eq0) {
+      if (k == 0) {
+        if (rest != 0) *lo = 1, *hi = 0;
+        return true;
+      }
+      if (rest % k != 0) {
+        *lo = 1, *hi = 0;
+        return true;
+      }
+      int64_t p = -rest / k;
+      *lo = std::max(*lo, p), *hi = std::min(*hi, p);
+      return true;
+    }
+    if (k == 0) {
+      if (rest < 0) *lo = 1, *hi = 0;
+      return true;
+    }
+    if (k > 0) *lo = std::max(*lo, static_cast<int64_t>(-floor_div(rest, k)));  // x ≥ ⌈−rest/k⌉
+    else *hi = std::min(*hi, static_cast<int64_t>(floor_div(rest, -k)));          // x ≤ ⌊rest/−k⌋
+    return true;
+  }
+
   std::optional<uint64_t> level(const std::vector<int>& order, const std::vector<std::vector<const AffCond*>>& at,
-                                size_t i, std::map<int, int64_t>& assign, std::string* why) {
+                                const std::vector<char>& read_below, size_t i, std::vector<int64_t>& assign,
+                                std::string* why) {
     int x = order[i];
-    Intervals s = range_of(x);
+    Intervals r = range_of(x);
+    // Plain inequalities and equalities narrow one interval in place; the rest (or) go the
+    // general way, over intervals.
+    int64_t lo = r.front().first, hi = r.back().second;
+    Intervals s;
+    bool general = false;
     for (const AffCond* c : at[i]) {
-      s = intersect(s, eval(*c, x, assign));
+      if (narrow(*c, x, assign, &lo, &hi)) {
+        if (lo > hi) return 0;
+        continue;
+      }
+      s = general ? intersect(s, eval(*c, x, assign)) : eval(*c, x, assign);
+      general = true;
       if (s.empty()) return 0;
     }
+    s = general ? intersect(s, Intervals{{lo, hi}}) : Intervals{{lo, hi}};
+    if (s.empty()) return 0;
     if (s.front().first <= -kInf || s.back().second >= kInf) return fail(why, ops_reason::kUnbounded);
     if (++*steps_ == 0 || *steps_ > budget_) return fail(why, ops_reason::kTooCostly);
-    uint64_t n = 0;
-    if (i + 1 == order.size()) {
-      for (const auto& [lo, hi] : s) n = add(n, static_cast<uint64_t>(hi - lo) + 1);
-      return n;
+    uint64_t values = 0;
+    for (const auto& [a, b] : s) values = add(values, static_cast<uint64_t>(b - a) + 1);
+    if (i + 1 == order.size()) return values;
+    if (!read_below[i]) {
+      // Nothing below reads x: every value of it sees the same count.
+      assign[static_cast<size_t>(x)] = s.front().first;
+      std::optional<uint64_t> m = level(order, at, read_below, i + 1, assign, why);
+      if (!m) return std::nullopt;
+      return mul(values, *m);
     }
-    for (const auto& [lo, hi] : s) {
-      for (int64_t p = lo; p <= hi; ++p) {
-        assign[x] = p;
-        std::optional<uint64_t> m = level(order, at, i + 1, assign, why);
+    uint64_t n = 0;
+    for (const auto& [a, b] : s) {
+      for (int64_t p = a; p <= b; ++p) {
+        assign[static_cast<size_t>(x)] = p;
+        std::optional<uint64_t> m = level(order, at, read_below, i + 1, assign, why);
         if (!m) return std::nullopt;
         n = add(n, *m);
       }
     }
-    assign.erase(x);
     return n;
   }
 
@@ -277,6 +348,47 @@ std::optional<uint64_t> count_points(const AffCond& domain, const std::vector<Af
   return c.count(domain, why);
 }
 
+/// A domain's structure as text: equal texts are equal domains (the cache's key).
+void domain_key(const AffCond& c, std::string& out) {
+  out += static_cast<char>('0' + static_cast<int>(c.op));
+  out += std::to_string(c.e.c);
+  for (const auto& [v, k] : c.e.terms) out += "," + std::to_string(v) + ":" + std::to_string(k);
+  out += "(";
+  for (const AffCond& kid : c.kids) domain_key(kid, out);
+  out += ")";
+}
+
+/// count_points for one launch, each distinct domain counted once (a kernel's accesses and
+/// operation groups often share their loop nest's domain).
+class LaunchCounter {
+ public:
+  LaunchCounter(const std::vector<AffVar>& vars, const LaunchShape& launch, uint64_t max_steps)
+      : vars_(vars), launch_(launch), max_steps_(max_steps) {}
+  std::optional<uint64_t> count(const AffCond& domain, std::string* why) {
+    std::string key;
+    domain_key(domain, key);
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+      Result r;
+      r.n = count_points(domain, vars_, launch_, max_steps_, &steps_, &r.why);
+      it = cache_.emplace(std::move(key), std::move(r)).first;
+    }
+    *why = it->second.why;
+    return it->second.n;
+  }
+
+ private:
+  struct Result {
+    std::optional<uint64_t> n;
+    std::string why;
+  };
+  const std::vector<AffVar>& vars_;
+  const LaunchShape& launch_;
+  uint64_t max_steps_;
+  uint64_t steps_ = 0;  // one budget for the whole launch
+  std::map<std::string, Result> cache_;
+};
+
 }  // namespace
 
 std::optional<uint64_t> count_domain_points(const AffCond& domain, const std::vector<AffVar>& vars,
@@ -290,7 +402,7 @@ KernelOps count_kernel_ops(const KernelOpModel& model, const LaunchShape& launch
   auto worse = [&](KernelOps::Status s) {
     if (static_cast<int>(s) > static_cast<int>(k.status)) k.status = s;
   };
-  uint64_t steps = 0;  // one budget for the whole launch
+  LaunchCounter counter(model.vars, launch, max_steps);  // one budget for the whole launch
   for (const OpGroup& g : model.groups) {
     if (!g.unknown.empty()) {
       worse(KernelOps::Status::Unknown);
@@ -298,7 +410,7 @@ KernelOps count_kernel_ops(const KernelOpModel& model, const LaunchShape& launch
       continue;
     }
     std::string why;
-    std::optional<uint64_t> n = count_points(g.domain, model.vars, launch, max_steps, &steps, &why);
+    std::optional<uint64_t> n = counter.count(g.domain, &why);
     if (!n) {
       worse(KernelOps::Status::Unknown);
       add_reason(k, why);
@@ -332,7 +444,7 @@ KernelOps count_kernel_ops(const KernelOpModel& model, const LaunchShape& launch
     uint64_t load = 0, store = 0;
     for (const AccessGroup& a : model.accesses) {
       std::string why;
-      std::optional<uint64_t> n = count_points(a.domain, model.vars, launch, max_steps, &steps, &why);
+      std::optional<uint64_t> n = counter.count(a.domain, &why);
       if (!n) {
         k.bytes_reason = why;
         break;
