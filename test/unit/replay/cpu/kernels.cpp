@@ -2,6 +2,10 @@
 // kernels (labelled as such) for one construct each, and kernels of the samples' device.cu
 // against a plain C++ reference.
 #include <catch2/catch.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include <cmath>
 #include <fstream>
@@ -9,6 +13,7 @@
 #include <sstream>
 
 #include "kdflow/replay/cpu_kernels.h"
+#include "replay/cpu/guarded_memory.h"
 
 using kdflow::cpu::CpuDevice;
 using kdflow::cpu::CpuKernel;
@@ -208,4 +213,82 @@ TEST_CASE("every sample's device modules compile for the CPU", "[cpu]") {
     INFO(f << ": " << (m ? std::string() : m.error().message));
     CHECK(m);
   }
+}
+
+TEST_CASE("hand-written gather: an index read from memory and planted out of range is caught by the guard", "[cpu]") {
+  // Hand-written (labelled: not TVM output): out[i] = in[idx[i]], the data-dependent access
+  // a static footprint cannot bound (gather, take). The kernel runs in a forked child on
+  // guarded buffers (the reporter armed as `replay --backend cpu --guard` arms it): in range
+  // it runs without a report; idx[5] planted at 1000 (in holds 256 floats) stops it with one
+  // line naming the kernel, the launch, the argument, the buffer and the byte.
+  const char* src = R"(
+extern "C" __global__ void gather(float* __restrict__ out, const float* __restrict__ in, const int* __restrict__ idx) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  out[i] = in[idx[i]];
+})";
+  auto run = [&](int planted) {
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      close(fds[0]);
+      dup2(fds[1], 2);
+      auto d = CpuDevice::create({1});
+      if (!d) _exit(98);
+      auto m = (*d)->compile_module(src, "hand.cu");
+      if (!m) _exit(97);
+      auto k = (*d)->kernel(*m, "gather");
+      if (!k) _exit(96);
+      kdflow::cpu::GuardedMemory mem(8);
+      auto out = mem.allocate(0, "out", 64 * 4);
+      auto in = mem.allocate(1, "in", 256 * 4);
+      auto idx = mem.allocate(2, "idx", 64 * 4);
+      if (!out || !in || !idx) _exit(95);
+      int* ix = static_cast<int*>(*idx);
+      for (int i = 0; i < 64; ++i) ix[i] = (i * 7) % 256;
+      if (planted >= 0) ix[5] = planted;
+      kdflow::cpu::LaunchContext ctx;
+      ctx.where = "hand.json:/kernels/0";
+      ctx.kernel = "gather";
+      ctx.kernel_id = 0;
+      ctx.launch_index = 0;
+      const char* names[] = {"out", "in", "idx"};
+      for (unsigned a = 0; a < 3; ++a) {
+        kdflow::cpu::LaunchArgument la;
+        la.index = a;
+        la.name = names[a];
+        la.buffer_id = a;  // footprints unknown: the dynamic check
+        ctx.args.push_back(la);
+      }
+      kdflow::cpu::PreparedLaunch launch(std::move(ctx));
+      if (!kdflow::cpu::arm_fault_reporter(&mem)) _exit(94);
+      kdflow::cpu::set_current_launch(&launch);
+      void *po = *out, *pi = *in, *px = *idx;
+      void* args[] = {&po, &pi, &px};
+      if (!(*d)->launch(*k, {2, 1, 1}, {32, 1, 1}, 0, args)) _exit(93);
+      kdflow::cpu::set_current_launch(nullptr);
+      _exit(0);
+    }
+    close(fds[1]);
+    std::string err;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fds[0], buf, sizeof buf)) > 0) err.append(buf, static_cast<size_t>(n));
+    close(fds[0]);
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status), err);
+  };
+  auto [ok, ok_err] = run(-1);
+  INFO(ok_err);
+  CHECK(ok == 0);
+  CHECK(ok_err.empty());
+  auto [bad, bad_err] = run(1000);
+  INFO(bad_err);
+  CHECK(bad == 1);
+  CHECK(bad_err.find("hand.json:/kernels/0: error: guard: kernel 0 'gather' (launch 0) read byte 4000 of buffer 1 "
+                     "'in' (1024 bytes), 2976 bytes past its end, through argument 1 'in'") == 0);
+  CHECK(bad_err.find("a defect of the kernel") != std::string::npos);
+  CHECK(std::count(bad_err.begin(), bad_err.end(), '\n') == 1);
 }
