@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -216,4 +217,33 @@ TEST_CASE("replay --backend cpu --guard --allow-oob: a workspace one element too
   CHECK(r.err.find("guard: kernel 0 (tvmgen_default_fused_mean_kernel)") != std::string::npos);
   CHECK(r.err.find("(its argument 1, buffer 28 'tvmgen_default_fused_mean.ws0')") != std::string::npos);
   CHECK(r.out.find("output_0.npy") == std::string::npos);
+}
+
+TEST_CASE("replay --compare-dumps: another model's dumps, a missing folder, the dump folder itself, library calls",
+          "[cpu-replay]") {
+  // Dumps of ffi_mlp (5 kernels) against attention (27): refused before anything runs.
+  std::string dir = kdflow::test::temp_dir();
+  auto dump = run_kdflow({"replay", kdflow::test::sample_dir("ffi_mlp"), "--backend", "cpu", "--warmup", "0",
+                          "--repeat", "1", "-q", "--dump-dir", dir + "/ffi"});
+  REQUIRE(dump.exit_code == 0);
+  auto other = run_kdflow({"replay", kdflow::test::sample_dir("attention"), "--backend", "cpu", "-q",
+                           "--compare-dumps", dir + "/ffi"});
+  CHECK(other.exit_code == 65);
+  CHECK(other.err.find("error: a dump of another model: kernel 0 of this model is "
+                       "tvmgen_default_fused_mean_kernel, not fused_matmul_add_relu_kernel") != std::string::npos);
+  CHECK(std::count(other.err.begin(), other.err.end(), '\n') == 1);
+  CHECK(other.out.empty());
+  auto missing = run_kdflow({"replay", kdflow::test::sample_dir("ffi_mlp"), "--backend", "cpu", "-q",
+                             "--compare-dumps", dir + "/none"});
+  CHECK(missing.exit_code == 66);
+  CHECK(missing.err == dir + "/none: error: no such directory (--compare-dumps)\n");
+  auto same = run_kdflow({"replay", kdflow::test::sample_dir("ffi_mlp"), "--backend", "cpu", "-q", "--compare-dumps",
+                          dir + "/ffi", "--dump-dir", dir + "/ffi"});
+  CHECK(same.exit_code == 64);
+  CHECK(same.err.find("--compare-dumps and --dump-dir name the same folder") != std::string::npos);
+  auto calls = run_kdflow({"replay", kdflow::test::sample_dir("mlp_cublas"), "--backend", "cpu", "-q", "--dry-run",
+                           "--compare-dumps", dir + "/ffi"});
+  CHECK(calls.exit_code == 69);
+  CHECK(calls.err.find("--compare-dumps compares kernel dumps, which do not cover what library calls write") !=
+        std::string::npos);
 }
