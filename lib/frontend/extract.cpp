@@ -166,7 +166,7 @@ Status finish_extract(Dataflow& out, const Graph& graph, const FunctionTable& ta
     if (Status s = apply_device_functions(*df, functions, table, label); !s) return s.error();
     if (!in.no_footprints) {
       attach_footprints(*df, footprint_models, in.jobs);
-      attach_kernel_ops(*df, op_models);
+      attach_kernel_ops(*df, op_models, in.jobs);
     }
     df->sources.device = names;
     // Positions in the IR name the device sources by base name; error messages keep the path.

@@ -64,7 +64,9 @@ std::optional<uint64_t> count_domain_points(const AffCond& domain, const std::ve
                                             const LaunchShape& launch, uint64_t max_steps, std::string* why);
 
 /// Sets Kernel::ops of every launch whose device function has a model (`models` indexed
-/// like df.device_functions; an empty name: none).
-void attach_kernel_ops(Dataflow& df, const std::vector<KernelOpModel>& models);
+/// like df.device_functions; an empty name: none). Each distinct launch (kernel, grid,
+/// block, scalars) is counted once, on up to `jobs` threads; the result does not depend on
+/// `jobs`.
+void attach_kernel_ops(Dataflow& df, const std::vector<KernelOpModel>& models, int jobs = 1);
 
 }  // namespace kdflow

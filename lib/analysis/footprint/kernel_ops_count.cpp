@@ -19,10 +19,12 @@
 // avoid; without barvinok in Debian's isl there is no symbolic count to call.
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <map>
 #include <numeric>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -471,8 +473,16 @@ KernelOps count_kernel_ops(const KernelOpModel& model, const LaunchShape& launch
   return k;
 }
 
-void attach_kernel_ops(Dataflow& df, const std::vector<KernelOpModel>& models) {
-  std::map<std::string, KernelOps> cache;  // launch key → count
+void attach_kernel_ops(Dataflow& df, const std::vector<KernelOpModel>& models, int jobs) {
+  // 1. The distinct launches (kernel, grid, block, scalars), in launch order.
+  struct Work {
+    const KernelOpModel* model = nullptr;
+    LaunchShape launch;
+    KernelOps out;
+  };
+  std::vector<Work> work;
+  std::map<std::string, size_t> index;  // launch key → work item
+  std::vector<std::pair<Kernel*, size_t>> uses;
   for (Kernel& k : df.kernels) {
     if (k.device_function < 0 || static_cast<size_t>(k.device_function) >= models.size()) continue;
     const KernelOpModel& m = models[static_cast<size_t>(k.device_function)];
@@ -490,10 +500,23 @@ void attach_kernel_ops(Dataflow& df, const std::vector<KernelOpModel>& models) {
         key += "|-";
       }
     }
-    auto it = cache.find(key);
-    if (it == cache.end()) it = cache.emplace(key, count_kernel_ops(m, launch)).first;
-    k.ops = it->second;
+    auto [it, inserted] = index.emplace(key, work.size());
+    if (inserted) work.push_back(Work{&m, std::move(launch), {}});
+    uses.push_back({&k, it->second});
   }
+  // 2. Each distinct launch counted once, on `jobs` threads taking the next item in turn
+  //    (count_kernel_ops reads only its arguments); results land in their item.
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < work.size();) work[i].out = count_kernel_ops(*work[i].model, work[i].launch);
+  };
+  const size_t threads = std::min<size_t>(jobs > 1 ? static_cast<size_t>(jobs) : 1, work.size());
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  // 3. Every launch gets its item's count.
+  for (auto& [k, i] : uses) k->ops = work[i].out;
 }
 
 }  // namespace kdflow
