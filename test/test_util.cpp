@@ -1,6 +1,7 @@
 #include "test_util.h"
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -79,6 +80,31 @@ RunResult run_kdflow(const std::vector<std::string>& args) {
   r.out = slurp(dir + "/out");
   r.err = slurp(dir + "/err");
   return r;
+}
+
+Child run_child(const std::function<void()>& body) {
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error("run_child: pipe failed");
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("run_child: fork failed");
+  if (pid == 0) {
+    close(fds[0]);
+    dup2(fds[1], 2);
+    close(fds[1]);
+    body();
+    _exit(0);
+  }
+  close(fds[1]);
+  Child c;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) c.err.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) throw std::runtime_error("run_child: waitpid failed");
+  if (WIFEXITED(status)) c.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) c.signal = WTERMSIG(status);
+  return c;
 }
 
 }  // namespace kdflow::test

@@ -2,6 +2,7 @@
 // running the kdflow binary.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,5 +23,13 @@ std::string temp_dir();
 /// Runs the kdflow binary with `args` (shell-quoted here), capturing stdout and stderr.
 struct RunResult { int exit_code; std::string out; std::string err; };
 RunResult run_kdflow(const std::vector<std::string>& args);
+/// Runs `body` in a forked child whose stderr comes back through a pipe; the child exits 0
+/// when `body` returns. Throws std::runtime_error when the pipe, fork or wait fails.
+struct Child {
+  int exit_code = -1;  ///< -1 when it died of a signal
+  int signal = 0;
+  std::string err;
+};
+Child run_child(const std::function<void()>& body);
 
 }  // namespace kdflow::test

@@ -17,44 +17,15 @@
 #include <thread>
 
 #include "replay/cpu/guarded_memory.h"
+#include "test_util.h"
 
 using namespace kdflow;
 using namespace kdflow::cpu;
 
 namespace {
 
-struct Child {
-  int exit_code = -1;  ///< -1 when it died of a signal
-  int signal = 0;
-  std::string err;
-};
-
-/// Runs `body` in a forked child whose stderr comes back through a pipe; the child exits 0
-/// when `body` returns.
-Child run_child(const std::function<void()>& body) {
-  int fds[2];
-  REQUIRE(pipe(fds) == 0);
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    close(fds[0]);
-    dup2(fds[1], 2);
-    close(fds[1]);
-    body();
-    _exit(0);
-  }
-  close(fds[1]);
-  Child c;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof buf)) > 0) c.err.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  if (WIFEXITED(status)) c.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) c.signal = WTERMSIG(status);
-  return c;
-}
+using kdflow::test::Child;
+using kdflow::test::run_child;
 
 /// A launch of kernel 3 'fused_dense' (launch 7) with argument 0 → buffer 10 (unknown
 /// footprint) and argument 1 → buffer 11 with the given footprint.

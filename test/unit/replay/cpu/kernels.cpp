@@ -14,6 +14,7 @@
 
 #include "kdflow/replay/cpu_kernels.h"
 #include "replay/cpu/guarded_memory.h"
+#include "test_util.h"
 
 using kdflow::cpu::CpuDevice;
 using kdflow::cpu::CpuKernel;
@@ -227,13 +228,7 @@ extern "C" __global__ void gather(float* __restrict__ out, const float* __restri
   out[i] = in[idx[i]];
 })";
   auto run = [&](int planted) {
-    int fds[2];
-    REQUIRE(pipe(fds) == 0);
-    pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      close(fds[0]);
-      dup2(fds[1], 2);
+    kdflow::test::Child c = kdflow::test::run_child([&] {
       auto d = CpuDevice::create({1});
       if (!d) _exit(98);
       auto m = (*d)->compile_module(src, "hand.cu");
@@ -268,17 +263,8 @@ extern "C" __global__ void gather(float* __restrict__ out, const float* __restri
       void* args[] = {&po, &pi, &px};
       if (!(*d)->launch(*k, {2, 1, 1}, {32, 1, 1}, 0, args)) _exit(93);
       kdflow::cpu::set_current_launch(nullptr);
-      _exit(0);
-    }
-    close(fds[1]);
-    std::string err;
-    char buf[4096];
-    ssize_t n;
-    while ((n = read(fds[0], buf, sizeof buf)) > 0) err.append(buf, static_cast<size_t>(n));
-    close(fds[0]);
-    int status = 0;
-    REQUIRE(waitpid(pid, &status, 0) == pid);
-    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status), err);
+    });
+    return std::make_pair(c.signal ? -c.signal : c.exit_code, c.err);
   };
   auto [ok, ok_err] = run(-1);
   INFO(ok_err);
