@@ -3,20 +3,22 @@
 // run it), times the group's operations per point.
 //
 // Counting: the launch's fixed values (blockDim, gridDim, scalar arguments) are substituted;
-// the remaining variables split into independent components (variables that share no
-// constraint); a launch dimension no constraint mentions multiplies by its extent. Each
-// component is counted exactly by nested enumeration in variable order (the affine model
-// creates a variable after those its bounds and definitions use, so every constraint is
-// decided at its last variable): each level's values form a union of intervals computed
-// from the constraints that end there, the innermost level is counted as interval lengths,
-// not point by point. A level whose variable no deeper constraint reads multiplies the count
-// below by its number of values (one step, not one per value); plain inequalities narrow one
-// interval without allocating. A box (loops with constant bounds) costs one step per level;
-// a quotient pinned by its definition costs a step per point of the variables before it.
-// Bounded by a step budget: past it, the count is unknown ("too costly to count"), never a
-// guess. isl's
-// own counting (isl_set_count_val) enumerates every point, which is what the interval levels
-// avoid; without barvinok in Debian's isl there is no symbolic count to call.
+// a launch dimension no constraint mentions multiplies by its extent. The conjunction is
+// then rewritten into one with the same number of points (count_rewrite.h: substitutions
+// that invert the quotients and remainders of the thread index, drop pinned quotients and
+// constraints their variables' boxes imply), split into independent components (variables
+// that share no constraint), and each component is counted exactly by nested enumeration,
+// narrowest box first: each level's values form a union of intervals computed from the
+// constraints that end there, the innermost level is counted as interval lengths, not point
+// by point. A level whose variable no deeper constraint reads multiplies the count below by
+// its number of values (one step, not one per value); plain inequalities narrow one interval
+// without allocating. Where the rewrites cannot finish (a coefficient past 2^50, a variable
+// left without bounds) the original conjunction is enumerated in the model's variable order
+// (the model creates a variable after those its bounds and definitions use, so every
+// constraint is decided at its last variable). Bounded by a step budget: past it, the count
+// is unknown ("too costly to count"), never a guess. isl's own counting (isl_set_count_val)
+// enumerates every point, which is what the rewrites and interval levels avoid; without
+// barvinok in Debian's isl there is no symbolic count to call.
 
 #include <algorithm>
 #include <atomic>
@@ -29,6 +31,7 @@
 #include <fmt/format.h>
 
 #include "kdflow/analysis/kernel_ops.h"
+#include "count_rewrite.h"
 
 namespace kdflow {
 
@@ -118,28 +121,81 @@ class Counter {
     std::set<int> free;
     for (int v : used)
       if (!fixed_.count(v)) free.insert(v);
-    std::map<int, int> parent;
-    for (int v : free) parent[v] = v;
-    std::function<int(int)> root = [&](int v) { return parent[v] == v ? v : parent[v] = root(parent[v]); };
+    // The conjunction as a counting problem; its rewrites (count_rewrite.h) keep the number
+    // of points. When they cannot finish (a coefficient past 2^50, a variable left without
+    // bounds), the original problem is counted in the model's variable order.
+    detail::CountSystem sys;
+    sys.box.assign(vars_.size(), {-kInf, kInf});
+    sys.live.assign(vars_.size(), 0);
+    for (int v : free) {
+      sys.live[static_cast<size_t>(v)] = 1;
+      sys.box[static_cast<size_t>(v)] = range_of(v).front();
+    }
+    for (int d = 0; d < 3; ++d) {
+      int b = -1, t = -1;
+      for (int v : free) {
+        const AffVar& av = vars_[static_cast<size_t>(v)];
+        if (av.kind == AffVar::Kind::BlockIdx && av.index == d) b = v;
+        if (av.kind == AffVar::Kind::ThreadIdx && av.index == d) t = v;
+      }
+      if (b >= 0 && t >= 0) sys.flat.push_back({b, t, launch_.block[d]});
+    }
     for (const AffCond* c : conj) {
       if (c->op == AffCond::Op::False) return 0;
-      std::set<int> vs;
-      collect(*c, vs);
-      for (int v : vs) parent[root(v)] = root(*vs.begin());
+      if (c->op != AffCond::Op::True) sys.atoms.push_back(*c);
+    }
+    detail::CountSystem simple = sys;
+    if (detail::simplify_for_counting(simple, static_cast<int>(vars_.size()))) {
+      if (simple.empty) return 0;
+      bool boxed = true;
+      for (size_t v = 0; v < simple.box.size(); ++v)
+        if (simple.live[v] && (simple.box[v].first <= -kInf || simple.box[v].second >= kInf)) boxed = false;
+      if (boxed) {
+        std::optional<uint64_t> n = count_system(simple, true, why);
+        return n ? std::optional<uint64_t>(mul(total, *n)) : std::nullopt;
+      }
+    }
+    std::optional<uint64_t> n = count_system(sys, false, why);
+    return n ? std::optional<uint64_t>(mul(total, *n)) : std::nullopt;
+  }
+
+ private:
+  /// The points of `s`: its independent components (variables that share no atom) counted
+  /// apart and multiplied; each component enumerated in index order, or narrowest box first.
+  std::optional<uint64_t> count_system(const detail::CountSystem& s, bool by_width, std::string* why) {
+    box_ = &s.box;
+    std::vector<std::set<int>> atom_vars(s.atoms.size());
+    std::map<int, int> parent;
+    for (size_t v = 0; v < s.live.size(); ++v)
+      if (s.live[v]) parent[static_cast<int>(v)] = static_cast<int>(v);
+    std::function<int(int)> root = [&](int v) { return parent[v] == v ? v : parent[v] = root(parent[v]); };
+    for (size_t i = 0; i < s.atoms.size(); ++i) {
+      collect(s.atoms[i], atom_vars[i]);
+      for (int v : atom_vars[i]) {
+        if (!parent.count(v)) return fail(why, reject::kUnsupported);
+        parent[root(v)] = root(*atom_vars[i].begin());
+      }
     }
     std::map<int, std::vector<int>> comps;  // root → variables in index order
-    for (int v : free) comps[root(v)].push_back(v);
+    for (const auto& [v, p] : parent) comps[root(v)].push_back(v);
+    uint64_t total = 1;
     for (auto& [r, order] : comps) {
       (void)r;
+      auto width = [&](int v) {
+        const auto& b = s.box[static_cast<size_t>(v)];
+        return static_cast<__int128>(b.second) - b.first;
+      };
+      if (by_width) std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return width(a) < width(b); });
+      std::vector<size_t> pos(s.box.size(), 0);
+      for (size_t i = 0; i < order.size(); ++i) pos[static_cast<size_t>(order[i])] = i;
       std::vector<std::vector<const AffCond*>> at(order.size());
-      for (const AffCond* c : conj) {
-        std::set<int> vs;
-        collect(*c, vs);
-        if (vs.empty() || root(*vs.begin()) != root(order[0])) continue;
-        size_t last = std::find(order.begin(), order.end(), *vs.rbegin()) - order.begin();
-        at[last].push_back(c);
+      for (size_t i = 0; i < s.atoms.size(); ++i) {
+        if (atom_vars[i].empty() || root(*atom_vars[i].begin()) != root(order[0])) continue;
+        size_t last = 0;
+        for (int v : atom_vars[i]) last = std::max(last, pos[static_cast<size_t>(v)]);
+        at[last].push_back(&s.atoms[i]);
       }
-      // read_below[i]: whether a constraint of a level after i reads level i's variable; when
+      // read_below[i]: whether an atom of a level after i reads level i's variable; when
       // none does, every value of it sees the same count below, which is counted once.
       std::vector<char> read_below(order.size(), 0);
       std::set<int> below;
@@ -147,7 +203,7 @@ class Counter {
         read_below[i] = below.count(order[i]) ? 1 : 0;
         for (const AffCond* c : at[i]) collect(*c, below);
       }
-      std::vector<int64_t> assign(vars_.size(), 0);
+      std::vector<int64_t> assign(s.box.size(), 0);
       std::optional<uint64_t> n = level(order, at, read_below, 0, assign, why);
       if (!n) return std::nullopt;
       total = mul(total, *n);
@@ -156,7 +212,6 @@ class Counter {
     return total;
   }
 
- private:
   static uint64_t mul(uint64_t a, uint64_t b) { return a != 0 && b > UINT64_MAX / a ? UINT64_MAX : a * b; }
   static uint64_t add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
   static std::optional<uint64_t> fail(std::string* why, const char* reason) {
@@ -282,10 +337,9 @@ class Counter {
                                 const std::vector<char>& read_below, size_t i, std::vector<int64_t>& assign,
                                 std::string* why) {
     int x = order[i];
-    Intervals r = range_of(x);
-    // Plain inequalities and equalities narrow one interval in place; the rest (or) go the
-    // general way, over intervals.
-    int64_t lo = r.front().first, hi = r.back().second;
+    // Plain inequalities and equalities narrow the box's interval in place; the rest (or)
+    // go the general way, over intervals.
+    int64_t lo = (*box_)[static_cast<size_t>(x)].first, hi = (*box_)[static_cast<size_t>(x)].second;
     Intervals s;
     bool general = false;
     for (const AffCond* c : at[i]) {
@@ -331,6 +385,7 @@ class Counter {
   const LaunchShape& launch_;
   uint64_t* steps_;
   std::map<int, int64_t> fixed_;
+  const std::vector<std::pair<int64_t, int64_t>>* box_ = nullptr;  ///< the problem being counted
 };
 
 void add_reason(KernelOps& k, const std::string& r) {

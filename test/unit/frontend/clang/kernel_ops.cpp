@@ -233,7 +233,10 @@ TEST_CASE("kernel ops: domain counting (box, quotient, empty, unbounded, budget)
   // A loop variable with no upper bound: unknown.
   CHECK(!count_domain_points(ge(0, {{1, 1}}), vars, l, 1000, &why));
   CHECK(why == ops_reason::kUnbounded);
-  // Past the step budget: unknown, never a guess.
-  CHECK(!count_domain_points(q, vars, l, 3, &why));
+  // A triangle (0 <= v1 <= tx): 3 × (1 + 2 + ... + 9) = 135, one step per thread; past
+  // the step budget it is unknown, never a guess.
+  AffCond tri = all({ge(0, {{1, 1}}), ge(0, {{0, 1}, {1, -1}})});
+  CHECK(count_domain_points(tri, vars, l, 1000, &why) == 135u);
+  CHECK(!count_domain_points(tri, vars, l, 3, &why));
   CHECK(why == ops_reason::kTooCostly);
 }
