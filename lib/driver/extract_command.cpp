@@ -15,6 +15,7 @@
 #include "kdflow/emit/emit_chakra.h"
 #include "kdflow/frontend/extract.h"
 #include "kdflow/support/io.h"
+#include "kdflow/support/stage_times.h"
 
 namespace kdflow {
 void report_warnings(const Dataflow& df, std::ostream& err) {
@@ -75,6 +76,8 @@ int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
   TerminalProgress progress;
   progress.err = &err;
   progress.enabled = progress_wanted(cmd.quiet);
+  StageTimes stage_times;
+  if (cmd.stage_times) in->stage_times = &stage_times;
   Expected<Dataflow> df = extract(*in, InterpreterLimits{}, print_terminal_progress, &progress);
   if (!df) return report(df.error(), err);
   report_warnings(*df, err);
@@ -96,6 +99,7 @@ int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
     for (const std::string& v : bounds.violations) err << "kdflow extract: warning: out of bounds: " << v << "\n";
   }
 
+  std::optional<StageSpan> emit_span(std::in_place, cmd.stage_times ? &stage_times : nullptr, "emit and write the output");
   std::string text;
   switch (*format) {
     case Format::Json: text = emit_json(*df); break;
@@ -118,6 +122,11 @@ int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
     }
   }
   if (Status s = write_file_atomic(cmd.output, text); !s) return report(s.error(), err);
+  emit_span.reset();
+  if (cmd.stage_times) {
+    err << format_stage_times(stage_times);
+    err.flush();
+  }
   return 0;
 }
 

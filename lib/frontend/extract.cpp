@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "frontend/extract_internal.h"
+#include "kdflow/support/stage_times.h"
 #include "kdflow/analysis/bounds.h"
 #include "kdflow/analysis/costs.h"
 #include "kdflow/frontend/dataflow_builder.h"
@@ -108,7 +109,7 @@ DeviceAnalyses analyze_devices(const ExtractInputs& in) {
       out.sources.push_back(cu.error());
       break;  // as the sequential reading stops at the first error
     }
-    out.sources.push_back(analyze_device_source(*cu, path, in.strict_device, !in.no_footprints));
+    out.sources.push_back(analyze_device_source(*cu, path, in.strict_device, !in.no_footprints, in.stage_times));
     if (!out.sources.back()) break;
   }
   return out;
@@ -165,7 +166,11 @@ Status finish_extract(Dataflow& out, const Graph& graph, const FunctionTable& ta
     }
     if (Status s = apply_device_functions(*df, functions, table, label); !s) return s.error();
     if (!in.no_footprints) {
-      attach_footprints(*df, footprint_models, in.jobs);
+      {
+        StageSpan span(in.stage_times, "footprints (isl, every distinct launch)");
+        attach_footprints(*df, footprint_models, in.jobs);
+      }
+      StageSpan span(in.stage_times, "operation counts (every distinct launch)");
       attach_kernel_ops(*df, op_models, in.jobs);
     }
     df->sources.device = names;
@@ -298,7 +303,9 @@ Expected<Dataflow> extract(const ExtractInputs& given, const InterpreterLimits& 
   if (!host_text) return host_text.error();
   if (Status s = check_host_abi(*host_text, in.host); !s) return s.error();
   std::future<DeviceAnalyses> device = start_device_analysis(in);  // in.jobs > 1: parsed meanwhile
+  std::optional<StageSpan> host_parse(std::in_place, in.stage_times, "host.c: clang parse");
   Expected<std::unique_ptr<HostProgram>> program = HostProgram::parse(*host_text, in.host, limits);
+  host_parse.reset();
   if (!program) return program.error();
 
   // Every function the graph calls must be defined in host.c.
@@ -320,7 +327,9 @@ Expected<Dataflow> extract(const ExtractInputs& given, const InterpreterLimits& 
     ++done;
     return (*program)->run(n.func_name, node_tensor_args(*graph, nid));
   };
+  std::optional<StageSpan> host_run(std::in_place, in.stage_times, "host.c: interpretation (every graph node)");
   Expected<Dataflow> df = build_dataflow(*graph, *table, trace, options);
+  host_run.reset();
   if (progress) progress(progress_ctx, total, total, "");
   if (!df) return df;
 

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <sstream>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "kdflow/analysis/dependencies.h"
@@ -460,4 +462,34 @@ TEST_CASE("extract --jobs: one thread and four give byte-identical output on rea
     REQUIRE_FALSE(df);
     CHECK(df.error().message.find("no-such-device.cu") != std::string::npos);
   }
+}
+
+TEST_CASE("extract --stage-times: every stage's span on stderr, the output unchanged", "[samples][stage_times]") {
+  // resnet18_tuned: both parses, the device analysis, footprints and counts all run.
+  const std::string dir = sample_dir("resnet18_tuned");
+  const std::string out = temp_dir() + "/stage_times.json";
+  RunResult r = run_kdflow({"extract", dir, "-q", "--stage-times", "-o", out});
+  REQUIRE(r.exit_code == 0);
+  CHECK(slurp(out) == slurp(source_dir() + "/test/golden/resnet18_tuned.json"));
+  for (const char* stage : {"host.c: clang parse", "host.c: interpretation", "device.cu: clang parse",
+                            "device.cu: access sets, affine models, operations", "footprints (isl",
+                            "operation counts", "emit and write the output", "total"})
+    CHECK(r.err.find(stage) != std::string::npos);
+  // Each line: a name, then start ≤ end and took = end − start (seconds, 3 decimals).
+  std::istringstream lines(r.err);
+  int spans = 0;
+  for (std::string line; std::getline(lines, line);) {
+    double start = 0, end = 0, took = 0;
+    size_t at = line.find_last_not_of(" 0123456789.");
+    if (line.rfind("  ", 0) != 0 || at == std::string::npos || line.find(" wall") != std::string::npos) continue;
+    if (std::sscanf(line.c_str() + at + 1, "%lf %lf %lf", &start, &end, &took) != 3) continue;
+    CHECK(start <= end);
+    CHECK(took == Approx(end - start).margin(0.0015));
+    ++spans;
+  }
+  CHECK(spans >= 7);
+  // Without the flag: nothing on stderr (-q).
+  RunResult quiet = run_kdflow({"extract", dir, "-q", "-o", out});
+  REQUIRE(quiet.exit_code == 0);
+  CHECK(quiet.err.empty());
 }

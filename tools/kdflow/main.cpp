@@ -66,6 +66,9 @@ int main(int argc, char** argv) {
   extract->add_flag("-q,--quiet", ex.quiet, "No progress on stderr");
   extract->add_flag("--allow-oob", ex.allow_oob,
                     "A kernel argument proven out of bounds is a warning instead of an error (exit 65)");
+  extract->add_flag("--stage-times", ex.stage_times,
+                    "Print each stage's wall time on stderr at the end (host.c and device.cu parses, footprints, "
+                    "operation counts, ...): where the time goes");
   extract->add_flag("--no-footprints", ex.inputs.no_footprints,
                     "Do not compute static footprints (byte ranges each kernel touches) from device.cu");
   ex.inputs.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -21,6 +21,7 @@ struct ExtractCommand {
   DotOptions dot;            ///< how DOT output is drawn (--cluster, --collapse, --op-colors, --no-buffers)
   std::string timing;        ///< chakra: kdflow replay --timing-json file for measured durations
   std::string roofline = "h100";  ///< chakra: the device whose roofline bound stands in for unmeasured durations ("none")
+  bool stage_times = false;  ///< print each stage's wall time on stderr at the end (where the time goes)
 };
 
 int run_extract_command(const ExtractCommand& cmd, std::ostream& err);

@@ -13,6 +13,8 @@
 
 namespace kdflow {
 
+class StageTimes;
+
 struct DeviceSource {
   std::string file;                        ///< label used in diagnostics and locations
   std::vector<DeviceFunction> functions;   ///< every __global__ kernel, in source order
@@ -43,7 +45,8 @@ struct DeviceSource {
 /// other kernel is analyzed as usual.
 /// With `footprints`, also the affine access model of every kernel (footprint.h), on the
 /// same parse, and the floating-point operations of every kernel (kernel_ops.h) from the same walk.
+/// `times` (optional) receives the spans of the parse and of the analysis.
 Expected<DeviceSource> analyze_device_source(const std::string& source, const std::string& file, bool strict = false,
-                                             bool footprints = false);
+                                             bool footprints = false, StageTimes* times = nullptr);
 
 }  // namespace kdflow

@@ -10,6 +10,8 @@
 
 namespace kdflow {
 
+class StageTimes;
+
 struct ExtractInputs {
   std::string dir;     ///< a folder holding graph.json, host.c, *.tvm_meta.json (optional when all three are given),
                        ///< or an exported model.so: graph, function table and params then come from its
@@ -38,6 +40,8 @@ struct ExtractInputs {
   /// body does not type-check are left unanalyzed (access unknown, DeviceFunction::access_error)
   /// and the others are analyzed.
   bool strict_device = false;
+  /// Optional: the wall-clock span of each stage is recorded here (extract --stage-times).
+  StageTimes* stage_times = nullptr;
   /// Whether any input option (a path, --no-*, --strict-device) is set besides `dir`.
   bool any_option() const {
     return !graph.empty() || !host.empty() || !meta.empty() || !params.empty() || !device.empty() ||

@@ -45,6 +45,8 @@
 #include "footprint_affine.h"
 #include "kernel_ops.h"
 #include "in_memory_parse.h"
+#include "kdflow/support/io.h"
+#include "kdflow/support/stage_times.h"
 
 namespace kdflow {
 
@@ -945,7 +947,7 @@ class ErrorMap : public RecursiveASTVisitor<ErrorMap> {
 }  // namespace
 
 Expected<DeviceSource> analyze_device_source(const std::string& source, const std::string& file, bool strict,
-                                             bool footprints) {
+                                             bool footprints, StageTimes* times) {
   const std::string virtual_main = std::string(detail::kVirtualInputDir) + "/device.cu";
 
   // clang 15 refuses sm_90; sm_80 is the target, and the prelude preprocesses the source
@@ -972,6 +974,7 @@ Expected<DeviceSource> analyze_device_source(const std::string& source, const st
   detail::InMemorySource src{source, file, virtual_main, &detail::device_stub_headers()};
   std::unique_ptr<ASTUnit> unit;
   std::vector<detail::ParseError> errors;
+  std::optional<StageSpan> parse_span(std::in_place, times, base_name(file) + ": clang parse");
   if (strict) {
     auto parsed = detail::parse_in_memory(src, args);
     if (!parsed) return parsed.error();
@@ -987,6 +990,8 @@ Expected<DeviceSource> analyze_device_source(const std::string& source, const st
     errors = std::move(parsed->errors);
   }
 
+  parse_span.reset();
+  StageSpan analysis_span(times, base_name(file) + (footprints ? ": access sets, affine models, operations" : ": access sets"));
   ASTContext& ctx = unit->getASTContext();
   const SourceManager& sm = unit->getSourceManager();
   auto to_loc = [&](SourceLocation l) { return detail::presumed_loc(sm, l, virtual_main, file); };

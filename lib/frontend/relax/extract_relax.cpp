@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "frontend/extract_internal.h"
+#include "kdflow/support/stage_times.h"
 #include "kdflow/frontend/dataflow_builder.h"
 #include "kdflow/formats/device_module.h"
 #include "kdflow/formats/elf_symbols.h"
@@ -231,7 +232,9 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
   Expected<std::string> host_text = read_file(in.host, 256ull << 20);
   if (!host_text) return host_text.error();
   std::future<DeviceAnalyses> device = start_device_analysis(in);  // in.jobs > 1: parsed meanwhile
+  std::optional<StageSpan> host_parse(std::in_place, in.stage_times, "host.c: clang parse");
   Expected<std::unique_ptr<HostProgram>> program = HostProgram::parse(*host_text, in.host, limits);
+  host_parse.reset();
   if (!program) return program.error();
 
   // Bytecode mode: run main's instructions. Compiled mode (main is a "tir" function): the host
@@ -336,7 +339,9 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
     for (TensorArg& a : args) a.type_code = 13;  // kTVMNDArrayHandle: the VM passes NDArrays
     return (*program)->run(n.func_name, args);
   };
+  std::optional<StageSpan> host_run(std::in_place, in.stage_times, "host.c: interpretation (every VM call)");
   Expected<Dataflow> df = build_dataflow(graph, table, trace, options);
+  host_run.reset();
   if (progress) progress(progress_ctx, total, total, "");
   if (!df) return df;
   for (Buffer& b : df->buffers) {
