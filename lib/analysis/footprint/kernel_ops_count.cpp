@@ -144,22 +144,99 @@ class Counter {
       if (c->op == AffCond::Op::False) return 0;
       if (c->op != AffCond::Op::True) sys.atoms.push_back(*c);
     }
+    std::optional<uint64_t> n = count_split(sys, why);
+    return n ? std::optional<uint64_t>(mul(total, *n)) : std::nullopt;
+  }
+
+ private:
+  /// The leaves of a branch of an "or" (e ≥ 0, e = 0), or false when it nests another or.
+  static bool leaves(const AffCond& c, std::vector<const AffCond*>& out) {
+    if (c.op == AffCond::Op::Ge0 || c.op == AffCond::Op::Eq0 || c.op == AffCond::Op::True ||
+        c.op == AffCond::Op::False) {
+      out.push_back(&c);
+      return true;
+    }
+    if (c.op != AffCond::Op::And) return false;
+    for (const AffCond& k : c.kids)
+      if (!leaves(k, out)) return false;
+    return true;
+  }
+  /// Whether no point satisfies two branches of `c` (an or): each pair holds e ≥ 0 and
+  /// e' ≥ 0 with e + e' a negative constant, as TVM's min, max and select produce.
+  static bool disjoint_branches(const AffCond& c) {
+    std::vector<std::vector<const AffCond*>> br(c.kids.size());
+    for (size_t i = 0; i < c.kids.size(); ++i)
+      if (!leaves(c.kids[i], br[i])) return false;
+    for (size_t i = 0; i < br.size(); ++i)
+      for (size_t j = i + 1; j < br.size(); ++j) {
+        bool apart = false;
+        for (const AffCond* a : br[i])
+          for (const AffCond* b : br[j]) {
+            if (apart || a->op != AffCond::Op::Ge0 || b->op != AffCond::Op::Ge0 || a->e.terms.size() != b->e.terms.size())
+              continue;
+            bool neg = static_cast<__int128>(a->e.c) + b->e.c < 0;
+            for (size_t t = 0; t < a->e.terms.size() && neg; ++t)
+              neg = a->e.terms[t].first == b->e.terms[t].first && a->e.terms[t].second == -b->e.terms[t].second;
+            apart = neg;
+          }
+        if (!apart) return false;
+      }
+    return true;
+  }
+
+  /// Disjoint ors (TVM's min, max and select: branches whose guards exclude each other)
+  /// split the problem: its count is the sum over the choices of one branch per or, each
+  /// counted whole (its equalities then pin what the or only bounded). At most 16 choices.
+  std::optional<uint64_t> count_split(const detail::CountSystem& sys, std::string* why) {
+    std::vector<size_t> ors;
+    size_t choices = 1;
+    for (size_t i = 0; i < sys.atoms.size() && choices <= 16; ++i)
+      if (sys.atoms[i].op == AffCond::Op::Or && disjoint_branches(sys.atoms[i])) {
+        ors.push_back(i);
+        choices *= sys.atoms[i].kids.size();
+      }
+    if (ors.empty() || choices > 16) return count_whole(sys, why);
+    std::vector<size_t> pick(ors.size(), 0);
+    uint64_t sum = 0;
+    for (;;) {
+      detail::CountSystem sub = sys;
+      sub.atoms.clear();
+      for (size_t i = 0, o = 0; i < sys.atoms.size(); ++i) {
+        if (o < ors.size() && ors[o] == i) {
+          std::vector<const AffCond*> ls;
+          leaves(sys.atoms[i].kids[pick[o++]], ls);
+          for (const AffCond* l : ls) sub.atoms.push_back(*l);
+        } else {
+          sub.atoms.push_back(sys.atoms[i]);
+        }
+      }
+      std::optional<uint64_t> n = count_whole(sub, why);
+      if (!n) return std::nullopt;
+      sum = add(sum, *n);
+      size_t k = 0;
+      for (; k < ors.size(); ++k) {
+        if (++pick[k] < sys.atoms[ors[k]].kids.size()) break;
+        pick[k] = 0;
+      }
+      if (k == ors.size()) break;
+    }
+    return sum;
+  }
+
+  /// The points of `sys`: rewritten (count_rewrite.h) and counted narrowest box first, or,
+  /// where the rewrites cannot finish, enumerated as it is in the model's variable order.
+  std::optional<uint64_t> count_whole(const detail::CountSystem& sys, std::string* why) {
     detail::CountSystem simple = sys;
     if (detail::simplify_for_counting(simple, static_cast<int>(vars_.size()))) {
       if (simple.empty) return 0;
       bool boxed = true;
       for (size_t v = 0; v < simple.box.size(); ++v)
         if (simple.live[v] && (simple.box[v].first <= -kInf || simple.box[v].second >= kInf)) boxed = false;
-      if (boxed) {
-        std::optional<uint64_t> n = count_system(simple, true, why);
-        return n ? std::optional<uint64_t>(mul(total, *n)) : std::nullopt;
-      }
+      if (boxed) return count_system(simple, true, why);
     }
-    std::optional<uint64_t> n = count_system(sys, false, why);
-    return n ? std::optional<uint64_t>(mul(total, *n)) : std::nullopt;
+    return count_system(sys, false, why);
   }
 
- private:
   /// The points of `s`: its independent components (variables that share no atom) counted
   /// apart and multiplied; each component enumerated in index order, or narrowest box first.
   std::optional<uint64_t> count_system(const detail::CountSystem& s, bool by_width, std::string* why) {

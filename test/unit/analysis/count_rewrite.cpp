@@ -59,7 +59,8 @@ struct Case {
   struct Def {
     int var;
     LinExpr num;
-    int64_t d;  ///< 0: var = num (an equality); else var = ⌊num / d⌋
+    int64_t d;  ///< 0: var = num (an equality); −1: var = min(num, num2); else var = ⌊num / d⌋
+    LinExpr num2;
   };
   std::vector<Def> defs;
   std::vector<std::pair<int, int64_t>> loops;  ///< loop counter, trip count
@@ -93,7 +94,7 @@ Case make_case(std::mt19937& rng) {
   auto quotient = [&](const LinExpr& num, int64_t d) {
     int q = var();
     pair(q, num, d);
-    c.defs.push_back({q, num, d});
+    c.defs.push_back({q, num, d, {}});
     return q;
   };
   auto remainder = [&](const LinExpr& num, int q, int64_t d) {  // r = num − d·q, an equality
@@ -106,7 +107,7 @@ Case make_case(std::mt19937& rng) {
     LinExpr def = num;
     def.terms.push_back({q, -d});
     std::sort(def.terms.begin(), def.terms.end());
-    c.defs.push_back({r, def, 0});
+    c.defs.push_back({r, def, 0, {}});
     return r;
   };
   // Loop counters (a pooling window).
@@ -142,6 +143,26 @@ Case make_case(std::mt19937& rng) {
   // A bound on the flat index (some threads idle), on d2 or on the element index itself.
   if (pick(0, 1)) add(cond(AffCond::Op::Ge0, lin(pick(0, G * cb / (W * H) + 1), {{d2, -1}})));
   else add(cond(AffCond::Op::Ge0, lin(pick(0, G * cb), {{0, -cb}, {t, -1}})));
+  // Sometimes a loop up to a min (TVM's min(a, b): two disjoint branches, each pinning m):
+  // 0 ≤ j < m = min(W, 1 + d1 + l1).
+  if (pick(0, 1)) {
+    int m = var(), j = var();
+    LinExpr a = lin(W, {}), b = lin(1, {{d1, 1}, {c.loops[1].first, 1}});
+    AffCond o;
+    o.op = AffCond::Op::Or;
+    AffCond first, second;
+    first.op = second.op = AffCond::Op::And;
+    first.kids = {cond(AffCond::Op::Ge0, lin(1 - W, {{d1, 1}, {c.loops[1].first, 1}})),  // b − a ≥ 0
+                  cond(AffCond::Op::Eq0, lin(-W, {{m, 1}}))};                            // m = a
+    second.kids = {cond(AffCond::Op::Ge0, lin(W - 2, {{d1, -1}, {c.loops[1].first, -1}})),  // a − b − 1 ≥ 0
+                   cond(AffCond::Op::Eq0, lin(-1, {{m, 1}, {d1, -1}, {c.loops[1].first, -1}}))};  // m = b
+    o.kids = {first, second};
+    add(std::move(o));
+    c.defs.push_back({m, a, -1, b});
+    add(cond(AffCond::Op::Ge0, lin(0, {{j, 1}})));
+    add(cond(AffCond::Op::Ge0, lin(-1, {{m, 1}, {j, -1}})));
+    c.loops.push_back({j, W + H + 2});  // enumerated past any m: the domain bounds it
+  }
   // Sometimes an "or" (a select's condition) over two digits.
   if (pick(0, 3) == 0) {
     AffCond o;
@@ -166,7 +187,7 @@ uint64_t brute_force(const Case& c) {
     }
     for (const Case::Def& d : c.defs) {
       int64_t v = eval(d.num, x);
-      x[static_cast<size_t>(d.var)] = d.d == 0 ? v : floor_div(v, d.d);
+      x[static_cast<size_t>(d.var)] = d.d == 0 ? v : d.d < 0 ? std::min(v, eval(d.num2, x)) : floor_div(v, d.d);
     }
     if (holds(c.domain, x)) ++n;
   };
