@@ -109,7 +109,7 @@ DeviceAnalyses analyze_devices(const ExtractInputs& in) {
       out.sources.push_back(cu.error());
       break;  // as the sequential reading stops at the first error
     }
-    out.sources.push_back(analyze_device_source(*cu, path, in.strict_device, !in.no_footprints, in.stage_times));
+    out.sources.push_back(analyze_device_source(*cu, path, in.strict_device, !in.no_footprints, in.stage_times, in.jobs));
     if (!out.sources.back()) break;
   }
   return out;

@@ -45,8 +45,9 @@ struct DeviceSource {
 /// other kernel is analyzed as usual.
 /// With `footprints`, also the affine access model of every kernel (footprint.h), on the
 /// same parse, and the floating-point operations of every kernel (kernel_ops.h) from the same walk.
-/// `times` (optional) receives the spans of the parse and of the analysis.
+/// `times` (optional) receives the spans of the parse and of the analysis. With `jobs` > 1,
+/// a large file is parsed in two halves on two threads (the result is the same).
 Expected<DeviceSource> analyze_device_source(const std::string& source, const std::string& file, bool strict = false,
-                                             bool footprints = false, StageTimes* times = nullptr);
+                                             bool footprints = false, StageTimes* times = nullptr, int jobs = 1);
 
 }  // namespace kdflow

@@ -37,6 +37,8 @@
 #include <llvm/Support/VirtualFileSystem.h>
 
 #include <cstdint>
+#include <future>
+#include <optional>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -45,6 +47,7 @@
 #include "footprint_affine.h"
 #include "kernel_ops.h"
 #include "in_memory_parse.h"
+#include "device_split.h"
 #include "kdflow/support/io.h"
 #include "kdflow/support/stage_times.h"
 
@@ -251,6 +254,7 @@ class Analysis {
 };
 
 constexpr int kMaxCallDepth = 24;
+constexpr size_t kSplitBytes = 64 * 1024;  // device.cu parsed in two halves from this size (jobs > 1)
 constexpr int kErrorLimit = 50;  // clang errors a recovering parse of device.cu may report before it gives up
 constexpr int kMaxIterations = 128;
 constexpr int kMaxNesting = 400;  // statements and expressions within each other (TVM's stay under 60)  // fixpoint rounds; each adds at least one (variable, slot) pair
@@ -946,8 +950,10 @@ class ErrorMap : public RecursiveASTVisitor<ErrorMap> {
 
 }  // namespace
 
-Expected<DeviceSource> analyze_device_source(const std::string& source, const std::string& file, bool strict,
-                                             bool footprints, StageTimes* times) {
+namespace {
+
+Expected<DeviceSource> analyze_device_part(const std::string& source, const std::string& file, bool strict,
+                                           bool footprints, StageTimes* times, const std::string& part) {
   const std::string virtual_main = std::string(detail::kVirtualInputDir) + "/device.cu";
 
   // clang 15 refuses sm_90; sm_80 is the target, and the prelude preprocesses the source
@@ -974,7 +980,7 @@ Expected<DeviceSource> analyze_device_source(const std::string& source, const st
   detail::InMemorySource src{source, file, virtual_main, &detail::device_stub_headers()};
   std::unique_ptr<ASTUnit> unit;
   std::vector<detail::ParseError> errors;
-  std::optional<StageSpan> parse_span(std::in_place, times, base_name(file) + ": clang parse");
+  std::optional<StageSpan> parse_span(std::in_place, times, base_name(file) + part + ": clang parse");
   if (strict) {
     auto parsed = detail::parse_in_memory(src, args);
     if (!parsed) return parsed.error();
@@ -991,7 +997,8 @@ Expected<DeviceSource> analyze_device_source(const std::string& source, const st
   }
 
   parse_span.reset();
-  StageSpan analysis_span(times, base_name(file) + (footprints ? ": access sets, affine models, operations" : ": access sets"));
+  StageSpan analysis_span(times, base_name(file) + part +
+                                     (footprints ? ": access sets, affine models, operations" : ": access sets"));
   ASTContext& ctx = unit->getASTContext();
   const SourceManager& sm = unit->getSourceManager();
   auto to_loc = [&](SourceLocation l) { return detail::presumed_loc(sm, l, virtual_main, file); };
@@ -1046,6 +1053,40 @@ Expected<DeviceSource> analyze_device_source(const std::string& source, const st
     if (!used) out.other_errors.push_back(e.line);
   }
   return out;
+}
+
+}  // namespace
+
+Expected<DeviceSource> analyze_device_source(const std::string& source, const std::string& file, bool strict,
+                                             bool footprints, StageTimes* times, int jobs) {
+  // Two threads parse two halves of a large file (each half: its kernels and every other
+  // top-level line, positions kept by #line): the same kernels, in the same order, with the
+  // same facts. Any error in either half, and the whole file is analyzed as one, so errors
+  // and their positions are exactly the single parse's.
+  if (jobs > 1 && source.size() >= kSplitBytes) {
+    if (std::optional<detail::DeviceHalves> halves = detail::split_device_source(source)) {
+      auto second = std::async(std::launch::async, [&] {
+        return analyze_device_part(halves->second, file, strict, footprints, times, " [2/2]");
+      });
+      Expected<DeviceSource> a = analyze_device_part(halves->first, file, strict, footprints, times, " [1/2]");
+      Expected<DeviceSource> b = second.get();
+      auto clean = [](const Expected<DeviceSource>& d, size_t kernels) {
+        if (!d || !d->other_errors.empty() || d->functions.size() != kernels) return false;
+        for (const DeviceFunction& f : d->functions)
+          if (!f.access_error.empty()) return false;
+        return true;
+      };
+      if (clean(a, halves->first_kernels) && clean(b, halves->second_kernels)) {
+        DeviceSource out = a.take();
+        DeviceSource rest = b.take();
+        for (auto& f : rest.functions) out.functions.push_back(std::move(f));
+        for (auto& m : rest.footprint_models) out.footprint_models.push_back(std::move(m));
+        for (auto& m : rest.op_models) out.op_models.push_back(std::move(m));
+        return out;
+      }
+    }
+  }
+  return analyze_device_part(source, file, strict, footprints, times, "");
 }
 
 }  // namespace kdflow
