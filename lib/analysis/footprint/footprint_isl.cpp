@@ -520,9 +520,28 @@ class Computer {
   static bool count_by_visit(const KernelModel& m, const std::vector<const AffAccess*>& live,
                              const LaunchShape& launch, const Range& reads, const Range& writes, int64_t elem_size,
                              Footprint* f) {
-    const int64_t lo = reads.empty ? writes.lo : writes.empty ? reads.lo : std::min(reads.lo, writes.lo);
-    const int64_t hi = reads.empty ? writes.hi : writes.empty ? reads.hi : std::max(reads.hi, writes.hi);
-    if (hi - lo > kMaxCountBitmap) return false;
+    const int64_t lo_bytes = reads.empty ? writes.lo : writes.empty ? reads.lo : std::min(reads.lo, writes.lo);
+    const int64_t hi_bytes = reads.empty ? writes.hi : writes.empty ? reads.hi : std::max(reads.hi, writes.hi);
+    if (hi_bytes - lo_bytes > kMaxCountBitmap) return false;
+    // Whole elements: when every access touches one element at an element-aligned offset,
+    // one mark per element (a quarter of the marking and summing for float32).
+    int64_t unit = elem_size > 1 && lo_bytes % elem_size == 0 && hi_bytes % elem_size == 0 ? elem_size : 1;
+    for (const AffAccess* a : live) {
+      if (unit == 1) break;
+      bool aligned = a->size == unit && a->offset.c % unit == 0;
+      for (const auto& [v, k] : a->offset.terms) aligned = aligned && k % unit == 0;
+      if (!aligned) unit = 1;
+    }
+    std::vector<AffAccess> scaled;  // the accesses in elements: offsets / unit, size 1
+    if (unit > 1)
+      for (const AffAccess* a : live) {
+        AffAccess e = *a;
+        e.offset.c /= unit;
+        for (auto& t : e.offset.terms) t.second /= unit;
+        e.size = 1;
+        scaled.push_back(std::move(e));
+      }
+    const int64_t lo = lo_bytes / unit, hi = hi_bytes / unit;
     int64_t points = 0;
     struct Dim {
       int var;
@@ -570,7 +589,7 @@ class Computer {
     } mark{mark_buffer.data(), static_cast<size_t>(hi - lo)};
     std::vector<int64_t> val(m.vars.size(), 0);
     for (size_t i = 0; i < live.size(); ++i) {
-      const AffAccess& a = *live[i];
+      const AffAccess& a = unit > 1 ? scaled[i] : *live[i];
       std::vector<Dim>& ds = dims[i];
       const uint8_t m = static_cast<uint8_t>((a.read ? 1 : 0) | (a.write ? 2 : 0));
       auto mark_at = [&](__int128 at) {
@@ -670,6 +689,7 @@ class Computer {
       nw += mark[k] >> 1;
       nu += mark[k] != 0;
     }
+    nr *= unit, nw *= unit, nu *= unit;
     if (!reads.empty) f->read_bytes = nr;
     if (!writes.empty) f->write_bytes = nw;
     if (elem_size > 0 && nu % elem_size == 0) f->elements = nu / elem_size;
