@@ -103,15 +103,19 @@ std::optional<DeviceHalves> split_device_source(const std::string& src) {
   }
   if (depth != 0 || in_block_comment || kernel_open >= 0 || pp_depth != 0 || kernels.size() < 2) return std::nullopt;
 
-  // The cut: before the kernel that best halves the kernels' bytes.
+  // The cut: before the kernel that best balances the two halves' bytes (the second half
+  // also holds every non-kernel line before the cut).
   auto bytes = [&](const Kernel& k) { return lines[k.last].end - lines[k.first].begin; };
-  size_t total = 0;
-  for (const Kernel& k : kernels) total += bytes(k);
-  size_t cut = 1, before = bytes(kernels[0]);
-  long best = std::labs(static_cast<long>(2 * before) - static_cast<long>(total));
-  for (size_t k = 2, acc = before + bytes(kernels[1]); k < kernels.size(); acc += bytes(kernels[k]), ++k) {
-    long off = std::labs(static_cast<long>(2 * acc) - static_cast<long>(total));
-    if (off < best) best = off, cut = k;
+  size_t kernel_bytes_before = 0;  // of kernels before the candidate cut
+  size_t cut = 1;
+  long best = -1;
+  for (size_t k = 1; k < kernels.size(); ++k) {
+    kernel_bytes_before += bytes(kernels[k - 1]);
+    const size_t first = lines[kernels[k].first].begin;        // the first half: everything before
+    const size_t shared = first - kernel_bytes_before;          // its non-kernel lines, copied
+    const size_t second = shared + (src.size() - first);
+    const long off = std::labs(static_cast<long>(first) - static_cast<long>(second));
+    if (best < 0 || off < best) best = off, cut = k;
   }
   DeviceHalves h;
   const size_t cut_line = kernels[cut].first;
