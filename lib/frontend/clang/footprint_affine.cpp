@@ -24,7 +24,9 @@
 #include <clang/AST/Stmt.h>
 #include <clang/AST/StmtCXX.h>
 
+#include <cstring>
 #include <functional>
+#include <optional>
 #include <map>
 #include <set>
 
@@ -294,6 +296,11 @@ class Extractor {
     if (!s) return;
     auto target = [&](const Expr* e) {
       e = e->IgnoreParenImpCasts();
+      // A field of a local (`v.x = ...`, `&v.y`) modifies the local.
+      while (const auto* me = dyn_cast<MemberExpr>(e)) {
+        if (me->isArrow()) break;
+        e = me->getBase()->IgnoreParenImpCasts();
+      }
       if (const auto* dr = dyn_cast<DeclRefExpr>(e))
         if (const auto* v = dyn_cast<VarDecl>(dr->getDecl())) ++mods_[v];
     };
@@ -396,6 +403,13 @@ class Extractor {
       env_[v] = Val::data(reject::kNonAffine);
       return;
     }
+    if (v->hasLocalStorage() && !modified(v)) {
+      if (std::optional<std::vector<Val>> lanes = integer_vector(init)) {
+        vec_env_[v] = std::move(*lanes);
+        env_[v] = Val::data(reject::kNonAffine);
+        return;
+      }
+    }
     Val x = init->isGLValue() ? lvalue_or_value(init, true, false) : value(init);
     if (!v->hasLocalStorage() || modified(v)) {
       sink(x, reject::kPointerArithmetic);
@@ -414,6 +428,44 @@ class Extractor {
     }
     if (x.k == Val::K::Ptr) x.pointee = size_of(v->getType()->getPointeeType());
     env_[v] = x;
+  }
+
+  /// `make_int2(a, b)`, `make_longlong4(a, b, c, d)`, ... (TVM 0.26 builds a vector of
+  /// indices and subscripts with its lanes, `p[v.x]`): the lanes' values, or nullopt.
+  std::optional<std::vector<Val>> integer_vector(const Expr* init) {
+    const Expr* e = init->IgnoreImplicit();
+    if (const auto* cc = dyn_cast<CXXConstructExpr>(e); cc && cc->getNumArgs() == 1) e = cc->getArg(0)->IgnoreImplicit();
+    const auto* ce = dyn_cast<CallExpr>(e);
+    const FunctionDecl* fd = ce ? ce->getDirectCallee() : nullptr;
+    if (!fd || !fd->getIdentifier()) return std::nullopt;
+    llvm::StringRef n = fd->getName();
+    static constexpr const char* kIntegerVectors[] = {"make_char",  "make_uchar",    "make_short", "make_ushort",
+                                                      "make_int",   "make_uint",     "make_long",  "make_ulong",
+                                                      "make_longlong", "make_ulonglong"};
+    bool known = false;
+    for (const char* prefix : kIntegerVectors)
+      if (n.size() == std::strlen(prefix) + 1 && n.startswith(prefix) && n.back() >= '2' && n.back() <= '4' &&
+          static_cast<unsigned>(n.back() - '0') == ce->getNumArgs())
+        known = true;
+    if (!known) return std::nullopt;
+    std::vector<Val> lanes;
+    for (const Expr* a : ce->arguments()) {
+      if (!a->getType()->isIntegralOrEnumerationType()) return std::nullopt;
+      lanes.push_back(value(a));
+    }
+    return lanes;
+  }
+  /// `v.x` .. `v.w` of a local built by integer_vector: that lane's value, or nullopt.
+  std::optional<Val> vector_lane(const MemberExpr* me) {
+    if (me->isArrow()) return std::nullopt;
+    const auto* dr = dyn_cast<DeclRefExpr>(me->getBase()->IgnoreParenImpCasts());
+    const auto* v = dr ? dyn_cast<VarDecl>(dr->getDecl()) : nullptr;
+    auto it = v ? vec_env_.find(v) : vec_env_.end();
+    if (it == vec_env_.end() || !me->getMemberDecl()->getIdentifier()) return std::nullopt;
+    llvm::StringRef f = me->getMemberDecl()->getName();
+    size_t lane = f == "x" ? 0 : f == "y" ? 1 : f == "z" ? 2 : f == "w" ? 3 : 4;
+    if (lane >= it->second.size()) return std::nullopt;
+    return it->second[lane];
   }
 
   /// for (int i = a; i < b; ++i | i++ | i += c) with a, b affine and i not changed in the body.
@@ -578,6 +630,8 @@ class Extractor {
     if (const auto* me = dyn_cast<MemberExpr>(e)) {
       int b = builtin_member(me);
       if (b >= 0) return Val::integer(variable(b));
+      if (read && !write)
+        if (std::optional<Val> lane = vector_lane(me)) return *lane;
     }
     Place p = place(e);
     record(p, read, write);
@@ -817,6 +871,7 @@ class Extractor {
     if (const auto* me = dyn_cast<MemberExpr>(e)) {
       int b = builtin_member(me);
       if (b >= 0) return Val::integer(variable(b));
+      if (std::optional<Val> lane = vector_lane(me)) return *lane;
       if (me->isGLValue()) return lvalue_or_value(me, true, true);
       sink(value(me->getBase()), reject::kPointerArithmetic);
       return Val::data(reject::kDataDependentIndex);
@@ -1240,6 +1295,7 @@ class Extractor {
   std::map<const ParmVarDecl*, int> params_;
   std::map<int, int> param_var_;  ///< parameter → its variable + 1
   std::map<const VarDecl*, Val> env_;
+  std::map<const VarDecl*, std::vector<Val>> vec_env_;  ///< locals built by integer_vector: their lanes
   std::map<const VarDecl*, int> mods_;
   std::vector<Guard> guards_;
   std::array<std::array<int, 3>, 6> builtin_{};

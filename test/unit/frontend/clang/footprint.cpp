@@ -177,3 +177,27 @@ TEST_CASE("footprint: a very deep condition is a reject reason, not a crash", "[
   Footprint f = fp(kernel("  if (" + c + ") out[threadIdx.x] = 1.f;"), 0, {1, 1, 1}, {32, 1, 1});
   CHECK(f.unknown == reject::kUnsupported);
 }
+
+TEST_CASE("footprint: lanes of an integer vector built by make_longlong2 index a gather (TVM 0.26)", "[footprint]") {
+  // TVM 0.26 writes a two-element gather as `longlong2 v = make_longlong2(a, b);
+  // make_float2(p[v.x], p[v.y])` (ffi_batch_mlp's matmuls); hand-written here with the same shape.
+  std::string src = kernel(
+      "  longlong2 v_ = make_longlong2(((long long)threadIdx.x) * 2, ((long long)threadIdx.x) * 2 + 1);\n"
+      "  float2 f = make_float2(in[v_.x], in[v_.y]);\n"
+      "  out[threadIdx.x] = f.x + f.y;");
+  Footprint i = fp(src, 1, {1, 1, 1}, {8, 1, 1});
+  CHECK(i.unknown == "");
+  CHECK(i.read == range(0, 64));  // elements 0 .. 15
+  CHECK(i.exact);
+  // A lane changed after the vector is built is data: the index is not followed.
+  std::string changed = kernel(
+      "  longlong2 v_ = make_longlong2(((long long)threadIdx.x) * 2, 0);\n"
+      "  v_.y = (long long)in[0];\n"
+      "  out[threadIdx.x] = in[v_.x] + in[v_.y];");
+  CHECK(fp(changed, 1, {1, 1, 1}, {8, 1, 1}).unknown == reject::kDataDependentIndex);
+  // A float vector's lanes are values, never indices.
+  std::string floats = kernel(
+      "  float2 g = make_float2(1.f, 2.f);\n"
+      "  out[threadIdx.x] = in[(int)g.x];");
+  CHECK(fp(floats, 1, {1, 1, 1}, {8, 1, 1}).unknown != "");
+}
