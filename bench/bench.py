@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""bench.py KDFLOW DUMP_HEADERS OUT_DIR [--runs N] [--clang CLANG] [--scale-sample NAME]
+"""bench.py KDFLOW DUMP_HEADERS OUT_DIR [--runs N] [--clang CLANG] [--scale-sample A,B] [--scales 1,4,16,64]
 
 Times `kdflow extract` on every samples/* folder — wall time and peak RSS of the process,
 measured by fork/exec + wait4's rusage, median of N runs — next to `clang -fsyntax-only` on
 the same sources kdflow parses (host.c as C, device.cu as CUDA device code, with the same
 stand-in headers and flags as lib/frontend/clang/host_analyzer.cpp and device_analyzer.cpp): the
-floor for any clang-based reader. Then a scaling series on synthetic models made of 1, 4,
-16 and 64 renamed copies of a sample (bench/make_synthetic.py). Prints Markdown tables.
+floor for any clang-based reader; the same extract with --no-footprints (what footprints and
+operation counts cost); where the time goes in the slowest sample (extract --stage-times).
+Then a scaling series per --scale-sample (default mlp and the tuned resnet18_tuned) on
+synthetic models made of 1, 4, 16 and 64 renamed copies of it (bench/make_synthetic.py;
+a sample past 256 KiB of source stops at 16). Prints Markdown tables.
 """
 import argparse
 import re, os, shutil, statistics, subprocess, sys, time
@@ -69,7 +72,7 @@ def main():
     ap.add_argument("kdflow"); ap.add_argument("dump_headers"); ap.add_argument("out")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--clang", default=None)
-    ap.add_argument("--scale-sample", default="mlp")
+    ap.add_argument("--scale-sample", default="mlp,resnet18_tuned")
     ap.add_argument("--scales", default="1,4,16,64")
     ap.add_argument("--samples", default="")
     a = ap.parse_args()
@@ -89,6 +92,7 @@ def main():
     samples = a.samples.split(",") if a.samples else sorted(
         d for d in os.listdir(os.path.join(ROOT, "samples"))
         if any(os.path.isfile(os.path.join(ROOT, "samples", d, f)) for f in ("graph.json", "vm_exec.bin")))
+    costs = []  # (model, extract, extract --no-footprints)
     for m in samples:
         d = os.path.join(ROOT, "samples", m)
         h = os.path.join(d, "host.c")
@@ -104,16 +108,36 @@ def main():
         dev = (sum(x[0] for x in dm), max(x[1] for x in dm), sum(x[2] for x in dm))
         size = (os.path.getsize(h) + sum(os.path.getsize(dv) for dv in devs)) // 1024
         print(row(m, size, ex, measure(hc, a.runs), dev), flush=True)
+        costs.append((m, ex, measure([a.kdflow, "extract", d, "-q", "--no-footprints", "-o", out_json], a.runs)))
+
+    print("\n## Footprints and operation counts: extract with and without them (--no-footprints)\n")
+    print("| model | extract wall (s) | CPU (s) | --no-footprints wall (s) | CPU (s) | wall ratio | CPU ratio |\n"
+          "| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for m, ex, nf in costs:
+        print("| %s | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f |" % (m, ex[0], ex[2], nf[0], nf[2], ex[0] / nf[0],
+                                                                  ex[2] / nf[2]))
+    if costs:
+        slowest = max(costs, key=lambda c: c[1][0])[0]
+        r = subprocess.run([a.kdflow, "extract", os.path.join(ROOT, "samples", slowest), "-q", "--stage-times", "-o",
+                            out_json], capture_output=True, text=True)
+        print("\n## Where the time goes: %s (the slowest sample; one run of extract --stage-times)\n" % slowest)
+        print("```\n" + r.stderr.rstrip() + "\n```")
     if not a.scales:
         return
+    for sample in a.scale_sample.split(","):
+        scaling(a, sample, clang, headers, out_json)
 
-    print("\n## Scaling: %s repeated N times (bench/make_synthetic.py; extract --no-params --no-relay)\n" % a.scale_sample)
+
+def scaling(a, sample, clang, headers, out_json):
+    src = os.path.join(ROOT, "samples", sample)
+    big = sum(os.path.getsize(os.path.join(src, f)) for f in ("host.c", "device.cu")) > 256 * 1024
+    scales = [int(x) for x in a.scales.split(",") if not (big and int(x) > 16)]
+    print("\n## Scaling: %s repeated N times (bench/make_synthetic.py; extract --no-params --no-relay)\n" % sample)
     print(HEAD.replace("| model |", "| N |"))
     base = None
-    for n in [int(x) for x in a.scales.split(",")]:
-        d = os.path.join(a.out, "synthetic_%dx" % n)
-        subprocess.check_call([sys.executable, os.path.join(ROOT, "bench", "make_synthetic.py"),
-                               os.path.join(ROOT, "samples", a.scale_sample), d, str(n)])
+    for n in scales:
+        d = os.path.join(a.out, "synthetic_%s_%dx" % (sample, n))
+        subprocess.check_call([sys.executable, os.path.join(ROOT, "bench", "make_synthetic.py"), src, d, str(n)])
         h, dv = os.path.join(d, "host.c"), os.path.join(d, "device.cu")
         runs = a.runs if n < 64 else max(1, min(a.runs, 3))
         ex = measure([a.kdflow, "extract", d, "--no-params", "--no-relay", "-q", "-o", out_json], runs)

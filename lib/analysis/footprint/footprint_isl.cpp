@@ -121,10 +121,8 @@ class Computer {
       int64_t l = 0, h = 0;
       std::string key;
       shape_key(a, &key);
-      if (auto it = known.find(key); it != known.end()) {
-        if (it->second.empty) continue;
-        l = it->second.lo + a.offset.c;
-        h = it->second.hi + a.offset.c;
+      // The access runs, its offset within [l, h]: it joins the ranges.
+      auto take = [&](int64_t l, int64_t h) {
         exact = exact && a.exact;
         for (Range* r : {a.read ? &reads : nullptr, a.write ? &writes : nullptr}) {
           if (!r) continue;
@@ -133,6 +131,9 @@ class Computer {
           r->empty = false;
         }
         live.push_back(&a);
+      };
+      if (auto it = known.find(key); it != known.end()) {
+        if (!it->second.empty) take(it->second.lo + a.offset.c, it->second.hi + a.offset.c);
         continue;
       }
       Box box = box_range(m, a, launch, &l, &h, &why);
@@ -169,14 +170,7 @@ class Computer {
       }
       if (l < -kMaxByte || h > kMaxByte) return unknown(reject::kUnbounded);
       known[key] = Known{false, l - a.offset.c, h - a.offset.c};
-      exact = exact && a.exact;
-      for (Range* r : {a.read ? &reads : nullptr, a.write ? &writes : nullptr}) {
-        if (!r) continue;
-        r->lo = r->empty ? l : std::min<int64_t>(r->lo, l);
-        r->hi = r->empty ? h + a.size : std::max<int64_t>(r->hi, h + a.size);
-        r->empty = false;
-      }
-      live.push_back(&a);
+      take(l, h);
     }
     Footprint f;
     f.exact = exact;

@@ -12,26 +12,20 @@
 #include <random>
 
 #include "kdflow/analysis/kernel_ops.h"
+#include "unit/analysis/affine_test_util.h"
 
 using namespace kdflow;
+using test::floor_div;
+using test::lin;
 
 namespace {
 
-LinExpr lin(int64_t c, std::vector<std::pair<int, int64_t>> terms) {
-  std::sort(terms.begin(), terms.end());
-  LinExpr e;
-  e.c = c;
-  for (const auto& t : terms)
-    if (t.second != 0) e.terms.push_back(t);
-  return e;
-}
 AffCond cond(AffCond::Op op, LinExpr e) {
   AffCond a;
   a.op = op;
   a.e = std::move(e);
   return a;
 }
-int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && (a < 0)); }
 int64_t eval(const LinExpr& e, const std::vector<int64_t>& x) {
   int64_t v = e.c;
   for (const auto& [i, k] : e.terms) v += k * x[static_cast<size_t>(i)];

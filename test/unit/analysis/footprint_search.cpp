@@ -12,22 +12,16 @@
 #include <random>
 
 #include "analysis/footprint/footprint_search.h"
+#include "unit/analysis/affine_test_util.h"
 
 using namespace kdflow;
+using test::floor_div;
+using test::lin;
 using namespace kdflow::detail;
 
 namespace {
 
-LinExpr lin(int64_t c, std::vector<std::pair<int, int64_t>> terms) {
-  std::sort(terms.begin(), terms.end());
-  LinExpr e;
-  e.c = c;
-  for (const auto& t : terms)
-    if (t.second != 0) e.terms.push_back(t);
-  return e;
-}
 
-int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && (a < 0)); }
 
 }  // namespace
 
