@@ -120,6 +120,55 @@ std::future<DeviceAnalyses> start_device_analysis(const ExtractInputs& in) {
   return std::async(std::launch::async, [in] { return analyze_devices(in); });
 }
 
+namespace {
+
+/// Per device function: the specializer that can re-extract it for a launch, or none.
+struct Specializable {
+  std::string name;
+  KernelSpecializer* spec = nullptr;
+  size_t index = 0;  ///< the kernel's index in its DeviceSource
+};
+
+/// The launches whose kernel's models one launch's scalar values could complete
+/// (DeviceSource::specializable): their own models, re-extracted once per distinct
+/// (function, scalars). Indexed like df.kernels; null where the function's models hold.
+struct LaunchModels {
+  std::map<std::string, std::pair<KernelModel, KernelOpModel>> made;
+  std::vector<const KernelModel*> footprint;
+  std::vector<const KernelOpModel*> ops;
+};
+
+void specialize_launches(const Dataflow& df, const std::vector<Specializable>& by_function, LaunchModels* out) {
+  out->footprint.assign(df.kernels.size(), nullptr);
+  out->ops.assign(df.kernels.size(), nullptr);
+  for (size_t i = 0; i < df.kernels.size(); ++i) {
+    const Kernel& k = df.kernels[i];
+    if (k.device_function < 0 || static_cast<size_t>(k.device_function) >= by_function.size()) continue;
+    const Specializable& s = by_function[static_cast<size_t>(k.device_function)];
+    if (!s.spec) continue;
+    std::vector<std::optional<int64_t>> scalars;
+    std::string key = std::to_string(k.device_function);
+    bool any = false;
+    for (const Arg& a : k.args) {
+      if (a.kind == Arg::Kind::Int) {
+        scalars.push_back(a.int_value);
+        key += "|" + std::to_string(a.int_value);
+        any = true;
+      } else {
+        scalars.push_back(std::nullopt);
+        key += "|-";
+      }
+    }
+    if (!any) continue;
+    auto [it, added] = out->made.try_emplace(key);
+    if (added) it->second.first = s.spec->specialize(s.index, scalars, &it->second.second);
+    out->footprint[i] = &it->second.first;
+    out->ops[i] = &it->second.second;
+  }
+}
+
+}  // namespace
+
 Status finish_extract(Dataflow& out, const Graph& graph, const FunctionTable& table, const ExtractInputs& in,
                       std::future<DeviceAnalyses>* early) {
   Dataflow* df = &out;
@@ -131,6 +180,7 @@ Status finish_extract(Dataflow& out, const Graph& graph, const FunctionTable& ta
     std::vector<DeviceFunction> functions;
     std::vector<KernelModel> footprint_models;
     std::vector<KernelOpModel> op_models;
+    std::vector<Specializable> specializable;
     std::string label, names;
     for (size_t i = 0; i < analyses.sources.size(); ++i) {
       const std::string& path = devices[i];
@@ -138,6 +188,10 @@ Status finish_extract(Dataflow& out, const Graph& graph, const FunctionTable& ta
       if (!device) return device.error();
       for (auto& model : device->footprint_models) footprint_models.push_back(std::move(model));
       for (auto& model : device->op_models) op_models.push_back(std::move(model));
+      for (size_t j = 0; j < device->functions.size(); ++j) {
+        const bool can = device->specializer && j < device->specializable.size() && device->specializable[j];
+        specializable.push_back({device->functions[j].name, can ? device->specializer.get() : nullptr, j});
+      }
       // Reasons name device.cu as sources.device does (no directory), like every position in the IR.
       auto scrub_device = [&](std::string& text) {
         for (size_t at = 0; (at = text.find(path + ":", at)) != std::string::npos;) {
@@ -163,15 +217,22 @@ Status finish_extract(Dataflow& out, const Graph& graph, const FunctionTable& ta
                        [](const KernelModel& a, const KernelModel& b) { return a.name < b.name; });
       std::stable_sort(op_models.begin(), op_models.end(),
                        [](const KernelOpModel& a, const KernelOpModel& b) { return a.name < b.name; });
+      std::stable_sort(specializable.begin(), specializable.end(),
+                       [](const Specializable& a, const Specializable& b) { return a.name < b.name; });
     }
     if (Status s = apply_device_functions(*df, functions, table, label); !s) return s.error();
     if (!in.no_footprints) {
+      LaunchModels own;
+      {
+        StageSpan span(in.stage_times, "models of launches with their scalar arguments");
+        specialize_launches(*df, specializable, &own);
+      }
       {
         StageSpan span(in.stage_times, "footprints (isl, every distinct launch)");
-        attach_footprints(*df, footprint_models, in.jobs);
+        attach_footprints(*df, footprint_models, in.jobs, &own.footprint);
       }
       StageSpan span(in.stage_times, "operation counts (every distinct launch)");
-      attach_kernel_ops(*df, op_models, in.jobs);
+      attach_kernel_ops(*df, op_models, in.jobs, &own.ops);
     }
     df->sources.device = names;
     // Positions in the IR name the device sources by base name; error messages keep the path.
@@ -350,14 +411,20 @@ Status rederive_footprints(Dataflow& df, const std::string& device_path, const s
   std::map<std::string, size_t> by_name;
   for (size_t i = 0; i < device->functions.size(); ++i) by_name.emplace(device->functions[i].name, i);
   std::vector<KernelModel> models(df.device_functions.size());
+  std::vector<Specializable> specializable(df.device_functions.size());
   for (size_t i = 0; i < df.device_functions.size(); ++i) {
     auto it = by_name.find(df.device_functions[i].name);
-    if (it != by_name.end()) models[i] = device->footprint_models[it->second];
+    if (it == by_name.end()) continue;
+    models[i] = device->footprint_models[it->second];
+    if (device->specializer && it->second < device->specializable.size() && device->specializable[it->second])
+      specializable[i] = {df.device_functions[i].name, device->specializer.get(), it->second};
   }
   Dataflow fresh = df;
   for (Kernel& k : fresh.kernels)
     for (Arg& a : k.args) a.footprint.reset();
-  attach_footprints(fresh, models);
+  LaunchModels own;  // as extract made them: with each launch's scalars where that tells more
+  specialize_launches(fresh, specializable, &own);
+  attach_footprints(fresh, models, 1, &own.footprint);
   auto text = [](const std::optional<Footprint>& f) {
     if (!f) return std::string("none");
     if (!f->unknown.empty()) return "unknown (" + f->unknown + ")";

@@ -99,7 +99,10 @@ Footprint compute_footprint(const KernelModel& model, size_t param, const Launch
 /// function has a model (`models` indexed like df.device_functions; an empty name: none).
 /// Each distinct (kernel, grid, block, scalar arguments) is computed once; with jobs > 1 the
 /// distinct launches are computed on that many threads (one isl context each), and the
-/// result is the same as with one.
-void attach_footprints(Dataflow& df, const std::vector<KernelModel>& models, int jobs = 1);
+/// result is the same as with one. `launch_models` (optional, indexed like df.kernels): a
+/// launch's own model (made with its scalar arguments) where not null, instead of its
+/// function's.
+void attach_footprints(Dataflow& df, const std::vector<KernelModel>& models, int jobs = 1,
+                       const std::vector<const KernelModel*>* launch_models = nullptr);
 
 }  // namespace kdflow

@@ -66,7 +66,9 @@ std::optional<uint64_t> count_domain_points(const AffCond& domain, const std::ve
 /// Sets Kernel::ops of every launch whose device function has a model (`models` indexed
 /// like df.device_functions; an empty name: none). Each distinct launch (kernel, grid,
 /// block, scalars) is counted once, on up to `jobs` threads; the result does not depend on
-/// `jobs`.
-void attach_kernel_ops(Dataflow& df, const std::vector<KernelOpModel>& models, int jobs = 1);
+/// `jobs`. `launch_models` (optional, indexed like df.kernels): a launch's own model (made
+/// with its scalar arguments) where not null, instead of its function's.
+void attach_kernel_ops(Dataflow& df, const std::vector<KernelOpModel>& models, int jobs = 1,
+                       const std::vector<const KernelOpModel*>* launch_models = nullptr);
 
 }  // namespace kdflow

@@ -3,6 +3,8 @@
 // the body does through each pointer parameter. Never compiles or runs the code.
 #pragma once
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,12 +17,29 @@ namespace kdflow {
 
 class StageTimes;
 
+/// Re-extracts a kernel's footprint and operation models with one launch's scalar arguments
+/// substituted (`x / dim`, `2 << i` become quasi-affine for that launch). The device analysis
+/// keeps its parse alive for it only when some kernel needs it (DeviceSource::specializable).
+/// One call at a time.
+class KernelSpecializer {
+ public:
+  virtual ~KernelSpecializer() = default;
+  /// Kernel `index` (of DeviceSource::functions) with `scalars` (by parameter index).
+  virtual KernelModel specialize(size_t index, const std::vector<std::optional<int64_t>>& scalars,
+                                 KernelOpModel* ops) = 0;
+};
+
 struct DeviceSource {
   std::string file;                        ///< label used in diagnostics and locations
   std::vector<DeviceFunction> functions;   ///< every __global__ kernel, in source order
   std::vector<std::string> other_errors;   ///< clang errors (recovering parse) no kernel's access_error names
   std::vector<KernelModel> footprint_models;  ///< per function: its affine access model (empty unless asked for)
   std::vector<KernelOpModel> op_models;       ///< per function: its floating-point operations (with footprint_models)
+  /// Per function (with footprint_models): whether a launch's scalar values could tell more
+  /// (it takes integer scalars and some footprint, count or bytes is unknown); then
+  /// `specializer` re-extracts it for a launch.
+  std::vector<char> specializable;
+  std::shared_ptr<KernelSpecializer> specializer;
   const DeviceFunction* find(const std::string& name) const {
     for (const auto& f : functions)
       if (f.name == name) return &f;

@@ -789,7 +789,8 @@ Footprint compute_footprint(const KernelModel& model, size_t param, const Launch
   return Computer(ctx, count_variables).run(model, param, launch);
 }
 
-void attach_footprints(Dataflow& df, const std::vector<KernelModel>& models, int jobs) {
+void attach_footprints(Dataflow& df, const std::vector<KernelModel>& models, int jobs,
+                       const std::vector<const KernelModel*>* launch_models) {
   // 1. The distinct launches, in first-launch order: (model, shape, which arguments).
   struct Work {
     const KernelModel* model = nullptr;
@@ -800,14 +801,17 @@ void attach_footprints(Dataflow& df, const std::vector<KernelModel>& models, int
   std::vector<Work> work;
   std::map<std::string, size_t> index;  // launch key → work item
   std::vector<std::pair<Kernel*, size_t>> uses;
-  for (Kernel& k : df.kernels) {
+  for (size_t ki = 0; ki < df.kernels.size(); ++ki) {
+    Kernel& k = df.kernels[ki];
     if (k.device_function < 0 || static_cast<size_t>(k.device_function) >= models.size()) continue;
-    const KernelModel& m = models[k.device_function];
+    const KernelModel* own = launch_models && ki < launch_models->size() ? (*launch_models)[ki] : nullptr;
+    const KernelModel& m = own ? *own : models[k.device_function];
     if (m.name.empty()) continue;
     LaunchShape launch;
     launch.grid = k.grid;
     launch.block = k.block;
-    std::string key = fmt::format("{}|{}|{}", m.name, fmt::join(k.grid, ","), fmt::join(k.block, ","));
+    // A launch's own model is keyed apart from its function's (the scalars are in both keys).
+    std::string key = fmt::format("{}{}|{}|{}", own ? "*" : "", m.name, fmt::join(k.grid, ","), fmt::join(k.block, ","));
     for (const Arg& a : k.args) {
       if (a.kind == Arg::Kind::Int) {
         launch.scalars.push_back(a.int_value);

@@ -605,7 +605,8 @@ KernelOps count_kernel_ops(const KernelOpModel& model, const LaunchShape& launch
   return k;
 }
 
-void attach_kernel_ops(Dataflow& df, const std::vector<KernelOpModel>& models, int jobs) {
+void attach_kernel_ops(Dataflow& df, const std::vector<KernelOpModel>& models, int jobs,
+                       const std::vector<const KernelOpModel*>* launch_models) {
   // 1. The distinct launches (kernel, grid, block, scalars), in launch order.
   struct Work {
     const KernelOpModel* model = nullptr;
@@ -615,14 +616,16 @@ void attach_kernel_ops(Dataflow& df, const std::vector<KernelOpModel>& models, i
   std::vector<Work> work;
   std::map<std::string, size_t> index;  // launch key → work item
   std::vector<std::pair<Kernel*, size_t>> uses;
-  for (Kernel& k : df.kernels) {
+  for (size_t ki = 0; ki < df.kernels.size(); ++ki) {
+    Kernel& k = df.kernels[ki];
     if (k.device_function < 0 || static_cast<size_t>(k.device_function) >= models.size()) continue;
-    const KernelOpModel& m = models[static_cast<size_t>(k.device_function)];
+    const KernelOpModel* own = launch_models && ki < launch_models->size() ? (*launch_models)[ki] : nullptr;
+    const KernelOpModel& m = own ? *own : models[static_cast<size_t>(k.device_function)];
     if (m.name.empty()) continue;
     LaunchShape launch;
     launch.grid = k.grid;
     launch.block = k.block;
-    std::string key = fmt::format("{}|{}|{}", m.name, fmt::join(k.grid, ","), fmt::join(k.block, ","));
+    std::string key = fmt::format("{}{}|{}|{}", own ? "*" : "", m.name, fmt::join(k.grid, ","), fmt::join(k.block, ","));
     for (const Arg& a : k.args) {
       if (a.kind == Arg::Kind::Int) {
         launch.scalars.push_back(a.int_value);

@@ -952,6 +952,45 @@ class ErrorMap : public RecursiveASTVisitor<ErrorMap> {
 
 namespace {
 
+/// Whether one launch's scalar values could tell more about kernel `fd` than its models do.
+bool needs_launch_scalars(const FunctionDecl* fd, const KernelModel& m, const KernelOpModel& ops) {
+  bool scalar = false;
+  for (unsigned i = 0; i < fd->getNumParams(); ++i) scalar |= fd->getParamDecl(i)->getType()->isIntegralOrEnumerationType();
+  if (!scalar) return false;
+  bool unknown = !ops.unknown.empty() || !ops.access_unknown.empty();
+  for (const ParamModel& p : m.params) unknown |= p.pointer && !p.unknown.empty();
+  for (const OpGroup& g : ops.groups) unknown |= !g.unknown.empty();
+  return unknown;
+}
+
+/// The parse kept alive to re-extract kernels for a launch (KernelSpecializer).
+class ClangSpecializer : public KernelSpecializer {
+ public:
+  ClangSpecializer(std::unique_ptr<ASTUnit> unit, std::vector<const FunctionDecl*> kernels)
+      : unit_(std::move(unit)), kernels_(std::move(kernels)) {}
+  KernelModel specialize(size_t index, const std::vector<std::optional<int64_t>>& scalars, KernelOpModel* ops) override {
+    return detail::extract_affine_model_and_ops(unit_->getASTContext(), kernels_.at(index), ops, &scalars);
+  }
+
+ private:
+  std::unique_ptr<ASTUnit> unit_;
+  std::vector<const FunctionDecl*> kernels_;
+};
+
+/// The two halves' specializers as one, by the merged kernel index.
+class JoinedSpecializer : public KernelSpecializer {
+ public:
+  JoinedSpecializer(std::shared_ptr<KernelSpecializer> a, size_t a_kernels, std::shared_ptr<KernelSpecializer> b)
+      : a_(std::move(a)), b_(std::move(b)), a_kernels_(a_kernels) {}
+  KernelModel specialize(size_t index, const std::vector<std::optional<int64_t>>& scalars, KernelOpModel* ops) override {
+    return index < a_kernels_ ? a_->specialize(index, scalars, ops) : b_->specialize(index - a_kernels_, scalars, ops);
+  }
+
+ private:
+  std::shared_ptr<KernelSpecializer> a_, b_;
+  size_t a_kernels_;
+};
+
 Expected<DeviceSource> analyze_device_part(const std::string& source, const std::string& file, bool strict,
                                            bool footprints, StageTimes* times, const std::string& part) {
   const std::string virtual_main = std::string(detail::kVirtualInputDir) + "/device.cu";
@@ -1042,9 +1081,14 @@ Expected<DeviceSource> analyze_device_part(const std::string& source, const std:
     if (footprints) {
       KernelOpModel ops;
       out.footprint_models.push_back(detail::extract_affine_model_and_ops(ctx, fd, &ops));
+      const bool analyzed = out.functions.back().access_error.empty();
+      out.specializable.push_back(analyzed && needs_launch_scalars(fd, out.footprint_models.back(), ops) ? 1 : 0);
       out.op_models.push_back(std::move(ops));
     }
   }
+  // The parse stays alive only when a launch's scalars could tell more about some kernel.
+  if (std::find(out.specializable.begin(), out.specializable.end(), 1) != out.specializable.end())
+    out.specializer = std::make_shared<ClangSpecializer>(std::move(unit), kernels);
   // Errors no unanalyzed kernel accounts for (outside every kernel and every function a
   // kernel calls): they change no access set, but are reported, never dropped.
   for (const auto& e : errors) {
@@ -1082,6 +1126,9 @@ Expected<DeviceSource> analyze_device_source(const std::string& source, const st
         for (auto& f : rest.functions) out.functions.push_back(std::move(f));
         for (auto& m : rest.footprint_models) out.footprint_models.push_back(std::move(m));
         for (auto& m : rest.op_models) out.op_models.push_back(std::move(m));
+        out.specializable.insert(out.specializable.end(), rest.specializable.begin(), rest.specializable.end());
+        if (out.specializer || rest.specializer)
+          out.specializer = std::make_shared<JoinedSpecializer>(out.specializer, halves->first_kernels, rest.specializer);
         return out;
       }
     }

@@ -173,6 +173,8 @@ class Extractor {
     want_ = want;
     sites_ = sites;
   }
+  /// Integer parameters with a value here are that constant (one launch's model).
+  void launch_scalars(const std::vector<std::optional<int64_t>>* scalars) { scalars_ = scalars; }
 
   KernelModel run() {
     m_.name = fd_->getNameAsString();
@@ -951,6 +953,9 @@ class Extractor {
           return r;
         }
         if (t->isIntegralOrEnumerationType()) {
+          // A launch's value, when the model is made for one launch (extract's specialisation).
+          if (scalars_ && static_cast<size_t>(it->second) < scalars_->size() && (*scalars_)[it->second])
+            return Val::integer(constant(*(*scalars_)[it->second]));
           int& slot = param_var_[it->second];
           if (slot == 0) slot = new_var(AffVar::Kind::Param, it->second) + 1;
           return Val::integer(variable(slot - 1));
@@ -1306,6 +1311,7 @@ class Extractor {
   const std::function<bool(const Expr*)>* want_ = nullptr;  ///< sites to record (nullptr: none)
   std::vector<SiteDomain>* sites_ = nullptr;
   std::set<const Expr*> site_seen_;
+  const std::vector<std::optional<int64_t>>* scalars_ = nullptr;  ///< a launch's scalar arguments, or none
 };
 
 }  // namespace
@@ -1315,9 +1321,11 @@ KernelModel extract_affine_model(clang::ASTContext& ctx, const clang::FunctionDe
 }
 
 KernelModel extract_affine_model(clang::ASTContext& ctx, const clang::FunctionDecl* fd,
-                                 const std::function<bool(const clang::Expr*)>& want, std::vector<SiteDomain>* sites) {
+                                 const std::function<bool(const clang::Expr*)>& want, std::vector<SiteDomain>* sites,
+                                 const std::vector<std::optional<int64_t>>* scalars) {
   Extractor x(ctx, fd);
   x.want_sites(&want, sites);
+  x.launch_scalars(scalars);
   return x.run();
 }
 

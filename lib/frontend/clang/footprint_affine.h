@@ -7,6 +7,7 @@
 #include <clang/AST/Expr.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,11 @@ struct SiteDomain {
 /// The same walk as extract_affine_model, also recording the domain of every expression
 /// `want` accepts (asked once per expression the walk evaluates, parentheses stripped;
 /// each expression recorded once, in walk order). kernel_ops.cpp counts operations with it.
+/// `scalars` (optional): one launch's scalar arguments by parameter index; an integer
+/// parameter with a value is that constant, so the model holds for that launch only
+/// (`x / dim`, `2 << i` become quasi-affine).
 KernelModel extract_affine_model(clang::ASTContext& ctx, const clang::FunctionDecl* fd,
-                                 const std::function<bool(const clang::Expr*)>& want, std::vector<SiteDomain>* sites);
+                                 const std::function<bool(const clang::Expr*)>& want, std::vector<SiteDomain>* sites,
+                                 const std::vector<std::optional<int64_t>>* scalars = nullptr);
 
 }  // namespace kdflow::detail

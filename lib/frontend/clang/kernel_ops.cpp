@@ -300,7 +300,8 @@ void text(std::ostringstream& o, const AffCond& c) {
 
 }  // namespace
 
-KernelModel extract_affine_model_and_ops(clang::ASTContext& ctx, const clang::FunctionDecl* fd, KernelOpModel* ops) {
+KernelModel extract_affine_model_and_ops(clang::ASTContext& ctx, const clang::FunctionDecl* fd, KernelOpModel* ops,
+                                         const std::vector<std::optional<int64_t>>* scalars) {
   ShuffledVars shuffled;
   if (fd->getBody()) shuffled.TraverseStmt(fd->getBody());
   Classifier classes(std::move(shuffled.vars));
@@ -309,7 +310,7 @@ KernelModel extract_affine_model_and_ops(clang::ASTContext& ctx, const clang::Fu
     return c.kind >= 0 || !c.unknown.empty();
   };
   std::vector<SiteDomain> sites;
-  KernelModel m = extract_affine_model(ctx, fd, want, &sites);
+  KernelModel m = extract_affine_model(ctx, fd, want, &sites, scalars);
   ops->name = m.name;
   ops->vars = m.vars;
   ops->groups.clear();

@@ -201,3 +201,33 @@ TEST_CASE("footprint: lanes of an integer vector built by make_longlong2 index a
       "  out[threadIdx.x] = in[(int)g.x];");
   CHECK(fp(floats, 1, {1, 1, 1}, {8, 1, 1}).unknown != "");
 }
+
+TEST_CASE("footprint: a kernel indexing by `/ dim` and `% dim` is modelled again with a launch's scalars", "[footprint]") {
+  // sort_scan's topk_kernel_4 divides by its scalar argument `dim` (hand-written here with
+  // the same shape): non-affine for the kernel, quasi-affine for a launch that passes dim = 5.
+  std::string src = kernel(
+      "  int i = ((int)blockIdx.x) * 512 + ((int)threadIdx.x);\n"
+      "  if (i < n * 4) out[i] = in[(i / n) * 1000 + (i % n)];");
+  auto r = analyze_device_source(src, "t.cu", /*strict=*/true, /*footprints=*/true);
+  REQUIRE(r);
+  REQUIRE(r->specializable.size() == 1);
+  CHECK(r->specializable[0] == 1);
+  REQUIRE(r->specializer);
+  LaunchShape l;
+  l.grid = {1, 1, 1};
+  l.block = {512, 1, 1};
+  l.scalars = {std::nullopt, std::nullopt, 5};
+  CHECK(compute_footprint(r->footprint_models[0], 1, l).unknown == reject::kNonAffine);
+  KernelOpModel ops;
+  KernelModel own = r->specializer->specialize(0, l.scalars, &ops);
+  Footprint in = compute_footprint(own, 1, l);
+  CHECK(in.unknown == "");
+  CHECK(in.read == range(0, (3 * 1000 + 4) * 4 + 4));  // elements 0..4, 1000..1004, ..., 3000..3004
+  CHECK(in.read_bytes == std::nullopt);                  // quotients: the span only
+  CHECK(compute_footprint(own, 0, l).write == range(0, 80));
+  // A kernel whose models are complete keeps no parse for this.
+  auto plain = analyze_device_source(kernel("  if (threadIdx.x < n) out[threadIdx.x] = in[threadIdx.x];"), "t.cu", true, true);
+  REQUIRE(plain);
+  CHECK(plain->specializable == std::vector<char>{0});
+  CHECK_FALSE(plain->specializer);
+}
