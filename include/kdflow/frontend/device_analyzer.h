@@ -36,8 +36,8 @@ struct DeviceSource {
   std::vector<KernelModel> footprint_models;  ///< per function: its affine access model (empty unless asked for)
   std::vector<KernelOpModel> op_models;       ///< per function: its floating-point operations (with footprint_models)
   /// Per function (with footprint_models): whether a launch's scalar values could tell more
-  /// (it takes integer scalars and some footprint, count or bytes is unknown); then
-  /// `specializer` re-extracts it for a launch.
+  /// (it takes integer scalars and some footprint, count or bytes is unknown for a
+  /// non-affine index); then `specializer` re-extracts it for a launch.
   std::vector<char> specializable;
   std::shared_ptr<KernelSpecializer> specializer;
   const DeviceFunction* find(const std::string& name) const {

@@ -952,15 +952,19 @@ class ErrorMap : public RecursiveASTVisitor<ErrorMap> {
 
 namespace {
 
-/// Whether one launch's scalar values could tell more about kernel `fd` than its models do.
+/// Whether one launch's scalar values could tell more about kernel `fd` than its models do:
+/// it takes integer scalars and some index of it is not affine.
 bool needs_launch_scalars(const FunctionDecl* fd, const KernelModel& m, const KernelOpModel& ops) {
   bool scalar = false;
   for (unsigned i = 0; i < fd->getNumParams(); ++i) scalar |= fd->getParamDecl(i)->getType()->isIntegralOrEnumerationType();
   if (!scalar) return false;
-  bool unknown = !ops.unknown.empty() || !ops.access_unknown.empty();
-  for (const ParamModel& p : m.params) unknown |= p.pointer && !p.unknown.empty();
-  for (const OpGroup& g : ops.groups) unknown |= !g.unknown.empty();
-  return unknown;
+  // Only an index that is not affine can become so (`x / dim`, `x % dim`, `x << i`); a
+  // data-dependent index or a while loop stays what it is, and re-modelling a large kernel
+  // for every launch of a host loop is not free.
+  bool non_affine = ops.access_unknown == reject::kNonAffine;
+  for (const ParamModel& p : m.params) non_affine |= p.pointer && p.unknown == reject::kNonAffine;
+  for (const OpGroup& g : ops.groups) non_affine |= g.unknown == reject::kNonAffine;
+  return non_affine;
 }
 
 /// The parse kept alive to re-extract kernels for a launch (KernelSpecializer).
