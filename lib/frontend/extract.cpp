@@ -132,8 +132,11 @@ struct Specializable {
 /// The launches whose kernel's models one launch's scalar values could complete
 /// (DeviceSource::specializable): their own models, re-extracted once per distinct
 /// (function, scalars). Indexed like df.kernels; null where the function's models hold.
+constexpr int kMaxLaunchModels = 64;  // distinct launches of one kernel modelled with their scalars
+
 struct LaunchModels {
   std::map<std::string, std::pair<KernelModel, KernelOpModel>> made;
+  std::map<int, int> per_function;  ///< launches modelled so far, by device function
   std::vector<const KernelModel*> footprint;
   std::vector<const KernelOpModel*> ops;
 };
@@ -160,8 +163,15 @@ void specialize_launches(const Dataflow& df, const std::vector<Specializable>& b
       }
     }
     if (!any) continue;
-    auto [it, added] = out->made.try_emplace(key);
-    if (added) it->second.first = s.spec->specialize(s.index, scalars, &it->second.second);
+    auto found = out->made.find(key);
+    if (found == out->made.end()) {
+      // A bound on the work a host loop can ask for: past kMaxLaunchModels distinct launches
+      // of one kernel (in launch order), later ones keep the kernel's own models.
+      if (out->per_function[k.device_function]++ >= kMaxLaunchModels) continue;
+      found = out->made.try_emplace(key).first;
+      found->second.first = s.spec->specialize(s.index, scalars, &found->second.second);
+    }
+    auto it = found;
     out->footprint[i] = &it->second.first;
     out->ops[i] = &it->second.second;
   }
