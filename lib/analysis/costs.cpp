@@ -240,6 +240,24 @@ OpWork op_work(const RelayOp& op) {
     w.tensor_core = low_precision(wt->dtype);
     return w;
   }
+  if (n == "nn.contrib_conv2d_winograd_without_weight_transform" ||
+      n == "nn.contrib_conv2d_winograd_nnpack_without_weight_transform") {
+    // The convolution it computes, counted as the direct one: 2 · (output elements) · (input
+    // channels) · kernel window. Its weight is already transformed (not OIHW), so the input
+    // channels come from the data's layout and the window from kernel_size. The kernels'
+    // own count then shows what the transform saves (code/formula below 1).
+    const Tensor* x = input(0);
+    const RelayAttr* ks = attr(op, "kernel_size");
+    if (!x || x->shape.size() != 4) return none("data type unknown");
+    if (!ks || ks->kind != RelayAttr::Kind::Ints || ks->ints.size() != 2) return none("kernel_size unknown");
+    std::string layout = text_attr(op, "data_layout", "NCHW");
+    size_t c = layout.find('C');
+    if (layout.size() != 4 || c == std::string::npos || x->shape[c] < 0) return none("data layout " + layout + " not modelled");
+    w.formula = "convolution (winograd counted as direct)";
+    w.flops = mul(2, mul(out->elems, mul(static_cast<uint64_t>(x->shape[c]), elements(ks->ints))));
+    w.tensor_core = low_precision(x->dtype);
+    return w;
+  }
   if (n == "nn.dense" || n == "nn.matmul" || n == "nn.batch_matmul") {
     // 2 · (output elements) · K, K the reduction length of the first operand.
     const Tensor* a = input(0);

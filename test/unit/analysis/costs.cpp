@@ -198,3 +198,26 @@ TEST_CASE("the dataset: RFC 4180 CSV and JSON Lines with the documented columns"
     CHECK(n == expect);
   }
 }
+
+TEST_CASE("a winograd convolution is counted as the direct one; its kernels show what the transform saves", "[costs]") {
+  // resnet18_tuned's first winograd conv: data (1, 64, 56, 56), kernel_size [3, 3], channels
+  // 64 → (1, 64, 56, 56): as a direct convolution 2 · (64 · 56 · 56) · (64 · 3 · 3) FLOPs.
+  Dataflow df = golden("resnet18_tuned");
+  const Node& n = node_of(df, "tvmgen_default_fused_nn_contrib_conv2d_winograd_without_weight_transform_add_nn_relu");
+  REQUIRE_FALSE(n.relay_ops.empty());
+  OpWork w = op_work(n.relay_ops[0]);
+  CHECK(w.formula == "convolution (winograd counted as direct)");
+  CHECK(w.flops == uint64_t{2} * (64 * 56 * 56) * (64 * 3 * 3));
+  // The kernels (input transform, batched product, output transform) compute far less.
+  CostReport r = compute_costs(df, nullptr, nullptr);
+  const FunctionCost* f = nullptr;
+  for (const FunctionCost& c : r.functions)
+    if (c.node == n.id) f = &c;
+  REQUIRE(f);
+  REQUIRE(f->counted);
+  REQUIRE(f->counted->flops);
+  REQUIRE(f->flops);
+  const double ratio = static_cast<double>(*f->counted->flops) / static_cast<double>(*f->flops);
+  CHECK(ratio > 0.3);
+  CHECK(ratio < 0.45);  // 85.2 of 231.2 MFLOP (0.368 in `kdflow costs`)
+}
