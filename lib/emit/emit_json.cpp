@@ -132,6 +132,7 @@ ojson build(const Dataflow& df) {
     j["output_index"] = b.output_index;
     if (b.input_index >= 0) j["input_index"] = b.input_index;
     if (b.constant_index >= 0) j["constant_index"] = b.constant_index;
+    if (!b.shape_expr.empty()) j["shape_expr"] = b.shape_expr;
     if (b.loc.valid()) j["loc"] = loc_json(b.loc);
     buffers.push_back(std::move(j));
   }

@@ -427,6 +427,13 @@ Dataflow Reader::document(const json& root) const {
     b.output_index = int32(member(j, p, "output_index"), at(p, "output_index"), 0);
     if (const json* v = optional(j, "input_index")) b.input_index = int32(*v, at(p, "input_index"), 0);
     if (const json* v = optional(j, "constant_index")) b.constant_index = int32(*v, at(p, "constant_index"), 0);
+    if (const json* v = optional(j, "shape_expr")) {
+      const std::string q = at(p, "shape_expr");
+      if (!v->is_array()) fail(q, "expected an array");
+      for (size_t d = 0; d < v->size(); ++d) b.shape_expr.push_back(string((*v)[d], at(q, d)));
+      if (b.shape_expr.size() != b.shape.size())
+        fail(q, fmt::format("{} dimensions, but the shape has {}", b.shape_expr.size(), b.shape.size()));
+    }
     b.loc = optional_loc(j, p);
     df.buffers.push_back(std::move(b));
   }

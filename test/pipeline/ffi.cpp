@@ -128,6 +128,7 @@ TEST_CASE("tvm-ffi: JSON and DOT equal the reviewed goldens and read back", "[sa
       Expected<Dataflow> back = parse_dataflow_json(emit_json(df), gj);
       REQUIRE(back);
       CHECK(back->kernels == df.kernels);
+      CHECK(back->buffers == df.buffers);  // shape_expr included
       CHECK(back->sources.tvm_version == df.sources.tvm_version);
       CHECK(back->sources.tvm_version_evidence == df.sources.tvm_version_evidence);
       CHECK(emit_json(*back) == emit_json(df));
@@ -146,6 +147,33 @@ TEST_CASE("tvm-ffi: a symbolic batch takes its size from the input file or --inp
   for (const Kernel& k : three.kernels) CHECK(ints_of(k) == std::vector<int64_t>{3});
   for (int b : three.outputs) CHECK(three.buffers[b].shape == std::vector<int64_t>{3, 10});
   CHECK(three.kernels.back().grid[0] == 3);  // log_softmax: one block per row
+
+  // The expressions the values came from, as TVM's own signatures in host.c state them: the
+  // same for any n; constant tensors (the weights) carry none.
+  for (const Dataflow* d : {&df, &three}) {
+    for (int b : d->inputs) CHECK(d->buffers[b].shape_expr == std::vector<std::string>{"n", "100"});
+    for (int b : d->outputs) CHECK(d->buffers[b].shape_expr == std::vector<std::string>{"n", "10"});
+    int symbolic = 0;
+    for (const Buffer& b : d->buffers) {
+      if (b.constant_index >= 0) CHECK(b.shape_expr.empty());
+      if (b.shape_expr.empty()) continue;
+      ++symbolic;
+      REQUIRE(b.shape_expr.size() == b.shape.size());
+      CHECK(b.shape[0] == (d == &df ? 8 : 3));  // "n"
+      CHECK(b.shape_expr[1] == std::to_string(b.shape[1]));
+    }
+    CHECK(symbolic == 6);  // the input, the four hidden activations, the output
+  }
+  // kdflow/1 readers check it: one expression per dimension.
+  std::string text = emit_json(df);
+  size_t at = text.find("\"shape_expr\": [\"n\", \"100\"]");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, 26, "\"shape_expr\": [\"n\"]");
+  Expected<Dataflow> bad = parse_dataflow_json(text, "flow.json");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message.find("/shape_expr: error: 1 dimensions, but the shape has 2") != std::string::npos);
+  // Without symbolic shapes nothing is recorded.
+  for (const Buffer& b : extract_path(sample_dir("ffi_mlp")).buffers) CHECK(b.shape_expr.empty());
 
   // Without either: one line naming the parameter and the option, exit 65.
   std::string dir = copy_sample("ffi_batch_mlp", "ffi_batch_no_input");

@@ -35,6 +35,9 @@ struct Buffer {
   SourceLoc loc;                      ///< workspaces: the TVMBackendAllocWorkspace call
   int input_index = -1;               ///< Relax builds: inputs: the VM function's parameter index (-1: none)
   int constant_index = -1;            ///< Relax builds: params: the index in the executable's constant pool (-1: none)
+  /// Builds with symbolic shapes (tvm-ffi): each dimension as TVM's own function signature
+  /// states it ("n", "400"), where one is symbolic; empty otherwise. `shape` holds the values.
+  std::vector<std::string> shape_expr;
   bool operator==(const Buffer& o) const;
 };
 

@@ -12,6 +12,7 @@
 
 #include "frontend/extract_internal.h"
 #include "kdflow/support/stage_times.h"
+#include "frontend/relax/signatures.h"
 #include "kdflow/frontend/dataflow_builder.h"
 #include "kdflow/formats/device_module.h"
 #include "kdflow/formats/elf_symbols.h"
@@ -173,6 +174,50 @@ Expected<bool> library_is_relax(const std::string& library) {
   if (!blob) return blob.error();
   return blob->has_value();
 }
+
+namespace {
+
+/// Symbolic shapes as TVM states them: each called function's signature in host.c (its
+/// argument checks name it, TVM 0.21+) gives each argument's dimensions, `n` or `400`. They
+/// are recorded on the buffers (Buffer::shape_expr) where the signature matches the call —
+/// as many tensors as the call has buffers, each literal dimension equal to the buffer's,
+/// each symbol one value within the call — and some dimension is symbolic.
+void record_shape_expressions(const std::string& host_c, Dataflow* df) {
+  std::map<std::string, std::optional<std::vector<detail::SignatureParam>>> signatures;
+  for (const Node& n : df->nodes) {
+    if (n.op != "tvm_op" || n.function.empty()) continue;
+    auto [it, added] = signatures.try_emplace(n.function);
+    if (added) it->second = detail::find_signature(host_c, n.function);
+    if (!it->second) continue;
+    const std::vector<detail::SignatureParam>& sig = *it->second;
+    std::vector<int> args = n.inputs;
+    args.insert(args.end(), n.outputs.begin(), n.outputs.end());
+    if (sig.size() != args.size()) continue;
+    std::map<std::string, int64_t> value;  // symbol → its value in this call
+    bool consistent = true;
+    for (size_t i = 0; i < sig.size() && consistent; ++i) {
+      const Buffer& b = df->buffers[static_cast<size_t>(args[i])];
+      if (!sig[i].tensor || sig[i].dims.size() != b.shape.size()) {
+        consistent = false;
+        break;
+      }
+      for (size_t d = 0; d < b.shape.size() && consistent; ++d) {
+        const std::string& e = sig[i].dims[d];
+        if (detail::is_literal_dim(e)) consistent = std::to_string(b.shape[d]) == e;
+        else if (auto [v, fresh] = value.try_emplace(e, b.shape[d]); !fresh) consistent = v->second == b.shape[d];
+      }
+    }
+    if (!consistent) continue;
+    for (size_t i = 0; i < sig.size(); ++i) {
+      Buffer& b = df->buffers[static_cast<size_t>(args[i])];
+      bool symbolic = false;
+      for (const std::string& e : sig[i].dims) symbolic |= !detail::is_literal_dim(e);
+      if (symbolic && b.shape_expr.empty()) b.shape_expr = sig[i].dims;
+    }
+  }
+}
+
+}  // namespace
 
 Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLimits& limits, ProgressFn progress,
                                  void* progress_ctx) {
@@ -349,6 +394,7 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
     b.input_index = vm->input_index[b.node];
     b.constant_index = vm->constant_index[b.node];
   }
+  record_shape_expressions(*host_text, &*df);
   if (Status s = finish_extract(*df, graph, table, in, &device); !s) return s.error();
   // relax.txt holds the fused functions as TIR (no Relax ops per function), so the ops come
   // from the name, matched against the ops the module called before lowering

@@ -1,0 +1,93 @@
+// signatures.cpp — TVM's function signatures in tvm-ffi host C (signatures.h).
+#include "frontend/relax/signatures.h"
+
+#include <cctype>
+
+namespace kdflow::detail {
+
+namespace {
+
+std::string trim(const std::string& s) {
+  size_t a = s.find_first_not_of(' '), b = s.find_last_not_of(' ');
+  return a == std::string::npos ? std::string() : s.substr(a, b - a + 1);
+}
+
+/// Splits at top-level commas (outside (), [] ).
+std::vector<std::string> split_top(const std::string& s) {
+  std::vector<std::string> out;
+  int depth = 0;
+  std::string cur;
+  for (char c : s) {
+    if (c == '(' || c == '[') ++depth;
+    if (c == ')' || c == ']') --depth;
+    if (c == ',' && depth == 0) {
+      out.push_back(trim(cur));
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!trim(cur).empty()) out.push_back(trim(cur));
+  return out;
+}
+
+/// `T.int64(400)` → `400` wherever it appears.
+std::string plain(std::string d) {
+  for (const char* cast : {"T.int64(", "T.int32(", "T.int16(", "T.int8("}) {
+    const std::string c = cast;
+    for (size_t at; (at = d.find(c)) != std::string::npos;) {
+      size_t close = d.find(')', at + c.size());
+      if (close == std::string::npos) return d;
+      d = d.substr(0, at) + d.substr(at + c.size(), close - at - c.size()) + d.substr(close + 1);
+    }
+  }
+  return trim(d);
+}
+
+}  // namespace
+
+bool is_literal_dim(const std::string& dim) {
+  if (dim.empty()) return false;
+  size_t i = dim[0] == '-' ? 1 : 0;
+  if (i == dim.size()) return false;
+  for (; i < dim.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(dim[i]))) return false;
+  return true;
+}
+
+std::optional<std::vector<SignatureParam>> find_signature(const std::string& host_c, const std::string& function) {
+  const std::string open = "\"" + function + "(";
+  size_t at = host_c.find(open);
+  if (at == std::string::npos) return std::nullopt;
+  size_t begin = at + open.size();
+  size_t end = host_c.find("\"", begin);  // the literal's end: TVM's signature holds no quote or escape
+  if (end == std::string::npos || end == begin || host_c[end - 1] != ')') return std::nullopt;
+  const std::string body = host_c.substr(begin, end - 1 - begin);
+  if (body.find('\\') != std::string::npos || body.find('\n') != std::string::npos) return std::nullopt;
+  int depth = 0;  // balanced brackets, or it is not a signature
+  for (char c : body) {
+    depth += c == '(' || c == '[' ? 1 : c == ')' || c == ']' ? -1 : 0;
+    if (depth < 0) return std::nullopt;
+  }
+  if (depth != 0) return std::nullopt;
+  std::vector<SignatureParam> params;
+  for (const std::string& p : split_top(body)) {
+    size_t colon = p.find(':');
+    if (colon == std::string::npos) return std::nullopt;
+    SignatureParam sp;
+    sp.name = trim(p.substr(0, colon));
+    const std::string type = trim(p.substr(colon + 1));
+    if (type.rfind("Tensor([", 0) == 0 && type.back() == ')') {
+      size_t close = type.find(']');
+      if (close == std::string::npos) return std::nullopt;
+      sp.tensor = true;
+      for (const std::string& d : split_top(type.substr(8, close - 8))) sp.dims.push_back(plain(d));
+      size_t comma = type.find(',', close);
+      sp.dtype = comma == std::string::npos ? std::string() : trim(type.substr(comma + 1, type.size() - 2 - comma));
+    }
+    params.push_back(std::move(sp));
+  }
+  return params;
+}
+
+}  // namespace kdflow::detail

@@ -1,0 +1,32 @@
+// TVM's function signatures in tvm-ffi host C (lib/frontend/relax/signatures.cpp), on
+// hand-written strings of the form TVM 0.26 prints (labelled: not a real host.c; the real
+// ones are checked through ffi_batch_mlp in test/pipeline/ffi.cpp).
+#include <catch2/catch.hpp>
+
+#include "frontend/relax/signatures.h"
+
+using namespace kdflow::detail;
+
+TEST_CASE("signatures: parameters, symbolic and literal dimensions, T.int64 casts dropped", "[signatures]") {
+  const std::string host =
+      R"x(  const char* parts[6] = {"Expected ", "4", " when calling:\n  `", )x"
+      R"x("f(x: Tensor([n, T.int64(100)], float32), w: Tensor([T.int64(100), m * T.int64(2)], float16), k: T.int64)")x"
+      R"x(, "`"};)x";
+  auto sig = find_signature(host, "f");
+  REQUIRE(sig);
+  REQUIRE(sig->size() == 3);
+  CHECK((*sig)[0].name == "x");
+  CHECK((*sig)[0].tensor);
+  CHECK((*sig)[0].dims == std::vector<std::string>{"n", "100"});
+  CHECK((*sig)[0].dtype == "float32");
+  CHECK((*sig)[1].dims == std::vector<std::string>{"100", "m * 2"});
+  CHECK((*sig)[1].dtype == "float16");
+  CHECK_FALSE((*sig)[2].tensor);
+  CHECK(is_literal_dim("100"));
+  CHECK_FALSE(is_literal_dim("n"));
+  CHECK_FALSE(is_literal_dim("m * 2"));
+  // Not there, or not a signature: nothing.
+  CHECK_FALSE(find_signature(host, "g"));
+  CHECK_FALSE(find_signature(R"x("f(x Tensor)")x", "f"));                // a parameter without a type
+  CHECK_FALSE(find_signature(R"x("f(x: Tensor([n], float32)")x", "f"));   // no closing parenthesis
+}
