@@ -112,10 +112,15 @@ class Rewriter {
       if (!subst(k, v, by)) return false;
     return true;
   }
+  /// v := by in every atom (false: a coefficient overflowed, the rewrite stops).
+  bool subst_all(int v, const LinExpr& by) {
+    for (AffCond& a : s_.atoms)
+      if (!subst(a, v, by)) return false;
+    return true;
+  }
   /// v := by in every atom; v's box becomes constraints on `by`; v leaves the problem.
   void eliminate(int v, const LinExpr& by) {
-    for (AffCond& a : s_.atoms)
-      if (!subst(a, v, by)) return;
+    if (!subst_all(v, by)) return;
     box_to_atoms(v, by);
     s_.live[static_cast<size_t>(v)] = 0;
   }
@@ -133,6 +138,12 @@ class Rewriter {
       s_.atoms.push_back(atom(Op::Ge0, std::move(e)));
     }
     s_.box[static_cast<size_t>(v)] = {-kCountInf, kCountInf};
+  }
+  /// Removes a pair's two atoms (indices into s_.atoms; pairs_ is stale afterwards).
+  void erase_pair(const Pair& p) {
+    size_t first = std::min(p.lo_atom, p.hi_atom), second = std::max(p.lo_atom, p.hi_atom);
+    s_.atoms.erase(s_.atoms.begin() + static_cast<long>(second));
+    s_.atoms.erase(s_.atoms.begin() + static_cast<long>(first));
   }
   int new_var(int64_t lo, int64_t hi) {
     s_.box.push_back({lo, hi});
@@ -334,9 +345,7 @@ class Rewriter {
           ++t, ++u;
         }
         if (!same) continue;
-        size_t first = std::min(pairs_[j].lo_atom, pairs_[j].hi_atom), second = std::max(pairs_[j].lo_atom, pairs_[j].hi_atom);
-        s_.atoms.erase(s_.atoms.begin() + static_cast<long>(second));
-        s_.atoms.erase(s_.atoms.begin() + static_cast<long>(first));
+        erase_pair(pairs_[j]);
         eliminate(q2, lin(0, {{q1, 1}}));
         return true;
       }
@@ -421,8 +430,7 @@ class Rewriter {
         int var = v;
         int64_t m = k / d;
         LinExpr by = lin(0, {{q, 1}, {var, m}});
-        for (AffCond& a : s_.atoms)
-          if (!subst(a, q, by)) return true;
+        if (!subst_all(q, by)) return true;
         box_to_atoms(q, by);  // lo ≤ q_old = q_new + m·v ≤ hi
         return true;
       }
@@ -432,8 +440,7 @@ class Rewriter {
         if (b.first > -kCountInf) b.first -= m;
         if (b.second < kCountInf) b.second -= m;
         LinExpr by = lin(m, {{q, 1}});
-        for (AffCond& a : s_.atoms)
-          if (!subst(a, q, by)) return true;
+        if (!subst_all(q, by)) return true;
         return true;
       }
     }
@@ -469,9 +476,7 @@ class Rewriter {
         if (!add_scaled(e, r, -1)) return true;
         add.push_back(atom(Op::Ge0, std::move(e)));
       }
-      size_t first = std::min(p.lo_atom, p.hi_atom), second = std::max(p.lo_atom, p.hi_atom);
-      s_.atoms.erase(s_.atoms.begin() + static_cast<long>(second));
-      s_.atoms.erase(s_.atoms.begin() + static_cast<long>(first));
+      erase_pair(p);
       for (AffCond& a : add) s_.atoms.push_back(std::move(a));
       s_.live[static_cast<size_t>(q)] = 0;
       s_.box[static_cast<size_t>(q)] = {-kCountInf, kCountInf};
@@ -551,9 +556,7 @@ class Rewriter {
       long side = definition(p, &q);
       const LinExpr e = s_.atoms[static_cast<size_t>(side)].e;
       int64_t d = p.w + 1;
-      size_t first = std::min(p.lo_atom, p.hi_atom), second = std::max(p.lo_atom, p.hi_atom);
-      s_.atoms.erase(s_.atoms.begin() + static_cast<long>(second));
-      s_.atoms.erase(s_.atoms.begin() + static_cast<long>(first));
+      erase_pair(p);
       inverted_[static_cast<size_t>(q)] = 1;
       int r = new_var(0, d - 1);
       // r = kx·x + rest ⇒ x = kx·(r − rest).

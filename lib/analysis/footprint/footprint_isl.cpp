@@ -186,17 +186,9 @@ class Computer {
   /// An access's domain and offset without the offset's constant, as text: equal texts have
   /// ranges that differ by the constants.
   static void shape_key(const AffAccess& a, std::string* out) {
-    cond_key(a.domain, out);
+    detail::append_cond_key(a.domain, out);
     *out += "|";
     for (const auto& [v, k] : a.offset.terms) *out += std::to_string(v) + ":" + std::to_string(k) + ",";
-  }
-  static void cond_key(const AffCond& c, std::string* out) {
-    *out += static_cast<char>('0' + static_cast<int>(c.op));
-    *out += std::to_string(c.e.c);
-    for (const auto& [v, k] : c.e.terms) *out += "," + std::to_string(v) + ":" + std::to_string(k);
-    *out += "(";
-    for (const AffCond& kid : c.kids) cond_key(kid, out);
-    *out += ")";
   }
   static constexpr int64_t kMaxByte = int64_t(1) << 60;
   static constexpr unsigned long kCountOperations = 200'000;

@@ -274,4 +274,13 @@ bool to_dnf(const AffCond& c, size_t limit, std::vector<std::vector<LinConstrain
   return false;
 }
 
+void append_cond_key(const AffCond& c, std::string* out) {
+  *out += static_cast<char>('0' + static_cast<int>(c.op));
+  *out += std::to_string(c.e.c);
+  for (const auto& [v, k] : c.e.terms) *out += "," + std::to_string(v) + ":" + std::to_string(k);
+  *out += "(";
+  for (const AffCond& kid : c.kids) append_cond_key(kid, out);
+  *out += ")";
+}
+
 }  // namespace kdflow::detail

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kdflow/analysis/footprint.h"
@@ -39,5 +40,9 @@ SearchRange search_range(const std::vector<LinConstraint>& cons, std::vector<Var
 /// The conjunctions of `c` in disjunctive normal form, at most `limit` of them (false: more,
 /// or a conjunction longer than the limit of constraints). False conjunctions are dropped.
 bool to_dnf(const AffCond& c, size_t limit, std::vector<std::vector<LinConstraint>>* out);
+
+/// Appends `c`'s structure as text to `out`: equal texts are equal conditions (the caches'
+/// keys of the footprint and counting stages).
+void append_cond_key(const AffCond& c, std::string* out);
 
 }  // namespace kdflow::detail

@@ -32,6 +32,7 @@
 
 #include "kdflow/analysis/kernel_ops.h"
 #include "count_rewrite.h"
+#include "footprint_search.h"
 
 namespace kdflow {
 
@@ -482,16 +483,6 @@ std::optional<uint64_t> count_points(const AffCond& domain, const std::vector<Af
   return c.count(domain, why);
 }
 
-/// A domain's structure as text: equal texts are equal domains (the cache's key).
-void domain_key(const AffCond& c, std::string& out) {
-  out += static_cast<char>('0' + static_cast<int>(c.op));
-  out += std::to_string(c.e.c);
-  for (const auto& [v, k] : c.e.terms) out += "," + std::to_string(v) + ":" + std::to_string(k);
-  out += "(";
-  for (const AffCond& kid : c.kids) domain_key(kid, out);
-  out += ")";
-}
-
 /// count_points for one launch, each distinct domain counted once (a kernel's accesses and
 /// operation groups often share their loop nest's domain).
 class LaunchCounter {
@@ -500,7 +491,7 @@ class LaunchCounter {
       : vars_(vars), launch_(launch), max_steps_(max_steps) {}
   std::optional<uint64_t> count(const AffCond& domain, std::string* why) {
     std::string key;
-    domain_key(domain, key);
+    detail::append_cond_key(domain, &key);
     auto it = cache_.find(key);
     if (it == cache_.end()) {
       Result r;
