@@ -19,7 +19,7 @@
 #   --out DIR         where logs, timing JSON, trace and the table go (default: gpu-check-out)
 #   --samples "A B"   models to replay (default: every samples/<m>/ with a test/golden/<m>.json)
 #   --shared DIR      where params.bin files missing from samples/ are (default: ../shared/samples)
-#   --deps DIR        a folder made by --pack-deps: fmt, nlohmann_json and CLI11 for the build
+#   --deps DIR        a folder made by --pack-deps: fmt, nlohmann_json, CLI11 and isl for the build
 #   --pack-deps DIR   (on a development machine) copy those three packages into DIR and exit
 #   --allow-mismatch  outputs that differ are not a failure (the fake driver runs no kernels)
 # Exit status: 0 all runs passed; 1 a run failed or (without --allow-mismatch) an output
@@ -55,7 +55,11 @@ while [ $# -gt 0 ]; do
       cp -a "/usr/lib/$MULTI/cmake/fmt" "$D/lib/$MULTI/cmake/" || exit 66
       cp -a /usr/lib/"$MULTI"/libfmt.so* "$D/lib/$MULTI/" || exit 66
       cp -a /usr/share/cmake/nlohmann_json /usr/share/cmake/CLI11 "$D/share/cmake/" || exit 66
-      echo "gpu-check: packed fmt, nlohmann_json and CLI11 into $D; on the GPU machine: scripts/gpu-check.sh --deps $D"
+      # isl (the footprint stage) and the gmp it needs: headers and shared libraries, found by
+      # lib/CMakeLists.txt on the prefix path where the GPU machine has no pkg-config or isl.
+      cp -a /usr/include/isl "$D/include/" || exit 66
+      cp -a /usr/lib/"$MULTI"/libisl.so* /usr/lib/"$MULTI"/libgmp.so* "$D/lib/$MULTI/" || exit 66
+      echo "gpu-check: packed fmt, nlohmann_json, CLI11 and isl into $D; on the GPU machine: scripts/gpu-check.sh --deps $D"
       exit 0 ;;
     --allow-mismatch) ALLOW_MISMATCH=1; shift ;;
     -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
