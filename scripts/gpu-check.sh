@@ -183,8 +183,10 @@ else TRACE="Chrome trace: exit $rc: $(tail -1 "$OUT/trace.err")"; FAILED=$((FAIL
 
 # --- ncu, when there is one ------------------------------------------------------------
 if command -v ncu >/dev/null; then
+  # Bounded: a profiler that hangs must not hang the check (timeout from coreutils, when there).
+  TO=""; command -v timeout >/dev/null && TO="timeout 300"
   # shellcheck disable=SC2086
-  if ncu --csv --metrics gpu__time_duration.sum "$KDFLOW" replay "samples/$FIRST" --flow "test/golden/$FIRST.json" $P \
+  if $TO ncu --csv --metrics gpu__time_duration.sum "$KDFLOW" replay "samples/$FIRST" --flow "test/golden/$FIRST.json" $P \
        --no-expect -q --warmup 0 --repeat 1 >"$OUT/$FIRST.ncu.csv" 2>"$OUT/ncu.err" &&
      "$KDFLOW" show "test/golden/$FIRST.json" --profile "$OUT/$FIRST.ncu.csv" --color never >"$OUT/$FIRST.profile.txt" 2>>"$OUT/ncu.err"; then
     NCU="ncu: $OUT/$FIRST.ncu.csv joined in $OUT/$FIRST.profile.txt"

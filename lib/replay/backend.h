@@ -74,6 +74,8 @@ struct Capabilities {
   bool asynchronous = true;  ///< launch() queues and returns; false: it has run when it returns
   bool timing = true;        ///< record()/elapsed_us() measure device time (CUDA events)
   bool gate = false;         ///< hold_queue()/release_queue(): a queued run starts only when released
+  /// Why there is no gate, for the report ("the cuda back end has no gate" when empty).
+  std::string no_gate_reason;
   bool graphs = true;        ///< build_graph(chain = true): --mode graph as the device's own graph
   bool dag = true;           ///< build_graph(chain = false): independent steps may run concurrently
   bool library_calls = true; ///< library_call() (cuBLAS matmul / batch_matmul or a CPU reference GEMM)

@@ -674,7 +674,8 @@ class Engine {
           "checked (synchronised, untimed) and {} warm-up runs; not gated ({}), so a kernel's time includes any gap "
           "before it starts: on a GPU, short kernels measure the host's enqueue rate",
           how, opt_.repeat, opt_.warmup,
-          !caps.gate ? fmt::format("the {} back end has no gate", b_.name())
+          !caps.gate ? (caps.no_gate_reason.empty() ? fmt::format("the {} back end has no gate", b_.name())
+                                                    : caps.no_gate_reason)
                      : fmt::format("a run of {} steps does not fit in the launch queue", n));
     if (!caps.asynchronous)
       rep_.timing_method += fmt::format("; the {} back end runs each step when it is queued, so the times are of "

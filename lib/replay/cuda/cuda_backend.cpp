@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -140,7 +141,14 @@ class CudaBackend final : public Backend {
     Capabilities c;
     c.asynchronous = true;
     c.timing = true;
-    c.gate = word_ != nullptr;
+    // A tool injected into the driver (CUDA_INJECTION64_PATH: Nsight Compute, Nsight Systems,
+    // compute-sanitizer) may serialise launches, returning from each only once the kernel has
+    // run: a kernel queued behind a closed gate then never runs and the host never reaches the
+    // release (seen with ncu on an H200). Such runs are not gated.
+    c.gate = word_ != nullptr && !injected_;
+    if (word_ && injected_)
+      c.no_gate_reason = "CUDA_INJECTION64_PATH is set: a profiler or sanitizer is injected into the driver and "
+                         "may run each launch before returning, so a gated run could never be released";
     // The launch queue: past about this many pending launches cuLaunchKernel blocks (so a
     // gated run must fit in it, and an ungated one is waited on in between).
     c.queue_depth = 1000;
@@ -151,6 +159,8 @@ class CudaBackend final : public Backend {
   }
 
   Status open() override {
+    const char* injection = std::getenv("CUDA_INJECTION64_PATH");
+    injected_ = injection && *injection;
     if (CUresult r = d_.cuInit(0); r != CUDA_SUCCESS) return fail(r, "cuInit", ExitCode::Unavailable);
     if (d_.cuDriverGetVersion) d_.cuDriverGetVersion(&driver_version_);
     if (CUresult r = d_.cuDeviceGet(&device_, opt_.device); r != CUDA_SUCCESS)
@@ -730,6 +740,7 @@ class CudaBackend final : public Backend {
   CUgraph graph_ = nullptr;
   CUgraphExec exec_ = nullptr;
   uint32_t* word_ = nullptr;   ///< the gate's host-pinned word
+  bool injected_ = false;      ///< a tool is injected into the driver (no gate then)
   CUdeviceptr word_dev_ = 0;   ///< its device address
   uint32_t target_ = 0;        ///< the value the last hold waits for
 };
