@@ -74,8 +74,6 @@ struct Capabilities {
   bool asynchronous = true;  ///< launch() queues and returns; false: it has run when it returns
   bool timing = true;        ///< record()/elapsed_us() measure device time (CUDA events)
   bool gate = false;         ///< hold_queue()/release_queue(): a queued run starts only when released
-  /// Why there is no gate, for the report ("the cuda back end has no gate" when empty).
-  std::string no_gate_reason;
   bool graphs = true;        ///< build_graph(chain = true): --mode graph as the device's own graph
   bool dag = true;           ///< build_graph(chain = false): independent steps may run concurrently
   bool library_calls = true; ///< library_call() (cuBLAS matmul / batch_matmul or a CPU reference GEMM)
@@ -201,6 +199,11 @@ class Backend {
   /// device time, not the host's enqueue rate). Defaults: no gate.
   virtual Fault hold_queue() { return Fault::none(); }
   virtual void release_queue() {}
+  /// Whether the gate of the last hold_queue() was opened by the back end itself, at its
+  /// deadline, before release_queue(): the driver did not return from a launch while the gate
+  /// was closed (a profiler such as ncu runs each launch before returning), so that run was
+  /// not gated. Reading it clears it.
+  virtual bool gate_opened_by_deadline() { return false; }
 
   /// caps().graphs / caps().dag: builds the device graph of `steps` (chain: a captured
   /// sequence, as TVM's CUDA graph executor; else one node per step, an edge per pred).

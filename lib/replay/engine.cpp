@@ -612,10 +612,18 @@ class Engine {
     std::vector<std::vector<double>> samples(n);
     std::vector<double> runs_us, gated_runs_us;
     int runs = 1 + opt_.warmup + opt_.repeat;
+    int forced_run = 0;  // the timed run (1-based) whose gate the back end opened at its deadline
     for (int run = 0; run < runs; ++run) {
       bool checked = run == 0 || opt_.locate;
       bool timed = run >= 1 + opt_.warmup && !opt_.locate;
       if (Status s = queue_run(run, checked, gate && timed); !s || rep_.guard) return s;
+      if (gate && timed && b_.gate_opened_by_deadline()) {
+        // Nothing was gated after all: every timed run counts as ungated, this one and the rest.
+        forced_run = run - opt_.warmup;
+        gate = false;
+        runs_us.clear();
+        gated_runs_us.clear();
+      }
       double us = 0;
       if (!timed) {
         // Gated: the warm-up runs (ungated) give the end-to-end time a host loop achieves.
@@ -674,8 +682,11 @@ class Engine {
           "checked (synchronised, untimed) and {} warm-up runs; not gated ({}), so a kernel's time includes any gap "
           "before it starts: on a GPU, short kernels measure the host's enqueue rate",
           how, opt_.repeat, opt_.warmup,
-          !caps.gate ? (caps.no_gate_reason.empty() ? fmt::format("the {} back end has no gate", b_.name())
-                                                    : caps.no_gate_reason)
+          forced_run ? fmt::format("the gate of timed run {} was opened by its deadline before the run was queued "
+                                   "whole: the driver ran each launch before returning, as under a profiler such "
+                                   "as ncu, so no run was gated",
+                                   forced_run)
+          : !caps.gate ? fmt::format("the {} back end has no gate", b_.name())
                      : fmt::format("a run of {} steps does not fit in the launch queue", n));
     if (!caps.asynchronous)
       rep_.timing_method += fmt::format("; the {} back end runs each step when it is queued, so the times are of "

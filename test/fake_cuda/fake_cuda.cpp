@@ -41,6 +41,10 @@
 //   KDFLOW_FAKE_CUDA_DURATION=name=US[,name=US]  kernel `name` (`*`: every kernel) takes US µs
 //                                      of device time (default 10)
 //   KDFLOW_FAKE_CUDA_LAUNCH_US=US      each cuLaunchKernel costs the host US µs (default 0)
+//   KDFLOW_FAKE_CUDA_SERIALISE=1       cuLaunchKernel returns only once the kernel has run, as
+//                                      under ncu: a launch behind a closed gate waits (real
+//                                      time) for the word to be written; after 20 s it fails
+//                                      with CUDA_ERROR_LAUNCH_TIMEOUT (ncu itself hangs)
 //   KDFLOW_FAKE_CUDA_TEARDOWN_BLOCKS=1 at process exit (static destructors), with a hung kernel,
 //                                      block for KDFLOW_FAKE_CUDA_HANG_S as libcublas's static
 //                                      runtime does when its teardown synchronises a hung device
@@ -1037,6 +1041,19 @@ CUresult launch_kernel(const char* api, Handle f, unsigned gx, unsigned gy, unsi
   if (r != kSuccess) return r;
   if (const char* c = std::getenv("KDFLOW_FAKE_CUDA_LAUNCH_US"); c && *c && !captured) s.host_us += std::atof(c);
   drain_gates();
+  if (const char* c = std::getenv("KDFLOW_FAKE_CUDA_SERIALISE"); c && *c == '1' && !captured && gated(sh)) {
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (gated(sh)) {
+      if (std::chrono::steady_clock::now() > until) {
+        log_line("%s name=%s: serialised launch behind a gate never released -> %d", api, fn.name.c_str(),
+                 kLaunchTimeout);
+        return kLaunchTimeout;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      drain_gates();
+    }
+    log_line("%s name=%s: serialised launch waited for the gate", api, fn.name.c_str());
+  }
   if (captured) s.graphs[s.capturing[sh]].push_back(l);
   else if (gated(sh)) s.held[sh].push_back({false, 0, l});
   else execute(l, sh);

@@ -14,12 +14,16 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <ostream>
+#include <thread>
 #include <vector>
 
 #include "../backend.h"
@@ -113,6 +117,7 @@ class CudaBackend final : public Backend {
       : d_(std::move(d)), blas_(std::move(blas)), opt_(opt), log_(log) {}
 
   ~CudaBackend() override {
+    stop_gate_timer();  // it touches only the host word, which outlives it either way
     // After a sticky fault or a hang every call may fail or block: leave everything to
     // process exit, which tears the context down.
     if (abandoned_) return;
@@ -141,14 +146,7 @@ class CudaBackend final : public Backend {
     Capabilities c;
     c.asynchronous = true;
     c.timing = true;
-    // A tool injected into the driver (CUDA_INJECTION64_PATH: Nsight Compute, Nsight Systems,
-    // compute-sanitizer) may serialise launches, returning from each only once the kernel has
-    // run: a kernel queued behind a closed gate then never runs and the host never reaches the
-    // release (seen with ncu on an H200). Such runs are not gated.
-    c.gate = word_ != nullptr && !injected_;
-    if (word_ && injected_)
-      c.no_gate_reason = "CUDA_INJECTION64_PATH is set: a profiler or sanitizer is injected into the driver and "
-                         "may run each launch before returning, so a gated run could never be released";
+    c.gate = word_ != nullptr;
     // The launch queue: past about this many pending launches cuLaunchKernel blocks (so a
     // gated run must fit in it, and an ungated one is waited on in between).
     c.queue_depth = 1000;
@@ -159,8 +157,6 @@ class CudaBackend final : public Backend {
   }
 
   Status open() override {
-    const char* injection = std::getenv("CUDA_INJECTION64_PATH");
-    injected_ = injection && *injection;
     if (CUresult r = d_.cuInit(0); r != CUDA_SUCCESS) return fail(r, "cuInit", ExitCode::Unavailable);
     if (d_.cuDriverGetVersion) d_.cuDriverGetVersion(&driver_version_);
     if (CUresult r = d_.cuDeviceGet(&device_, opt_.device); r != CUDA_SUCCESS)
@@ -435,11 +431,28 @@ class CudaBackend final : public Backend {
     ++target_;
     if (CUresult r = d_.cuStreamWaitValue32(stream_, word_dev_, target_, CU_STREAM_WAIT_VALUE_GEQ); r != CUDA_SUCCESS)
       return fault(r, "cuStreamWaitValue32");
+    std::lock_guard<std::mutex> lock(gate_mu_);
+    if (!gate_timer_.joinable()) gate_timer_ = std::thread([this] { gate_deadline_loop(); });
+    gate_armed_ = true;
+    gate_target_ = target_;
+    ++gate_generation_;
+    gate_cv_.notify_all();
     return Fault::none();
   }
 
   void release_queue() override {
-    if (word_) __atomic_store_n(word_, target_, __ATOMIC_RELEASE);
+    if (!word_) return;
+    __atomic_store_n(word_, target_, __ATOMIC_RELEASE);
+    std::lock_guard<std::mutex> lock(gate_mu_);
+    gate_armed_ = false;
+    gate_cv_.notify_all();
+  }
+
+  bool gate_opened_by_deadline() override {
+    std::lock_guard<std::mutex> lock(gate_mu_);
+    bool forced = gate_forced_;
+    gate_forced_ = false;
+    return forced;
   }
 
   void abandon() override { abandoned_ = true; }
@@ -450,6 +463,34 @@ class CudaBackend final : public Backend {
     ModuleFormat format = ModuleFormat::Unknown;
     CUmodule handle = nullptr;
   };
+
+  /// The gate timer's thread: opens an armed gate that stays closed for kGateDeadline. It
+  /// only writes the host-pinned word, never calls the driver.
+  void gate_deadline_loop() {
+    std::unique_lock<std::mutex> lock(gate_mu_);
+    while (!gate_stop_) {
+      gate_cv_.wait(lock, [this] { return gate_stop_ || gate_armed_; });
+      if (gate_stop_) break;
+      uint64_t generation = gate_generation_;
+      bool settled = gate_cv_.wait_for(lock, kGateDeadline, [&] {
+        return gate_stop_ || !gate_armed_ || gate_generation_ != generation;
+      });
+      if (!settled) {
+        __atomic_store_n(word_, gate_target_, __ATOMIC_RELEASE);
+        gate_armed_ = false;
+        gate_forced_ = true;
+      }
+    }
+  }
+
+  void stop_gate_timer() {
+    {
+      std::lock_guard<std::mutex> lock(gate_mu_);
+      gate_stop_ = true;
+      gate_cv_.notify_all();
+    }
+    if (gate_timer_.joinable()) gate_timer_.join();
+  }
 
   Fault fault(CUresult r, const std::string& api) const {
     Fault f;
@@ -740,7 +781,19 @@ class CudaBackend final : public Backend {
   CUgraph graph_ = nullptr;
   CUgraphExec exec_ = nullptr;
   uint32_t* word_ = nullptr;   ///< the gate's host-pinned word
-  bool injected_ = false;      ///< a tool is injected into the driver (no gate then)
+  // The gate's deadline: a thread that opens the gate itself when the host has not released
+  // it kGateDeadline after hold_queue(). Under a profiler that runs each launch before
+  // returning (ncu; seen on an H200, where the first gated launch then never returned), the
+  // host never reaches release_queue() while a kernel waits behind the closed gate.
+  static constexpr std::chrono::seconds kGateDeadline{2};
+  std::thread gate_timer_;
+  std::mutex gate_mu_;
+  std::condition_variable gate_cv_;
+  bool gate_armed_ = false;     ///< held, not yet released (under gate_mu_)
+  bool gate_stop_ = false;      ///< the timer thread ends (under gate_mu_)
+  bool gate_forced_ = false;    ///< the timer opened the gate (under gate_mu_)
+  uint32_t gate_target_ = 0;    ///< the value that opens the armed gate (under gate_mu_)
+  uint64_t gate_generation_ = 0;  ///< one per hold_queue() (under gate_mu_)
   CUdeviceptr word_dev_ = 0;   ///< its device address
   uint32_t target_ = 0;        ///< the value the last hold waits for
 };

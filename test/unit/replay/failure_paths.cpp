@@ -64,6 +64,14 @@ struct Fakes {
       if (line.compare(0, name.size() + 1, name + " ") == 0) out.push_back(line);
     return out;
   }
+  /// Lines of the fake's log that contain `text`.
+  size_t count(const std::string& text) const {
+    size_t n = 0;
+    std::ifstream f(log_path);
+    std::string line;
+    while (std::getline(f, line)) n += line.find(text) != std::string::npos;
+    return n;
+  }
 };
 
 Dataflow golden(const std::string& model) {
@@ -301,6 +309,32 @@ TEST_CASE("issue 23 (3): gated timed runs measure device time; the enqueue rate 
   std::string text = format_times(*rep, df);
   CHECK(text.find("launch overhead (ungated − gated run): ") != std::string::npos);
   CHECK(fake.lines("cuStreamWaitValue32").size() == 2);  // one per timed run
+}
+
+// Seen on the first real GPU (H200, 2026-11-25): under ncu, which runs each launch before
+// returning, the first launch of a gated run waited for a gate that only the host, blocked
+// in that launch, could open, and `ncu kdflow replay` hung. The back end opens a gate itself
+// at its deadline; the run is then reported as not gated, with the reason.
+TEST_CASE("a driver that runs each launch before returning (ncu) does not deadlock on the gate",
+          "[replay][gpu-check]") {
+  Fakes fake;
+  Env serialise("KDFLOW_FAKE_CUDA_SERIALISE", "1");
+  Dataflow df = golden("sort_scan");
+  ReplayOptions opt = options("sort_scan");
+  opt.repeat = 2;
+  std::ostringstream log;
+  auto start = std::chrono::steady_clock::now();
+  Expected<ReplayReport> rep = replay(df, opt, log);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(log.str());
+  REQUIRE(rep);
+  CHECK_FALSE(rep->gated);
+  CHECK(rep->timing_method.find("the gate of timed run 1 was opened by its deadline") != std::string::npos);
+  CHECK(fake.count("serialised launch waited for the gate") == 1);  // run 2 is not gated
+  CHECK(fake.count("never released") == 0);
+  CHECK(fake.lines("cuStreamWaitValue32").size() == 1);
+  CHECK(s < 15);  // one deadline (2 s), not the fake's 20 s give-up
+  CHECK(rep->times.size() == df.kernels.size());
 }
 
 // Point 7: after a time-out, kdflow ends without static destructors (a library's teardown
