@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -32,19 +34,27 @@ std::string shown(const std::string& s) {
 
 class CsvParser {
  public:
-  CsvParser(const std::string& text, const std::string& file) : s_(text), file_(file) {}
+  CsvParser(const std::string& text, const std::string& file, const std::vector<std::string>& header_names = {})
+      : s_(text), file_(file), header_names_(header_names) {}
 
   Expected<CsvTable> run() {
     if (s_.size() > kMaxCsvBytes)
       return file_error(file_, fmt::format("larger than {} bytes", kMaxCsvBytes));
     if (s_.compare(0, 3, "\xEF\xBB\xBF") == 0) i_ = 3, col_ = 4;
-    // ncu prints its ==PROF== / ==WARNING== lines on stdout before the CSV.
+    // ncu prints its ==PROF== / ==WARNING== lines on stdout, where the profiled program's own
+    // output goes too (`ncu --csv ./app > profile.csv`): with header names given, the header is
+    // the first line naming one of them, and every line before it is skipped.
     while (i_ < s_.size() && s_.compare(i_, 2, "==") == 0) skip_line();
+    if (!header_names_.empty()) skip_to_header();
     CsvTable t;
     bool have_header = false;
     while (i_ < s_.size()) {
       if (at_line_end()) {  // a blank line
         skip_line_end();
+        continue;
+      }
+      if (s_.compare(i_, 2, "==") == 0 && col_ == 1) {  // ncu's messages between the rows
+        skip_line();
         continue;
       }
       CsvRow row;
@@ -80,6 +90,33 @@ class CsvParser {
   void skip_line() {
     while (!at_line_end()) ++i_;
     skip_line_end();
+  }
+
+  /// Moves to the first line one of whose comma-separated fields (quotes and blanks around
+  /// it dropped) is a header name; stays where it is when no line is.
+  void skip_to_header() {
+    size_t i = i_, line = line_, col = col_;
+    while (i < s_.size()) {
+      size_t end = s_.find('\n', i);
+      if (end == std::string::npos) end = s_.size();
+      std::string_view text(s_.data() + i, end - i);
+      size_t start = 0;
+      for (;;) {
+        size_t comma = text.find(',', start);
+        std::string field = trim(std::string(text.substr(start, comma == std::string_view::npos ? std::string_view::npos
+                                                                                                 : comma - start)));
+        if (!field.empty() && field.back() == '\r') field.pop_back();
+        if (field.size() >= 2 && field.front() == '"' && field.back() == '"') field = field.substr(1, field.size() - 2);
+        for (const std::string& name : header_names_)
+          if (field == name) {
+            i_ = i, line_ = line, col_ = col;
+            return;
+          }
+        if (comma == std::string_view::npos) break;
+        start = comma + 1;
+      }
+      i = end + 1, ++line, col = 1;
+    }
   }
 
   void advance() {
@@ -143,6 +180,7 @@ class CsvParser {
 
   const std::string& s_;
   const std::string& file_;
+  std::vector<std::string> header_names_;  ///< with names: the header is the first line naming one
   size_t i_ = 0;
   unsigned line_ = 1, col_ = 1;
 };
@@ -239,12 +277,17 @@ int CsvTable::column(const std::string& name) const {
 
 Expected<CsvTable> parse_csv(const std::string& text, const std::string& file) { return CsvParser(text, file).run(); }
 
+namespace {
+/// The columns that name kernels in an Nsight export: the header is the line that has one.
+const std::vector<std::string> kProfileHeaderNames = {"Kernel Name", "Name"};
+}  // namespace
+
 const char* to_string(ProfileTool t) {
   return t == ProfileTool::NsightCompute ? "Nsight Compute" : "Nsight Systems";
 }
 
 Expected<Profile> read_profile_csv(const std::string& text, const std::string& file) {
-  Expected<CsvTable> parsed = parse_csv(text, file);
+  Expected<CsvTable> parsed = CsvParser(text, file, kProfileHeaderNames).run();
   if (!parsed) return parsed.error();
   const CsvTable& t = *parsed;
   Profile p;
@@ -354,9 +397,12 @@ Expected<Profile> read_profile_csv(const std::string& text, const std::string& f
       const std::string metric = trim(r.fields[metric_col].text);
       const std::string unit = unit_col >= 0 ? r.fields[unit_col].text : std::string();
       auto v = parse_number(r.fields[value_col].text);
-      if (v && metric == "Duration") {
+      // The details page's names, and the raw metrics behind them (`ncu --metrics
+      // gpu__time_duration.sum`, as scripts/gpu-check.sh asks).
+      if (v && (metric == "Duration" || metric == "gpu__time_duration.sum")) {
         if (auto ns = to_ns(*v, unit)) launch->duration_ns = ns;
-      } else if (v && metric == "Dynamic Shared Memory Per Block") {
+      } else if (v && (metric == "Dynamic Shared Memory Per Block" ||
+                       metric == "launch__shared_mem_per_block_dynamic")) {
         if (auto b = to_bytes(*v, unit)) launch->dynamic_shared_memory = b;
       }
     }

@@ -212,6 +212,29 @@ TEST_CASE("show --profile: the forum's ncu export joined to mlp_v08", "[show][pr
   CHECK(contains(o, "CSV kernels the graph does not know: none\n"));
 }
 
+// Real output: `ncu --csv --metrics gpu__time_duration.sum kdflow replay samples/ffi_mlp_compiled
+// --warmup 0 --repeat 1 > out.csv` on an H200 (driver 580.159.04, 2026-11-25, scripts/gpu-check.sh):
+// ncu's ==PROF== lines and replay's own report come before the CSV in the same stream.
+TEST_CASE("show --profile: an ncu export mixed with the program's output, from an H200", "[show][profile][cli]") {
+  auto r = run_kdflow({"show", source_dir() + "/test/golden/ffi_mlp_compiled.json", "--profile",
+                       fixture("ncu_h200_ffi_mlp_compiled.csv"), "--color", "never"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::string& o = r.out;
+  CHECK(contains(o, "ncu_h200_ffi_mlp_compiled.csv: Nsight Compute export, 10 rows, 10 kernel launches\n"));
+  CHECK(contains(o, "10 of 10 launches are graph kernels; 5 of 5 graph kernels profiled (2 runs)\n"));
+  CHECK(contains(o, "\n  18   0  fused_matmul_add_relu_kernel       0  k0     n9    fused_matmul_add_relu"));
+  CHECK(contains(o, "graph kernels missing from the CSV: none\n"));
+  CHECK(contains(o, "CSV kernels the graph does not know: none\n"));
+  // The durations are ncu's raw metric (gpu__time_duration.sum, as gpu-check.sh asks): the
+  // median of the two launches of each kernel, in µs.
+  auto c = run_kdflow({"costs", source_dir() + "/test/golden/ffi_mlp_compiled.json", "--profile",
+                       fixture("ncu_h200_ffi_mlp_compiled.csv")});
+  INFO(c.err);
+  REQUIRE(c.exit_code == 0);
+  CHECK(contains(c.out, "sum measured 38.1 us (5 of 5 functions timed)"));
+}
+
 TEST_CASE("show --profile: another TVM's names, missing kernels, bad CSVs", "[show][profile][cli]") {
   auto r = run_kdflow({"show", sample_dir("mlp"), "--profile", fixture("ncu_forum_export.csv")});
   REQUIRE(r.exit_code == 0);

@@ -40,8 +40,8 @@ inline constexpr size_t kMaxProfiledLaunches = 1000000;
 
 /// RFC 4180: fields separated by commas; a field in double quotes may hold commas, line
 /// breaks and doubled quotes (`""`); lines end in LF or CRLF (a lone CR too). A UTF-8
-/// byte-order mark is ignored; blank lines are skipped; lines before the header that start
-/// with `==` (ncu's `==PROF==` / `==WARNING==` messages on stdout) are skipped. Every row
+/// byte-order mark is ignored; blank lines are skipped; lines that start with `==` (ncu's
+/// `==PROF==` / `==WARNING==` messages on stdout) are skipped before and between rows. Every row
 /// must have as many fields as the header. Errors: `file:line:col: error: ...` (DataError).
 Expected<CsvTable> parse_csv(const std::string& text, const std::string& file);
 
@@ -75,7 +75,10 @@ struct Profile {
 /// column; rows with the same `ID` are one launch (one row per metric). Nsight Systems
 /// (`nsys stats --format csv`, `cuda_gpu_trace` or `cuda_gpu_kern_sum`): a `Name` column,
 /// one row per launch (`Instances` > 1 repeats the row's kernel); rows named `[CUDA ...]`
-/// (memcpy, memset) are not kernels. `Grid Size` / `Block Size` must read "(x, y, z)".
+/// (memcpy, memset) are not kernels. `Grid Size` / `Block Size` must read "(x, y, z)"; ncu's
+/// `Duration` is also read as the raw `gpu__time_duration.sum` (`ncu --metrics`). The
+/// header is the first line with a `Kernel Name` or `Name` field: what precedes it (the profiled
+/// program's own output, as `ncu --csv ./app > out.csv` mixes it in) is skipped.
 Expected<Profile> read_profile_csv(const std::string& text, const std::string& file);
 
 // --- the join ------------------------------------------------------------------------

@@ -242,3 +242,30 @@ TEST_CASE("the join: repeated runs, kernels missing, unknown kernels, the other 
   CHECK(j.unknown[0].first_line == 7);
   CHECK(j.unknown[0].other_scheme_kernel == -1);
 }
+
+// Hand-written, one construct each: what `ncu --csv ./app > out.csv` puts around the CSV (the
+// program's own lines before the header, ncu's == lines before and between rows). A real
+// export of that shape is test/fixtures/ncu_h200_ffi_mlp_compiled.csv (test/pipeline/show.cpp).
+TEST_CASE("Nsight exports: the program's output before the header and ncu's lines between rows are skipped",
+          "[csv][profile]") {
+  const std::string rows =
+      "\"ID\",\"Kernel Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
+      "\"0\",\"k0\",\"gpu__time_duration.sum\",\"ns\",\"3,680\"\n"
+      "==WARNING== a message between rows\n"
+      "\"1\",\"k1\",\"gpu__time_duration.sum\",\"ns\",\"4,832\"\n";
+  auto p = read_profile_csv("==PROF== Connected to process 975\n"
+                            "kernel times in us (median and min of 1 runs), grouped by graph node\n"
+                            "timing: \"quoted, with a comma\n"
+                            "==PROF== Disconnected from process 975\n" + rows,
+                            "p.csv");
+  REQUIRE(p);
+  CHECK(p->tool == ProfileTool::NsightCompute);
+  REQUIRE(p->launches.size() == 2);
+  CHECK(p->launches[0].name == "k0");
+  CHECK(p->launches[1].duration_ns == Approx(4832));
+  CHECK(p->launches[1].line == 8);  // lines keep counting from the top of the file
+  // Without a line naming a kernel column the first line is the header, and the error says so.
+  CHECK(profile_error("some output, of a program\n1,2\n").find("no 'Kernel Name' column") != std::string::npos);
+  // parse_csv itself (the cost dataset's reader) skips only == lines.
+  CHECK(csv("a,b\n==PROF== x\n1,2\n").rows.size() == 1);
+}
