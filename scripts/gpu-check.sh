@@ -138,7 +138,7 @@ for m in $SAMPLES; do
     RUNS=$((RUNS + 1))
     base="$OUT/$m.$mode"
     # shellcheck disable=SC2086
-    "$KDFLOW" replay "samples/$m" --flow "test/golden/$m.json" --mode "$mode" $P \
+    "$KDFLOW" replay "samples/$m" --flow "test/golden/$m.json" --mode "$mode" $P --warmup 5 \
       --timing-json "$base.timing.json" >"$base.txt" 2>"$base.err"
     rc=$?
     [ -z "$DEVICE" ] && DEVICE=$(sed -n 's/^replay: device [0-9]*: //p' "$base.err" | head -1)

@@ -283,12 +283,19 @@ std::string format_times(const ReplayReport& r, const Dataflow& df) {
       out += fmt::format("gated run: {:.2f} us (min {:.2f}); no ungated run (--warmup 0), so no launch overhead "
                          "measured\n",
                          r.gated_run_median_us, r.gated_run_min_us);
-    else if (r.gated)
+    else if (r.gated) {
+      // The ungated median is of the warm-up runs (often one), the gated of the timed runs: a
+      // difference below zero is run-to-run variation, not a negative overhead (seen on an H200).
+      double overhead = r.eager_run_median_us - r.gated_run_median_us;
       out += fmt::format(
           "eager end to end: {:.2f} us per run (min {:.2f}) ungated, {:.2f} us (min {:.2f}) gated; launch overhead "
-          "(ungated − gated run): {:.2f} us\n",
+          "(ungated − gated run): {}\n",
           r.eager_run_median_us, r.eager_run_min_us, r.gated_run_median_us, r.gated_run_min_us,
-          r.eager_run_median_us - r.gated_run_median_us);
+          overhead >= 0 ? fmt::format("{:.2f} us", overhead)
+                        : fmt::format("none measurable (the ungated median is {:.2f} us below the gated one: "
+                                      "run-to-run variation over {} warm-up run{})",
+                                      -overhead, r.warmup, r.warmup == 1 ? "" : "s"));
+    }
     else
       out += fmt::format(
           "eager end to end: {:.2f} us per run (min {:.2f}); no launch overhead measured (runs not gated: kernel "
