@@ -551,8 +551,11 @@ class Explainer {
     std::string where = buf.storage_id ? fmt::format("sid {}", *buf.storage_id)
                         : w >= 0      ? fmt::format("ws{} of n{}", w, buf.node)
                                       : std::string("no storage id");
-    return fmt::format("buffer {} {}  {}  {}  {} [{}]  {}", b, paint(clean(buf.name), Color::Bold), kind, where,
-                       clean(buf.dtype), fmt::join(buf.shape, ", "), human_bytes(buf.bytes));
+    // Symbolic shapes: "[8, 100] = [n, 100]".
+    std::string symbolic = buf.shape_expr.empty() ? std::string()
+                                                  : fmt::format(" = [{}]", clean(fmt::format("{}", fmt::join(buf.shape_expr, ", "))));
+    return fmt::format("buffer {} {}  {}  {}  {} [{}]{}  {}", b, paint(clean(buf.name), Color::Bold), kind, where,
+                       clean(buf.dtype), fmt::join(buf.shape, ", "), symbolic, human_bytes(buf.bytes));
   }
 
   void relay(const std::string& indent, const Node& n) {
@@ -631,8 +634,13 @@ class Explainer {
              ? std::string("none")
              : fmt::format("{} (iteration index of each enclosing loop, outermost first)",
                            paint(fmt::format("[{}]", fmt::join(k.loop_iterations, ", ")), Color::Yellow)));
+    // Symbolic shapes: "grid (1,7,1) = ((n + 31) >> 5, 7, 1)".
+    auto symbolic = [&](const std::array<std::string, 3>& e) {
+      return e[0].empty() ? std::string() : clean(fmt::format(" = ({}, {}, {})", e[0], e[1], e[2]));
+    };
     line(i2, "launch",
-         fmt::format("grid {}  block {}  dynamic shared memory {}", dim3(k.grid), dim3(k.block),
+         fmt::format("grid {}{}  block {}{}  dynamic shared memory {}", dim3(k.grid), symbolic(k.grid_expr),
+                     dim3(k.block), symbolic(k.block_expr),
                      human_bytes(static_cast<uint64_t>(std::max<int64_t>(0, k.dynamic_shared_memory)))));
     const DeviceFunction* dev = valid_index(df_.device_functions, k.device_function)
                                     ? &df_.device_functions[k.device_function]
@@ -687,7 +695,10 @@ class Explainer {
         head += fmt::format(" {} ({})", paint(clean(dev->params[a].name), Color::Bold), clean(dev->params[a].type));
       head += "  " + clean(arg.dtype);
       switch (arg.kind) {
-        case Arg::Kind::Int: out += i3 + head + fmt::format("  scalar {}", arg.int_value) + "\n"; continue;
+        case Arg::Kind::Int:
+          out += i3 + head + fmt::format("  scalar {}", arg.int_value) +
+                 (arg.expr.empty() ? std::string() : " = " + clean(arg.expr)) + "\n";
+          continue;
         case Arg::Kind::Float: out += i3 + head + fmt::format("  scalar {}", arg.float_value) + "\n"; continue;
         case Arg::Kind::Null:
           out += i3 + head + (arg.dtype == "str" ? "  \"" + clean(arg.text) + "\"" : std::string("  NULL")) + "\n";

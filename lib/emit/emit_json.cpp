@@ -53,7 +53,10 @@ ojson arg_json(const Arg& a) {
       j["access"] = to_string(a.access);
       if (!a.tensor_dtype.empty()) j["tensor"] = ojson{{"dtype", a.tensor_dtype}, {"shape", a.tensor_shape}};
       break;
-    case Arg::Kind::Int: j["value"] = a.int_value; break;
+    case Arg::Kind::Int:
+      j["value"] = a.int_value;
+      if (!a.expr.empty()) j["expr"] = a.expr;
+      break;
     case Arg::Kind::Float:
       // JSON has no NaN or infinity: write them as strings the reader understands.
       if (std::isnan(a.float_value)) j["value"] = "nan";
@@ -147,6 +150,9 @@ ojson build(const Dataflow& df) {
     j["function"] = k.function;
     j["grid"] = int_array(k.grid);
     j["block"] = int_array(k.block);
+    if (!k.grid_expr[0].empty()) j["grid_expr"] = ojson(std::vector<std::string>(k.grid_expr.begin(), k.grid_expr.end()));
+    if (!k.block_expr[0].empty())
+      j["block_expr"] = ojson(std::vector<std::string>(k.block_expr.begin(), k.block_expr.end()));
     j["dynamic_shared_memory"] = k.dynamic_shared_memory;
     j["args"] = args_json(k.args);
     if (k.loc.valid()) j["loc"] = loc_json(k.loc);

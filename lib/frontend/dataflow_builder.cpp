@@ -220,6 +220,7 @@ Expected<Dataflow> build_dataflow(const Graph& g, const FunctionTable& table,
                                                 ty, kind_name(a.kind)));
               out.kind = Arg::Kind::Int;
               out.int_value = a.int_value;
+              out.expr = a.int_expr;
             } else if (is_float_dtype(ty)) {
               if (a.kind != PackedArg::Kind::Float && a.kind != PackedArg::Kind::Int)
                 return at(call.loc, fmt::format("kernel '{}' parameter {} is {}, but the host passes {}", call.name, i,
@@ -250,6 +251,15 @@ Expected<Dataflow> build_dataflow(const Graph& g, const FunctionTable& table,
             if ((!grid && !block) || tag.size() != (grid ? 10u : 11u) || axis < 'x' || axis > 'z')
               return file_error(table.file, fmt::format("kernel '{}' has unknown launch tag '{}'", call.name, tag));
             (grid ? k.grid : k.block)[axis - 'x'] = v > 0 ? v : 1;
+            if (!a.int_expr.empty() && v > 0) (grid ? k.grid_expr : k.block_expr)[axis - 'x'] = a.int_expr;
+          }
+          // A dimension computed from a shape symbol makes the other two explicit as text.
+          for (auto [dims, exprs] : {std::pair{&k.grid, &k.grid_expr}, std::pair{&k.block, &k.block_expr}}) {
+            bool symbolic = false;
+            for (const std::string& e : *exprs) symbolic |= !e.empty();
+            if (symbolic)
+              for (size_t d = 0; d < 3; ++d)
+                if ((*exprs)[d].empty()) (*exprs)[d] = std::to_string((*dims)[d]);
           }
           node.kernels.push_back(k.id);
           df.kernels.push_back(std::move(k));

@@ -65,7 +65,7 @@ bool Arg::operator==(const Arg& o) const {
     case Kind::Buffer:
       return buffer == o.buffer && offset == o.offset && access == o.access && tensor_dtype == o.tensor_dtype &&
              tensor_shape == o.tensor_shape && footprint == o.footprint;
-    case Kind::Int: return int_value == o.int_value;
+    case Kind::Int: return int_value == o.int_value && expr == o.expr;
     case Kind::Float:
       if (std::isnan(float_value) || std::isnan(o.float_value))
         return std::isnan(float_value) && std::isnan(o.float_value);
@@ -77,7 +77,8 @@ bool Arg::operator==(const Arg& o) const {
 
 bool Kernel::operator==(const Kernel& o) const {
   return id == o.id && name == o.name && node == o.node && function == o.function &&
-         grid == o.grid && block == o.block && dynamic_shared_memory == o.dynamic_shared_memory &&
+         grid == o.grid && block == o.block && grid_expr == o.grid_expr && block_expr == o.block_expr &&
+         dynamic_shared_memory == o.dynamic_shared_memory &&
          programmatic_dependent_launch == o.programmatic_dependent_launch &&
          cooperative_launch == o.cooperative_launch &&
          args == o.args && loc == o.loc && loop_iterations == o.loop_iterations &&

@@ -250,6 +250,10 @@ class Reader {
       if (v->is_number_integer()) {
         a.kind = Arg::Kind::Int;
         a.int_value = integer(*v, vp);
+        if (const json* e = optional(j, "expr")) {
+          a.expr = string(*e, at(ptr, "expr"));
+          if (a.expr.empty()) fail(at(ptr, "expr"), "expected an expression");
+        }
       } else if (v->is_number_float()) {
         a.kind = Arg::Kind::Float;
         a.float_value = v->get<double>();
@@ -449,6 +453,17 @@ Dataflow Reader::document(const json& root) const {
     k.function = string(member(j, p, "function"), at(p, "function"));
     k.grid = dim3(member(j, p, "grid"), at(p, "grid"));
     k.block = dim3(member(j, p, "block"), at(p, "block"));
+    for (auto [key, out] : {std::pair<const char*, std::array<std::string, 3>*>{"grid_expr", &k.grid_expr},
+                            {"block_expr", &k.block_expr}}) {
+      const json* e = optional(j, key);
+      if (!e) continue;
+      const std::string q = at(p, key);
+      if (!e->is_array() || e->size() != 3) fail(q, "expected an array of 3 expressions");
+      for (size_t d = 0; d < 3; ++d) {
+        (*out)[d] = string((*e)[d], at(q, d));
+        if ((*out)[d].empty()) fail(at(q, d), "expected an expression");
+      }
+    }
     k.dynamic_shared_memory = integer(member(j, p, "dynamic_shared_memory"), at(p, "dynamic_shared_memory"), 0);
     k.args = args(member(j, p, "args"), at(p, "args"), nb);
     k.loc = optional_loc(j, p);

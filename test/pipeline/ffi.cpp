@@ -173,7 +173,71 @@ TEST_CASE("tvm-ffi: a symbolic batch takes its size from the input file or --inp
   REQUIRE_FALSE(bad);
   CHECK(bad.error().message.find("/shape_expr: error: 1 dimensions, but the shape has 2") != std::string::npos);
   // Without symbolic shapes nothing is recorded.
-  for (const Buffer& b : extract_path(sample_dir("ffi_mlp")).buffers) CHECK(b.shape_expr.empty());
+  Dataflow fixed = extract_path(sample_dir("ffi_mlp"));
+  for (const Buffer& b : fixed.buffers) CHECK(b.shape_expr.empty());
+  for (const Kernel& k : fixed.kernels) {
+    CHECK(k.grid_expr[0].empty());
+    CHECK(k.block_expr[0].empty());
+    for (const Arg& a : k.args) CHECK(a.expr.empty());
+  }
+}
+
+TEST_CASE("tvm-ffi: kernel scalars and grids carry the expressions the host computed them from",
+          "[samples][ffi][symbolic]") {
+  // host.c reads n from an argument's shape (`((int64_t*)lv3_shape)[0]`), passes it to every
+  // kernel and computes the grid from it: `((n + (int64_t)31) >> (int64_t)5)`.
+  for (auto [shape, n] : {std::pair<std::string, int64_t>{"", 8}, {"input0=3x100", 3}, {"input0=100x100", 100}}) {
+    Dataflow df = extract_path(sample_dir("ffi_batch_mlp"), shape.empty() ? std::vector<std::string>{}
+                                                                           : std::vector<std::string>{shape});
+    INFO("n = " << n);
+    REQUIRE(df.kernels.size() == 5);
+    for (const Kernel& k : df.kernels) {
+      INFO(k.name);
+      for (const Arg& a : k.args)
+        if (a.kind == Arg::Kind::Int) CHECK(a.expr == "n");
+      CHECK(k.block_expr[0].empty());  // blocks are constants
+    }
+    // The four matmuls: grid.x is ceil(n / 32), y the output's columns over the tile.
+    const int64_t tiles[] = {7, 16, 32, 1};
+    for (size_t i = 0; i < 4; ++i) {
+      const Kernel& k = df.kernels[i];
+      CHECK(k.grid_expr == std::array<std::string, 3>{"(n + 31) >> 5", std::to_string(tiles[i]), "1"});
+      CHECK(k.grid[0] == (n + 31) >> 5);
+    }
+    // log_softmax: one block per row.
+    CHECK(df.kernels[4].grid_expr == std::array<std::string, 3>{"n", "1", "1"});
+    CHECK(df.kernels[4].grid[0] == n);
+  }
+  // kdflow/1 round trip, and the readers' checks.
+  Dataflow df = extract_path(sample_dir("ffi_batch_mlp"));
+  std::string text = emit_json(df);
+  CHECK(text.find("\"grid_expr\": [\"(n + 31) >> 5\", \"7\", \"1\"]") != std::string::npos);
+  CHECK(text.find("\"value\": 8, \"expr\": \"n\"") != std::string::npos);
+  Expected<Dataflow> back = parse_dataflow_json(text, "flow.json");
+  REQUIRE(back);
+  CHECK(back->kernels == df.kernels);
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string t = text;
+    size_t at = t.find(from);
+    REQUIRE(at != std::string::npos);
+    return t.replace(at, from.size(), to);
+  };
+  Expected<Dataflow> two = parse_dataflow_json(
+      replaced("\"grid_expr\": [\"(n + 31) >> 5\", \"7\", \"1\"]", "\"grid_expr\": [\"n\", \"7\"]"), "flow.json");
+  REQUIRE_FALSE(two);
+  CHECK(two.error().message.find("/grid_expr: error: expected an array of 3 expressions") != std::string::npos);
+  Expected<Dataflow> empty = parse_dataflow_json(replaced("\"expr\": \"n\"", "\"expr\": \"\""), "flow.json");
+  REQUIRE_FALSE(empty);
+  CHECK(empty.error().message.find("/expr: error: expected an expression") != std::string::npos);
+  // explain prints them beside the values.
+  auto r = run_kdflow({"explain", sample_dir("ffi_batch_mlp"), "k0", "--color", "never"});
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("grid (1,7,1) = ((n + 31) >> 5, 7, 1)") != std::string::npos);
+  CHECK(r.out.find("scalar 8 = n") != std::string::npos);
+  CHECK(r.out.find("float32 [8, 100] = [n, 100]") != std::string::npos);
+}
+
+TEST_CASE("tvm-ffi: a symbolic batch needs a shape from the input file or --input-shape", "[samples][ffi][symbolic]") {
 
   // Without either: one line naming the parameter and the option, exit 65.
   std::string dir = copy_sample("ffi_batch_mlp", "ffi_batch_no_input");

@@ -103,6 +103,9 @@ struct Arg {
   int buffer = -1;          ///< Buffer: the buffer live at that point
   int64_t offset = 0;       ///< Buffer: byte offset into it
   int64_t int_value = 0;    ///< Int
+  /// Int arguments of kernels in builds with symbolic shapes: the expression over shape
+  /// symbols the host computed the value from ("n", "n * 400"); "" when it is a constant.
+  std::string expr;
   double float_value = 0;   ///< Float
   std::string dtype;        ///< the parameter's dtype: arg_types[i] for kernels ("handle", "int32", ...)
   Access access = Access::Unknown;  ///< Buffer args of kernels: read/write/readwrite (library calls: see schema.md)
@@ -122,6 +125,10 @@ struct Kernel {
   std::string function;             ///< the fused function (graph func_name)
   std::array<int64_t, 3> grid{1, 1, 1};
   std::array<int64_t, 3> block{1, 1, 1};
+  /// Builds with symbolic shapes: each grid / block dimension as the expression over shape
+  /// symbols the host computed it from ("(n + 31) >> 5"), the value as text where it is a
+  /// constant ("1"); all empty when no dimension is symbolic.
+  std::array<std::string, 3> grid_expr, block_expr;
   int64_t dynamic_shared_memory = 0;
   /// TVM 0.23+ launch attributes (the function table's `tir(x).use_programtic_dependent_launch`
   /// and `tir(x).use_cooperative_launch` tags): TVM launches such a kernel with cuLaunchKernelEx,

@@ -31,6 +31,10 @@ struct TensorArg {
   /// elements, `host_known[i]` telling which hold a value. Null for device tensors.
   const std::vector<int64_t>* host_int64 = nullptr;
   const std::vector<bool>* host_known = nullptr;
+  /// Per dimension, the shape symbol the callee's signature names there ("n"; tvm-ffi builds),
+  /// "" for a literal dimension; empty when unknown. Integers the host code computes from a
+  /// named dimension carry their expression (PackedArg::int_expr).
+  std::vector<std::string> shape_names;
 };
 
 /// Where a pointer argument of a packed call points.
@@ -48,6 +52,9 @@ struct PackedArg {
   Kind kind = Kind::Int;
   int type_code = 0;        ///< TVM type code as stored in the tcode array (0 int, 2 float, 3 handle, 4 null, 7 DLTensor*, 11 str)
   int64_t int_value = 0;    ///< Int
+  /// Int: the expression over shape symbols the host computed it from ("(n + 31) >> 5"), ""
+  /// when it came from constants only (TensorArg::shape_names)
+  std::string int_expr;
   double float_value = 0;   ///< Float
   PointerTarget pointer;    ///< Pointer: the raw data pointer; Tensor: its data + byte_offset
   int tensor_arg = -1;      ///< Tensor: index of the function argument passed on, -1 for one built on the stack

@@ -29,6 +29,7 @@
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/VirtualFileSystem.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <limits>
@@ -61,6 +62,9 @@ struct Ptr {
 struct Value {
   enum class Kind : uint8_t { Int, Float, Ptr };
   Kind kind = Kind::Int;
+  /// Int: the symbolic expression the value was computed from (an index into the
+  /// interpreter's Sym arena), -1 when it came from constants only.
+  int32_t sym = -1;
   int64_t i = 0;  // Int: the bits, normalized to the value's C type
   double f = 0;
   Ptr p;
@@ -91,6 +95,18 @@ struct Failure {
 };
 
 enum class Flow { Normal, Break, Continue, Return };
+
+/// A node of a symbolic integer expression: a shape symbol TVM names in a function's
+/// signature ("n"), a constant, or an arithmetic operator over two nodes.
+struct Sym {
+  enum class Kind : uint8_t { Name, Const, Binary, Negate };
+  Kind kind = Kind::Const;
+  BinaryOperatorKind op = BO_Add;
+  uint16_t depth = 0;
+  int32_t a = -1, b = -1;
+  int64_t value = 0;
+  std::string name;
+};
 
 }  // namespace
 
@@ -218,7 +234,7 @@ class Interpreter {
       }
       if (v.kind == Value::Kind::Float) fail(loc, "a floating value is read back as an integer from " + o.what);
       if (it->second.size < size) fail(loc, "a narrow integer is read back as a wider one from " + o.what);
-      return Value::of_int(normalize(v.i, t));  // a narrower read keeps the low bytes (little-endian)
+      return keep_sym(Value::of_int(normalize(v.i, t)), v);  // a narrower read keeps the low bytes (little-endian)
     }
     fail(loc, "unsupported load of type '" + t.getAsString() + "'");
   }
@@ -282,7 +298,7 @@ class Interpreter {
       return Value::of_float(d);
     }
     if (to->isIntegralOrEnumerationType()) {
-      if (v.kind == Value::Kind::Int) return Value::of_int(normalize(v.i, to));
+      if (v.kind == Value::Kind::Int) return keep_sym(Value::of_int(normalize(v.i, to)), v);
       if (v.kind == Value::Kind::Float) {
         double d = std::trunc(v.f);
         bool uns = is_unsigned(to);
@@ -342,6 +358,77 @@ class Interpreter {
   Value rt_alloc_workspace(const CallExpr* ce);
   Value rt_free_workspace(const CallExpr* ce);
   PackedArg packed_arg(const Value& v, int64_t tcode, int index, SourceLocation loc);
+
+  // --- symbolic integers: which shape symbols a value was computed from (tvm-ffi builds
+  // name them in each function's signature; TensorArg::shape_names). Bounded: past the
+  // limits a value simply carries no expression.
+  static constexpr size_t kMaxSyms = 4096;
+  static constexpr uint16_t kMaxSymDepth = 12;
+  std::vector<Sym> syms_;
+  int32_t push_sym(Sym s) {
+    if (syms_.size() >= kMaxSyms || s.depth > kMaxSymDepth) return -1;
+    syms_.push_back(std::move(s));
+    return static_cast<int32_t>(syms_.size() - 1);
+  }
+  int32_t sym_name(const std::string& name) {
+    Sym s;
+    s.kind = Sym::Kind::Name;
+    s.name = name;
+    return push_sym(std::move(s));
+  }
+  int32_t sym_operand(const Value& v) {
+    if (v.sym >= 0) return v.sym;
+    Sym s;
+    s.value = v.i;
+    return push_sym(std::move(s));
+  }
+  int32_t sym_binary(BinaryOperatorKind op, const Value& a, const Value& b) {
+    switch (op) {
+      case BO_Add: case BO_Sub: case BO_Mul: case BO_Div: case BO_Rem:
+      case BO_Shl: case BO_Shr: case BO_And: case BO_Or: case BO_Xor: break;
+      default: return -1;
+    }
+    int32_t x = sym_operand(a), y = sym_operand(b);
+    if (x < 0 || y < 0) return -1;
+    Sym s;
+    s.kind = Sym::Kind::Binary;
+    s.op = op;
+    s.a = x, s.b = y;
+    s.depth = static_cast<uint16_t>(1 + std::max(syms_[x].depth, syms_[y].depth));
+    return push_sym(std::move(s));
+  }
+  int32_t sym_negate(int32_t x) {
+    Sym s;
+    s.kind = Sym::Kind::Negate;
+    s.a = x;
+    s.depth = static_cast<uint16_t>(1 + syms_[x].depth);
+    return push_sym(std::move(s));
+  }
+  /// C syntax, every operator under another one in parentheses: "(n + 31) >> 5".
+  std::string sym_text(int32_t i, bool top) const {
+    const Sym& s = syms_[static_cast<size_t>(i)];
+    switch (s.kind) {
+      case Sym::Kind::Name: {
+        // A signature may name a dimension by an expression ("n * 2"): parenthesised under an operator.
+        bool plain = std::all_of(s.name.begin(), s.name.end(),
+                                 [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+        return top || plain ? s.name : "(" + s.name + ")";
+      }
+      case Sym::Kind::Const: return std::to_string(s.value);
+      case Sym::Kind::Negate: return "-" + sym_text(s.a, false);
+      case Sym::Kind::Binary: {
+        std::string t = sym_text(s.a, false) + " " + BinaryOperator::getOpcodeStr(s.op).str() + " " +
+                        sym_text(s.b, false);
+        return top ? t : "(" + t + ")";
+      }
+    }
+    return "";
+  }
+  /// `r` (converted from `from`) keeps `from`'s expression when the conversion kept the value.
+  static Value keep_sym(Value r, const Value& from) {
+    if (from.kind == Value::Kind::Int && r.i == from.i) r.sym = from.sym;
+    return r;
+  }
   // --- the tvm-ffi C ABI (TVM 0.21+)
   Value rt_ffi_call(const CallExpr* ce);
   Value rt_ffi_error(const CallExpr* ce, bool parts);
@@ -752,7 +839,9 @@ Value Interpreter::arith(BinaryOperatorKind op, const Value& a, const Value& b, 
   // for shifts, whose result has the promoted left operand's type.
   QualType op_type = (op == BO_Shl || op == BO_Shr) ? result_type : a_type;
   if (BinaryOperator::isComparisonOp(op)) op_type = a_type;
-  return int_arith(op, a.i, b.i, op_type, BinaryOperator::isComparisonOp(op) ? result_type : result_type, loc);
+  Value r = int_arith(op, a.i, b.i, op_type, BinaryOperator::isComparisonOp(op) ? result_type : result_type, loc);
+  if ((a.sym >= 0 || b.sym >= 0) && !BinaryOperator::isComparisonOp(op)) r.sym = sym_binary(op, a, b);
+  return r;
 }
 
 Value Interpreter::eval_binary(const BinaryOperator* bo) {
@@ -813,8 +902,11 @@ Value Interpreter::eval_unary(const UnaryOperator* uo) {
     case UO_Minus: {
       Value v = eval(sub);
       if (v.kind == Value::Kind::Float) return Value::of_float(-v.f);
-      if (v.kind == Value::Kind::Int)
-        return Value::of_int(normalize(static_cast<int64_t>(0 - static_cast<uint64_t>(v.i)), uo->getType()));
+      if (v.kind == Value::Kind::Int) {
+        Value r = Value::of_int(normalize(static_cast<int64_t>(0 - static_cast<uint64_t>(v.i)), uo->getType()));
+        if (v.sym >= 0) r.sym = sym_negate(v.sym);
+        return r;
+      }
       break;
     }
     case UO_Not: {
@@ -977,6 +1069,7 @@ PackedArg Interpreter::packed_arg(const Value& v, int64_t tcode, int index, Sour
       if (v.kind != Value::Kind::Int) fail(loc, where() + " does not hold an integer");
       a.kind = PackedArg::Kind::Int;
       a.int_value = v.i;
+      if (v.sym >= 0) a.int_expr = sym_text(v.sym, true);
       return a;
     case 2:  // kTVMArgFloat
       if (v.kind != Value::Kind::Float) fail(loc, where() + " does not hold a floating value");
@@ -1571,8 +1664,11 @@ void Interpreter::run(const FunctionDecl* fn, const std::vector<TensorArg>& tens
     objects_[tobj].tensor_index = static_cast<int>(i);
     int64_t sobj = new_object(8 * static_cast<int64_t>(t.shape.size()), "the shape of argument " + std::to_string(i), ObjRole::Shape);
     objects_[sobj].tensor_index = static_cast<int>(i);
-    for (size_t d = 0; d < t.shape.size(); ++d)
-      store(Ptr{Ptr::Base::Object, sobj, static_cast<int64_t>(8 * d)}, ctx_.LongTy, Value::of_int(t.shape[d]), loc);
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      Value dim = Value::of_int(t.shape[d]);
+      if (d < t.shape_names.size() && !t.shape_names[d].empty()) dim.sym = sym_name(t.shape_names[d]);
+      store(Ptr{Ptr::Base::Object, sobj, static_cast<int64_t>(8 * d)}, ctx_.LongTy, dim, loc);
+    }
     auto put = [&](int64_t off, QualType ty, Value v) {
       store(Ptr{Ptr::Base::Object, tobj, tensor_dl_off_ + off}, ty, v, loc);
     };

@@ -182,37 +182,43 @@ namespace {
 /// are recorded on the buffers (Buffer::shape_expr) where the signature matches the call —
 /// as many tensors as the call has buffers, each literal dimension equal to the buffer's,
 /// each symbol one value within the call — and some dimension is symbolic.
-void record_shape_expressions(const std::string& host_c, Dataflow* df) {
-  std::map<std::string, std::optional<std::vector<detail::SignatureParam>>> signatures;
+/// The signatures of a build's functions (host.c's argument checks), read once each.
+class Signatures {
+ public:
+  explicit Signatures(const std::string& host_c) : host_c_(host_c) {}
+  /// Each argument's dimension names in a call of `function` with these shapes, where the
+  /// function's signature agrees with the call (detail::call_dimension_names).
+  std::optional<std::vector<std::vector<std::string>>> names(const std::string& function,
+                                                             const std::vector<std::vector<int64_t>>& shapes) {
+    auto [it, added] = cache_.try_emplace(function);
+    if (added) it->second = detail::find_signature(host_c_, function);
+    if (!it->second) return std::nullopt;
+    return detail::call_dimension_names(*it->second, shapes);
+  }
+
+ private:
+  const std::string& host_c_;
+  std::map<std::string, std::optional<std::vector<detail::SignatureParam>>> cache_;
+};
+
+/// Buffers of builds with symbolic shapes get the expressions TVM's signatures state for them
+/// (Buffer::shape_expr), where a call's signature agrees with the call.
+void record_shape_expressions(Signatures& signatures, Dataflow* df) {
   for (const Node& n : df->nodes) {
     if (n.op != "tvm_op" || n.function.empty()) continue;
-    auto [it, added] = signatures.try_emplace(n.function);
-    if (added) it->second = detail::find_signature(host_c, n.function);
-    if (!it->second) continue;
-    const std::vector<detail::SignatureParam>& sig = *it->second;
     std::vector<int> args = n.inputs;
     args.insert(args.end(), n.outputs.begin(), n.outputs.end());
-    if (sig.size() != args.size()) continue;
-    std::map<std::string, int64_t> value;  // symbol → its value in this call
-    bool consistent = true;
-    for (size_t i = 0; i < sig.size() && consistent; ++i) {
-      const Buffer& b = df->buffers[static_cast<size_t>(args[i])];
-      if (!sig[i].tensor || sig[i].dims.size() != b.shape.size()) {
-        consistent = false;
-        break;
-      }
-      for (size_t d = 0; d < b.shape.size() && consistent; ++d) {
-        const std::string& e = sig[i].dims[d];
-        if (detail::is_literal_dim(e)) consistent = std::to_string(b.shape[d]) == e;
-        else if (auto [v, fresh] = value.try_emplace(e, b.shape[d]); !fresh) consistent = v->second == b.shape[d];
-      }
-    }
-    if (!consistent) continue;
-    for (size_t i = 0; i < sig.size(); ++i) {
+    std::vector<std::vector<int64_t>> shapes;
+    for (int b : args) shapes.push_back(df->buffers[static_cast<size_t>(b)].shape);
+    auto names = signatures.names(n.function, shapes);
+    if (!names) continue;
+    for (size_t i = 0; i < args.size(); ++i) {
       Buffer& b = df->buffers[static_cast<size_t>(args[i])];
       bool symbolic = false;
-      for (const std::string& e : sig[i].dims) symbolic |= !detail::is_literal_dim(e);
-      if (symbolic && b.shape_expr.empty()) b.shape_expr = sig[i].dims;
+      for (const std::string& e : (*names)[i]) symbolic |= !e.empty();
+      if (!symbolic || !b.shape_expr.empty()) continue;
+      for (size_t d = 0; d < b.shape.size(); ++d)
+        b.shape_expr.push_back((*names)[i][d].empty() ? std::to_string(b.shape[d]) : (*names)[i][d]);
     }
   }
 }
@@ -376,12 +382,19 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
 
   size_t total = 0, done = 0;
   for (const GraphNode& n : graph.nodes) total += node_calls_function(n) ? 1 : 0;
+  Signatures signatures(*host_text);
   auto trace = [&](int nid) -> Expected<HostTrace> {
     const GraphNode& n = graph.nodes[nid];
     if (progress) progress(progress_ctx, done, total, n.func_name);
     ++done;
     std::vector<TensorArg> args = node_tensor_args(graph, nid);
     for (TensorArg& a : args) a.type_code = 13;  // kTVMNDArrayHandle: the VM passes NDArrays
+    // Symbolic shapes (tvm-ffi): the dimensions the signature names, so that the integers the
+    // host computes from them (kernel scalars, grid and block) carry their expressions.
+    std::vector<std::vector<int64_t>> shapes;
+    for (const TensorArg& a : args) shapes.push_back(a.shape);
+    if (auto names = signatures.names(n.func_name, shapes))
+      for (size_t i = 0; i < args.size(); ++i) args[i].shape_names = (*names)[i];
     return (*program)->run(n.func_name, args);
   };
   std::optional<StageSpan> host_run(std::in_place, in.stage_times, "host.c: interpretation (every VM call)");
@@ -394,7 +407,7 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
     b.input_index = vm->input_index[b.node];
     b.constant_index = vm->constant_index[b.node];
   }
-  record_shape_expressions(*host_text, &*df);
+  record_shape_expressions(signatures, &*df);
   if (Status s = finish_extract(*df, graph, table, in, &device); !s) return s.error();
   // relax.txt holds the fused functions as TIR (no Relax ops per function), so the ops come
   // from the name, matched against the ops the module called before lowering

@@ -2,6 +2,7 @@
 #include "frontend/relax/signatures.h"
 
 #include <cctype>
+#include <map>
 
 namespace kdflow::detail {
 
@@ -45,6 +46,28 @@ std::string plain(std::string d) {
 }
 
 }  // namespace
+
+std::optional<std::vector<std::vector<std::string>>> call_dimension_names(
+    const std::vector<SignatureParam>& sig, const std::vector<std::vector<int64_t>>& shapes) {
+  if (sig.size() != shapes.size()) return std::nullopt;
+  std::map<std::string, int64_t> value;  // symbol → its value in this call
+  std::vector<std::vector<std::string>> names(sig.size());
+  for (size_t i = 0; i < sig.size(); ++i) {
+    if (!sig[i].tensor || sig[i].dims.size() != shapes[i].size()) return std::nullopt;
+    for (size_t d = 0; d < shapes[i].size(); ++d) {
+      const std::string& e = sig[i].dims[d];
+      if (is_literal_dim(e)) {
+        if (std::to_string(shapes[i][d]) != e) return std::nullopt;
+        names[i].emplace_back();
+      } else {
+        if (auto [v, fresh] = value.try_emplace(e, shapes[i][d]); !fresh && v->second != shapes[i][d])
+          return std::nullopt;
+        names[i].push_back(e);
+      }
+    }
+  }
+  return names;
+}
 
 bool is_literal_dim(const std::string& dim) {
   if (dim.empty()) return false;

@@ -4,6 +4,7 @@
 // Internal to the Relax front end; text only.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,5 +24,12 @@ std::optional<std::vector<SignatureParam>> find_signature(const std::string& hos
 
 /// Whether `dim` (as find_signature gives it) is an integer literal.
 bool is_literal_dim(const std::string& dim);
+
+/// The names a call's tensors get from `sig`: `shapes` holds the call's arguments' shapes in
+/// parameter order. Where they agree — as many parameters, each a tensor with as many
+/// dimensions, every literal dimension equal to the value, every symbol one value across the
+/// call — per parameter, per dimension, the symbol ("n"), or "" for a literal; else nullopt.
+std::optional<std::vector<std::vector<std::string>>> call_dimension_names(
+    const std::vector<SignatureParam>& sig, const std::vector<std::vector<int64_t>>& shapes);
 
 }  // namespace kdflow::detail

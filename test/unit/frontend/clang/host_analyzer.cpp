@@ -328,3 +328,42 @@ TEST_CASE("an expression nested thousands deep is an error, not a crash", "[host
   auto t = run(fn("  if (!(" + chain + ")) { return -1; }\n"));
   CHECK(error_of(t).find("nested more than 512 deep") != std::string::npos);
 }
+
+// Hand-written (one construct): integers computed from a dimension the caller names
+// (TensorArg::shape_names, from a tvm-ffi signature) carry their expression, through locals,
+// casts and arithmetic; comparisons, constants and unnamed dimensions carry none.
+TEST_CASE("integers computed from a named dimension carry their expression", "[host][symbolic]") {
+  std::vector<TensorArg> tensors = one_tensor({8, 1000});
+  tensors[0].shape_names = {"n", ""};
+  auto t = run(fn("  void* sh = (((DLTensor*)t0)[0].shape);\n"
+                  "  int64_t n = ((int64_t*)sh)[0];\n"
+                  "  int32_t m = (int32_t)n;\n" +
+                  launch({"n", "(n + (int64_t)31) >> (int64_t)5", "-m * 2", "((int64_t*)sh)[1]", "n < 9", "7",
+                          "n * ((int64_t*)sh)[1]"})),
+               tensors);
+  REQUIRE(t);
+  const PackedCall& c = t->calls[0];
+  CHECK(ints(c) == std::vector<int64_t>{8, 1, -16, 1000, 1, 7, 8000});
+  std::vector<std::string> exprs;
+  for (const PackedArg& a : c.args) exprs.push_back(a.int_expr);
+  CHECK(exprs == std::vector<std::string>{"n", "(n + 31) >> 5", "-n * 2", "", "", "", "n * 1000"});
+  // Without names (Relay builds, static shapes) nothing is recorded.
+  auto plain = run(fn("  int64_t n = ((int64_t*)(((DLTensor*)t0)[0].shape))[0];\n" + launch({"n + 1"})));
+  REQUIRE(plain);
+  CHECK(plain->calls[0].args[0].int_expr.empty());
+  // A signature may name a dimension by an expression: parenthesised under an operator.
+  tensors[0].shape_names = {"n * 2", ""};
+  auto compound = run(fn("  int64_t d = ((int64_t*)(((DLTensor*)t0)[0].shape))[0];\n" + launch({"d", "d + 1"})), tensors);
+  REQUIRE(compound);
+  CHECK(compound->calls[0].args[0].int_expr == "n * 2");
+  CHECK(compound->calls[0].args[1].int_expr == "(n * 2) + 1");
+  // Bounded: an expression deeper than the limit is dropped, the value kept.
+  tensors[0].shape_names = {"n", ""};
+  auto deep = run(fn("  int64_t n = ((int64_t*)(((DLTensor*)t0)[0].shape))[0];\n"
+                     "  for (int64_t i = 0; i < (int64_t)40; ++i) { n = n + (int64_t)1; }\n" +
+                     launch({"n"})),
+                  tensors);
+  REQUIRE(deep);
+  CHECK(deep->calls[0].args[0].int_value == 48);
+  CHECK(deep->calls[0].args[0].int_expr.empty());
+}

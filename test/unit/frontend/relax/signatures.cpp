@@ -30,3 +30,18 @@ TEST_CASE("signatures: parameters, symbolic and literal dimensions, T.int64 cast
   CHECK_FALSE(find_signature(R"x("f(x Tensor)")x", "f"));                // a parameter without a type
   CHECK_FALSE(find_signature(R"x("f(x: Tensor([n], float32)")x", "f"));   // no closing parenthesis
 }
+
+TEST_CASE("signatures: a call's dimension names, where the call agrees with the signature", "[signatures]") {
+  auto sig = find_signature(
+      "\"f(lv3: Tensor([n, T.int64(400)], float32), w: Tensor([T.int64(400), T.int64(1000)], float32), "
+      "out: Tensor([n, T.int64(1000)], float32))\"",
+      "f");
+  REQUIRE(sig);
+  auto names = call_dimension_names(*sig, {{8, 400}, {400, 1000}, {8, 1000}});
+  REQUIRE(names);
+  CHECK(*names == std::vector<std::vector<std::string>>{{"n", ""}, {"", ""}, {"n", ""}});
+  CHECK_FALSE(call_dimension_names(*sig, {{8, 400}, {400, 1000}, {3, 1000}}));  // n is 8 and 3
+  CHECK_FALSE(call_dimension_names(*sig, {{8, 401}, {400, 1000}, {8, 1000}}));  // a literal differs
+  CHECK_FALSE(call_dimension_names(*sig, {{8, 400}, {400, 1000}}));             // another arity
+  CHECK_FALSE(call_dimension_names(*sig, {{8, 400}, {400, 1000}, {8}}));        // another rank
+}
