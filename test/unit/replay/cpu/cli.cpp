@@ -7,14 +7,23 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <regex>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "kdflow/formats/params.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -246,4 +255,135 @@ TEST_CASE("replay --compare-dumps: another model's dumps, a missing folder, the 
   CHECK(calls.exit_code == 69);
   CHECK(calls.err.find("--compare-dumps compares kernel dumps, which do not cover what library calls write") !=
         std::string::npos);
+}
+
+// resnet18_tuned (AutoTVM TopHub schedules: winograd, 43 kernels with __shared__ arrays, 27
+// workspaces) ships no params, input or reference: it is the same relay.testing ResNet-18 as
+// resnet18, whose params the tuned build takes as they are except its 13 winograd layers,
+// which TVM pre-transforms to (α, α, CI, CO) = G·W·Gᵀ (Cook–Toom, TVM's interpolation points:
+// 0, -1, 1, 1/2, -2 for F(4,3), α = 6; 0, -1, 1 for F(2,3), α = 4). With those params and
+// resnet18's input, the tuned build must compute resnet18's reference output; the other
+// layout, (α, α, CO, CI), must not (so the check can fail). The H200 run of gpu-check.sh did the
+// same on the GPU (docs/gpu-check.md).
+namespace {
+
+/// Cook–Toom G (α × 3) for the interpolation points and the point at infinity.
+std::vector<std::array<double, 3>> winograd_g(const std::vector<double>& points) {
+  std::vector<std::array<double, 3>> g(points.size() + 1, {0, 0, 0});
+  for (size_t i = 0; i < points.size(); ++i) {
+    double f = 1;
+    for (size_t k = 0; k < points.size(); ++k)
+      if (k != i) f *= points[i] - points[k];
+    if (i == 0 && f < 0) f = -f;
+    for (int j = 0; j < 3; ++j) g[i][j] = std::pow(points[i], j) / f;
+  }
+  g.back()[2] = 1;
+  return g;
+}
+
+void put_u64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), 8); }
+
+/// A params file (TVM's save_param_dict layout) of float32 arrays.
+std::string params_bytes(const std::vector<std::pair<std::string, std::pair<std::vector<int64_t>, std::vector<float>>>>& arrays) {
+  std::string out;
+  put_u64(out, 0xF7E58D4F05049CB7ull);
+  put_u64(out, 0);
+  put_u64(out, arrays.size());
+  for (const auto& [name, a] : arrays) {
+    put_u64(out, name.size());
+    out += name;
+  }
+  put_u64(out, arrays.size());
+  for (const auto& [name, a] : arrays) {
+    put_u64(out, 0xDD5E40F096B4A13Full);
+    put_u64(out, 0);
+    const int32_t header[3] = {1, 0, static_cast<int32_t>(a.first.size())};
+    out.append(reinterpret_cast<const char*>(header), sizeof header);
+    const uint8_t dtype[4] = {2, 32, 1, 0};  // float32, one lane
+    out.append(reinterpret_cast<const char*>(dtype), 4);
+    for (int64_t d : a.first) put_u64(out, static_cast<uint64_t>(d));
+    put_u64(out, a.second.size() * 4);
+    out.append(reinterpret_cast<const char*>(a.second.data()), a.second.size() * 4);
+  }
+  return out;
+}
+
+/// resnet18_tuned's params from resnet18's; `ci_co`: the winograd weights as (α, α, CI, CO).
+std::string tuned_params(const std::string& resnet18_params, bool ci_co) {
+  std::string bytes = kdflow::test::slurp(resnet18_params);
+  auto parsed = kdflow::parse_params(bytes, resnet18_params);
+  REQUIRE(parsed);
+  auto graph = nlohmann::json::parse(kdflow::test::slurp(kdflow::test::sample_dir("resnet18_tuned") + "/graph.json"));
+  std::map<std::string, std::vector<int64_t>> wanted;
+  for (const auto& nid : graph["arg_nodes"]) {
+    int i = nid.get<int>();
+    wanted[graph["nodes"][i]["name"].get<std::string>()] =
+        graph["attrs"]["shape"][1][graph["node_row_ptr"][i].get<int>()].get<std::vector<int64_t>>();
+  }
+  std::vector<std::pair<std::string, std::pair<std::vector<int64_t>, std::vector<float>>>> out;
+  int transformed = 0;
+  for (const kdflow::ParamArray& a : parsed->arrays) {
+    auto it = wanted.find(a.name);
+    if (it == wanted.end()) continue;
+    REQUIRE(a.nbytes % 4 == 0);
+    std::vector<float> w(a.nbytes / 4);
+    std::memcpy(w.data(), bytes.data() + a.data_offset, a.nbytes);
+    if (it->second == a.shape) {
+      out.push_back({a.name, {a.shape, std::move(w)}});
+      continue;
+    }
+    // (CO, CI, 3, 3) → (α, α, ·, ·)
+    REQUIRE(a.shape.size() == 4);
+    REQUIRE(it->second.size() == 4);
+    const int64_t co = a.shape[0], ci = a.shape[1], alpha = it->second[0];
+    REQUIRE((alpha == 6 || alpha == 4));
+    auto g = winograd_g(alpha == 6 ? std::vector<double>{0, -1, 1, 0.5, -2} : std::vector<double>{0, -1, 1});
+    std::vector<float> u(static_cast<size_t>(alpha * alpha * co * ci));
+    for (int64_t e = 0; e < alpha; ++e)
+      for (int64_t n = 0; n < alpha; ++n)
+        for (int64_t o = 0; o < co; ++o)
+          for (int64_t c = 0; c < ci; ++c) {
+            double s = 0;
+            for (int k = 0; k < 3; ++k)
+              for (int l = 0; l < 3; ++l) s += g[e][k] * w[((o * ci + c) * 3 + k) * 3 + l] * g[n][l];
+            size_t at = ci_co ? static_cast<size_t>(((e * alpha + n) * ci + c) * co + o)
+                              : static_cast<size_t>(((e * alpha + n) * co + o) * ci + c);
+            u[at] = static_cast<float>(s);
+          }
+    out.push_back({a.name, {it->second, std::move(u)}});
+    ++transformed;
+  }
+  CHECK(transformed == 13);  // the 3×3 convolutions of stages 1–4 but the strided ones
+  CHECK(out.size() == wanted.size() - 1);  // every param; the input is not one
+  return params_bytes(out);
+}
+
+}  // namespace
+
+TEST_CASE("replay --backend cpu: resnet18_tuned computes resnet18's reference from resnet18's weights",
+          "[cpu-replay]") {
+  std::string shared = kdflow::test::shared_sample_dir("resnet18");
+  if (shared.empty() || !fs::exists(fs::path(shared) / "params.bin")) {
+    WARN("skipped: resnet18's params.bin is only in ../shared/samples");
+    return;
+  }
+  const std::string r18 = kdflow::test::sample_dir("resnet18");
+  for (bool ci_co : {true, false}) {
+    std::string params = kdflow::test::temp_dir() + "/tuned_params.bin";
+    {
+      std::ofstream f(params, std::ios::binary);
+      f << tuned_params(shared + "/params.bin", ci_co);
+    }
+    auto r = run_kdflow({"replay", kdflow::test::sample_dir("resnet18_tuned"), "--backend", "cpu", "--params", params,
+                         "--input", "data=" + r18 + "/input_data.npy", "--expect", r18 + "/output_0.npy",
+                         "--warmup", "0", "--repeat", "1", "-q"});
+    INFO(r.out << r.err);
+    if (ci_co) {
+      CHECK(r.exit_code == 0);
+      CHECK(r.out.find("0/1000         ok") != std::string::npos);
+    } else {
+      CHECK(r.exit_code == 1);  // the transposed layout computes something else
+      CHECK(r.out.find("MISMATCH") != std::string::npos);
+    }
+  }
 }
