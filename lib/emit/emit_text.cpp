@@ -2,6 +2,7 @@
 // block per function node with its workspaces, kernel launches and library calls.
 // Deterministic; names are printed with control characters replaced.
 #include <algorithm>
+#include <array>
 #include <string>
 #include <vector>
 
@@ -60,7 +61,8 @@ class TextWriter {
         }
         return t;
       }
-      case Arg::Kind::Int: return std::to_string(a.int_value);
+      case Arg::Kind::Int:  // symbolic shapes: "8=n"
+        return std::to_string(a.int_value) + (a.expr.empty() ? std::string() : "=" + clean(a.expr));
       case Arg::Kind::Float: return detail::float_text(a.float_value);
       case Arg::Kind::Null: return a.dtype == "str" ? "\"" + clean(a.text) + "\"" : "null";
     }
@@ -115,8 +117,13 @@ class TextWriter {
     for (int k : n.kernels) {
       if (k < 0 || static_cast<size_t>(k) >= df_.kernels.size()) continue;
       const Kernel& kn = df_.kernels[k];
-      std::string s = fmt::format("  #{} {}  grid {} block {} smem {}  args: {}", kn.id, clean(kn.name), dim3(kn.grid),
-                                  dim3(kn.block), kn.dynamic_shared_memory, args_text(kn.args));
+      // Symbolic shapes: "grid (1,7,1)=((n + 31) >> 5, 7, 1)".
+      auto symbolic = [](const std::array<std::string, 3>& e) {
+        return e[0].empty() ? std::string() : clean(fmt::format("=({}, {}, {})", e[0], e[1], e[2]));
+      };
+      std::string s = fmt::format("  #{} {}  grid {}{} block {}{} smem {}  args: {}", kn.id, clean(kn.name),
+                                  dim3(kn.grid), symbolic(kn.grid_expr), dim3(kn.block), symbolic(kn.block_expr),
+                                  kn.dynamic_shared_memory, args_text(kn.args));
       if (!kn.loop_iterations.empty()) s += fmt::format("  loop [{}]", fmt::join(kn.loop_iterations, ", "));
       line(s);
     }

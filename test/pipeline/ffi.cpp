@@ -229,7 +229,10 @@ TEST_CASE("tvm-ffi: kernel scalars and grids carry the expressions the host comp
   Expected<Dataflow> empty = parse_dataflow_json(replaced("\"expr\": \"n\"", "\"expr\": \"\""), "flow.json");
   REQUIRE_FALSE(empty);
   CHECK(empty.error().message.find("/expr: error: expected an expression") != std::string::npos);
-  // explain prints them beside the values.
+  // The text format and explain print them beside the values.
+  std::string txt = emit_text(df);
+  CHECK(txt.find("grid (1,7,1)=((n + 31) >> 5, 7, 1) block (8,16,1) smem 0") != std::string::npos);
+  CHECK(txt.find(", 8=n") != std::string::npos);
   auto r = run_kdflow({"explain", sample_dir("ffi_batch_mlp"), "k0", "--color", "never"});
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.find("grid (1,7,1) = ((n + 31) >> 5, 7, 1)") != std::string::npos);
