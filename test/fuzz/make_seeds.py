@@ -175,7 +175,8 @@ def main():
     cut = ptx.find(".visible .entry", ptx.find(".visible .entry") + 1)
     put("ptx", "mlp_first_entry.ptx", ptx[:cut] if cut > 0 else ptx)
     put("ptx", "mlp.cubin", read("mlp", "device.cubin"))
-    for m in ["mlp", "sort_scan"]:
+    # ffi_batch_mlp: the symbolic-shape keys (shape_expr, expr, grid_expr).
+    for m in ["mlp", "sort_scan", "ffi_batch_mlp"]:
         with open(os.path.join(ROOT, "test", "golden", m + ".json"), "rb") as f:
             put("dataflow_json", m + ".json", f.read())
     host_seeds("mlp", 3)
