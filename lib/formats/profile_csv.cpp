@@ -41,10 +41,10 @@ class CsvParser {
     if (s_.size() > kMaxCsvBytes)
       return file_error(file_, fmt::format("larger than {} bytes", kMaxCsvBytes));
     if (s_.compare(0, 3, "\xEF\xBB\xBF") == 0) i_ = 3, col_ = 4;
-    // ncu prints its ==PROF== / ==WARNING== lines on stdout, where the profiled program's own
-    // output goes too (`ncu --csv ./app > profile.csv`): with header names given, the header is
-    // the first line naming one of them, and every line before it is skipped.
-    while (i_ < s_.size() && s_.compare(i_, 2, "==") == 0) skip_line();
+    // ncu prints its ==PROF== / ==WARNING== lines on stdout (skipped below, wherever they are),
+    // where the profiled program's own output goes too (`ncu --csv ./app > profile.csv`): with
+    // header names given, the header is the first line naming one of them, and every line
+    // before it is skipped.
     if (!header_names_.empty()) skip_to_header();
     CsvTable t;
     bool have_header = false;
@@ -53,7 +53,7 @@ class CsvParser {
         skip_line_end();
         continue;
       }
-      if (s_.compare(i_, 2, "==") == 0 && col_ == 1) {  // ncu's messages between the rows
+      if (s_.compare(i_, 2, "==") == 0) {  // ncu's messages (a record always starts a line)
         skip_line();
         continue;
       }

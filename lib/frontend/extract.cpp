@@ -149,31 +149,21 @@ void specialize_launches(const Dataflow& df, const std::vector<Specializable>& b
     if (k.device_function < 0 || static_cast<size_t>(k.device_function) >= by_function.size()) continue;
     const Specializable& s = by_function[static_cast<size_t>(k.device_function)];
     if (!s.spec) continue;
-    std::vector<std::optional<int64_t>> scalars;
-    std::string key = std::to_string(k.device_function);
-    bool any = false;
-    for (const Arg& a : k.args) {
-      if (a.kind == Arg::Kind::Int) {
-        scalars.push_back(a.int_value);
-        key += "|" + std::to_string(a.int_value);
-        any = true;
-      } else {
-        scalars.push_back(std::nullopt);
-        key += "|-";
-      }
-    }
-    if (!any) continue;
+    // The model depends on the scalars alone, not on the grid and block.
+    const LaunchShape launch = launch_shape(k);
+    if (std::none_of(launch.scalars.begin(), launch.scalars.end(), [](const auto& v) { return v.has_value(); }))
+      continue;
+    const std::string key = std::to_string(k.device_function) + scalars_key(launch);
     auto found = out->made.find(key);
     if (found == out->made.end()) {
       // A bound on the work a host loop can ask for: past kMaxLaunchModels distinct launches
       // of one kernel (in launch order), later ones keep the kernel's own models.
       if (out->per_function[k.device_function]++ >= kMaxLaunchModels) continue;
       found = out->made.try_emplace(key).first;
-      found->second.first = s.spec->specialize(s.index, scalars, &found->second.second);
+      found->second.first = s.spec->specialize(s.index, launch.scalars, &found->second.second);
     }
-    auto it = found;
-    out->footprint[i] = &it->second.first;
-    out->ops[i] = &it->second.second;
+    out->footprint[i] = &found->second.first;
+    out->ops[i] = &found->second.second;
   }
 }
 

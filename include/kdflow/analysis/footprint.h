@@ -88,6 +88,12 @@ struct LaunchShape {
   std::array<int64_t, 3> block{1, 1, 1};
   std::vector<std::optional<int64_t>> scalars;
 };
+/// Kernel `k`'s launch as the models take it: its grid, block and integer arguments (by
+/// parameter index; nullopt for the others).
+LaunchShape launch_shape(const Kernel& k);
+/// The launch's scalars as text ("|8|-|-"): what, besides the model, grid and block, tells
+/// two launches apart.
+std::string scalars_key(const LaunchShape& launch);
 /// `count_variables`: distinct bytes are counted (read_bytes, write_bytes, elements) only
 /// for accesses with at most this many loop / quotient variables (-1: never) — projections
 /// through them are where isl's time goes. attach_footprints uses kCountVariables.

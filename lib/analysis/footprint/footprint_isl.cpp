@@ -781,6 +781,21 @@ Footprint compute_footprint(const KernelModel& model, size_t param, const Launch
   return Computer(ctx, count_variables).run(model, param, launch);
 }
 
+LaunchShape launch_shape(const Kernel& k) {
+  LaunchShape launch;
+  launch.grid = k.grid;
+  launch.block = k.block;
+  for (const Arg& a : k.args)
+    launch.scalars.push_back(a.kind == Arg::Kind::Int ? std::optional<int64_t>(a.int_value) : std::nullopt);
+  return launch;
+}
+
+std::string scalars_key(const LaunchShape& launch) {
+  std::string key;
+  for (const std::optional<int64_t>& s : launch.scalars) key += s ? "|" + std::to_string(*s) : std::string("|-");
+  return key;
+}
+
 void attach_footprints(Dataflow& df, const std::vector<KernelModel>& models, int jobs,
                        const std::vector<const KernelModel*>* launch_models) {
   // 1. The distinct launches, in first-launch order: (model, shape, which arguments).
@@ -799,20 +814,10 @@ void attach_footprints(Dataflow& df, const std::vector<KernelModel>& models, int
     const KernelModel* own = launch_models && ki < launch_models->size() ? (*launch_models)[ki] : nullptr;
     const KernelModel& m = own ? *own : models[k.device_function];
     if (m.name.empty()) continue;
-    LaunchShape launch;
-    launch.grid = k.grid;
-    launch.block = k.block;
+    LaunchShape launch = launch_shape(k);
     // A launch's own model is keyed apart from its function's (the scalars are in both keys).
-    std::string key = fmt::format("{}{}|{}|{}", own ? "*" : "", m.name, fmt::join(k.grid, ","), fmt::join(k.block, ","));
-    for (const Arg& a : k.args) {
-      if (a.kind == Arg::Kind::Int) {
-        launch.scalars.push_back(a.int_value);
-        key += fmt::format("|{}", a.int_value);
-      } else {
-        launch.scalars.push_back(std::nullopt);
-        key += a.kind == Arg::Kind::Buffer ? "|b" : "|-";
-      }
-    }
+    std::string key = fmt::format("{}{}|{}|{}{}", own ? "*" : "", m.name, fmt::join(k.grid, ","),
+                                  fmt::join(k.block, ","), scalars_key(launch));
     auto [it, inserted] = index.emplace(key, work.size());
     if (inserted) {
       Work w;

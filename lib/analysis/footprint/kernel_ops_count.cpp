@@ -613,19 +613,9 @@ void attach_kernel_ops(Dataflow& df, const std::vector<KernelOpModel>& models, i
     const KernelOpModel* own = launch_models && ki < launch_models->size() ? (*launch_models)[ki] : nullptr;
     const KernelOpModel& m = own ? *own : models[static_cast<size_t>(k.device_function)];
     if (m.name.empty()) continue;
-    LaunchShape launch;
-    launch.grid = k.grid;
-    launch.block = k.block;
-    std::string key = fmt::format("{}{}|{}|{}", own ? "*" : "", m.name, fmt::join(k.grid, ","), fmt::join(k.block, ","));
-    for (const Arg& a : k.args) {
-      if (a.kind == Arg::Kind::Int) {
-        launch.scalars.push_back(a.int_value);
-        key += fmt::format("|{}", a.int_value);
-      } else {
-        launch.scalars.push_back(std::nullopt);
-        key += "|-";
-      }
-    }
+    LaunchShape launch = launch_shape(k);
+    std::string key = fmt::format("{}{}|{}|{}{}", own ? "*" : "", m.name, fmt::join(k.grid, ","),
+                                  fmt::join(k.block, ","), scalars_key(launch));
     auto [it, inserted] = index.emplace(key, work.size());
     if (inserted) work.push_back(Work{&m, std::move(launch), {}});
     uses.push_back({&k, it->second});

@@ -178,11 +178,9 @@ Expected<bool> library_is_relax(const std::string& library) {
 namespace {
 
 /// Symbolic shapes as TVM states them: each called function's signature in host.c (its
-/// argument checks name it, TVM 0.21+) gives each argument's dimensions, `n` or `400`. They
-/// are recorded on the buffers (Buffer::shape_expr) where the signature matches the call —
-/// as many tensors as the call has buffers, each literal dimension equal to the buffer's,
-/// each symbol one value within the call — and some dimension is symbolic.
-/// The signatures of a build's functions (host.c's argument checks), read once each.
+/// argument checks name it, TVM 0.21+) gives each argument's dimensions, `n` or `400`, where
+/// the signature matches the call (detail::call_dimension_names). The signatures are read
+/// once each.
 class Signatures {
  public:
   explicit Signatures(const std::string& host_c) : host_c_(host_c) {}
@@ -202,23 +200,22 @@ class Signatures {
 };
 
 /// Buffers of builds with symbolic shapes get the expressions TVM's signatures state for them
-/// (Buffer::shape_expr), where a call's signature agrees with the call.
-void record_shape_expressions(Signatures& signatures, Dataflow* df) {
-  for (const Node& n : df->nodes) {
-    if (n.op != "tvm_op" || n.function.empty()) continue;
+/// (Buffer::shape_expr): `names` holds, per graph node, its arguments' dimension names as the
+/// interpretation of its call found them (inputs, then outputs).
+void record_shape_expressions(const std::map<int, std::vector<std::vector<std::string>>>& names_by_node,
+                              Dataflow* df) {
+  for (const auto& [nid, names] : names_by_node) {
+    const Node& n = df->nodes[static_cast<size_t>(nid)];
     std::vector<int> args = n.inputs;
     args.insert(args.end(), n.outputs.begin(), n.outputs.end());
-    std::vector<std::vector<int64_t>> shapes;
-    for (int b : args) shapes.push_back(df->buffers[static_cast<size_t>(b)].shape);
-    auto names = signatures.names(n.function, shapes);
-    if (!names) continue;
+    if (args.size() != names.size()) continue;
     for (size_t i = 0; i < args.size(); ++i) {
       Buffer& b = df->buffers[static_cast<size_t>(args[i])];
       bool symbolic = false;
-      for (const std::string& e : (*names)[i]) symbolic |= !e.empty();
-      if (!symbolic || !b.shape_expr.empty()) continue;
+      for (const std::string& e : names[i]) symbolic |= !e.empty();
+      if (!symbolic || !b.shape_expr.empty() || names[i].size() != b.shape.size()) continue;
       for (size_t d = 0; d < b.shape.size(); ++d)
-        b.shape_expr.push_back((*names)[i][d].empty() ? std::to_string(b.shape[d]) : (*names)[i][d]);
+        b.shape_expr.push_back(names[i][d].empty() ? std::to_string(b.shape[d]) : names[i][d]);
     }
   }
 }
@@ -383,6 +380,7 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
   size_t total = 0, done = 0;
   for (const GraphNode& n : graph.nodes) total += node_calls_function(n) ? 1 : 0;
   Signatures signatures(*host_text);
+  std::map<int, std::vector<std::vector<std::string>>> names_by_node;  // for Buffer::shape_expr
   auto trace = [&](int nid) -> Expected<HostTrace> {
     const GraphNode& n = graph.nodes[nid];
     if (progress) progress(progress_ctx, done, total, n.func_name);
@@ -393,8 +391,10 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
     // host computes from them (kernel scalars, grid and block) carry their expressions.
     std::vector<std::vector<int64_t>> shapes;
     for (const TensorArg& a : args) shapes.push_back(a.shape);
-    if (auto names = signatures.names(n.func_name, shapes))
+    if (auto names = signatures.names(n.func_name, shapes)) {
       for (size_t i = 0; i < args.size(); ++i) args[i].shape_names = (*names)[i];
+      names_by_node[nid] = std::move(*names);
+    }
     return (*program)->run(n.func_name, args);
   };
   std::optional<StageSpan> host_run(std::in_place, in.stage_times, "host.c: interpretation (every VM call)");
@@ -407,7 +407,7 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
     b.input_index = vm->input_index[b.node];
     b.constant_index = vm->constant_index[b.node];
   }
-  record_shape_expressions(signatures, &*df);
+  record_shape_expressions(names_by_node, &*df);
   if (Status s = finish_extract(*df, graph, table, in, &device); !s) return s.error();
   // relax.txt holds the fused functions as TIR (no Relax ops per function), so the ops come
   // from the name, matched against the ops the module called before lowering
