@@ -1,0 +1,115 @@
+"""The output folder: made whole in a staging folder beside it and renamed into place, so that an
+export that fails leaves nothing behind and a folder that holds anything is never overwritten
+unless the caller says force."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from typing import Any, Dict, Optional
+
+import numpy as np
+
+from .errors import CANT_CREATE, ExportError
+
+
+class Staging:
+    """with Staging(out, force) as s: write into s.path; on success it becomes `out`."""
+
+    def __init__(self, out: str, force: bool = False) -> None:
+        self.out = os.path.abspath(os.fspath(out))
+        self.force = force
+        self.path = ""
+        if os.path.lexists(self.out):
+            if os.path.islink(self.out) or not os.path.isdir(self.out):
+                raise ExportError(f"{out}: exists and is not a folder; name a new or empty folder",
+                                  CANT_CREATE)
+            if os.listdir(self.out) and not force:
+                raise ExportError(f"{out}: folder is not empty; name a new or empty folder, "
+                                  "or pass force=True (--force) to replace it", CANT_CREATE)
+
+    def __enter__(self) -> "Staging":
+        parent = os.path.dirname(self.out)
+        try:
+            os.makedirs(parent, exist_ok=True)
+            self.path = tempfile.mkdtemp(prefix="." + os.path.basename(self.out) + ".", dir=parent)
+        except OSError as e:
+            raise ExportError(f"{self.out}: cannot create the output folder ({e.strerror})", CANT_CREATE) from e
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            shutil.rmtree(self.path, ignore_errors=True)
+            return
+        try:
+            if os.path.isdir(self.out):
+                # Empty, or force: the old folder goes only once the new one is complete.
+                old = tempfile.mkdtemp(prefix="." + os.path.basename(self.out) + ".old.",
+                                       dir=os.path.dirname(self.out))
+                os.rmdir(old)
+                os.rename(self.out, old)
+                os.rename(self.path, self.out)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.rename(self.path, self.out)
+            os.chmod(self.out, 0o755)
+        except OSError as e:
+            shutil.rmtree(self.path, ignore_errors=True)
+            raise ExportError(f"{self.out}: cannot move the finished export into place ({e.strerror})",
+                              CANT_CREATE) from e
+
+    def file(self, name: str) -> str:
+        return os.path.join(self.path, name)
+
+    def write_text(self, name: str, text: str) -> None:
+        os.makedirs(os.path.dirname(self.file(name)), exist_ok=True)
+        with open(self.file(name), "w", encoding="utf-8") as f:
+            f.write(text)
+
+    def write_bytes(self, name: str, data: bytes) -> None:
+        os.makedirs(os.path.dirname(self.file(name)), exist_ok=True)
+        with open(self.file(name), "wb") as f:
+            f.write(data)
+
+    def write_json(self, name: str, obj: Any) -> None:
+        self.write_text(name, json.dumps(obj, indent=1, sort_keys=False) + "\n")
+
+    def write_npy(self, name: str, a: np.ndarray) -> None:
+        os.makedirs(os.path.dirname(self.file(name)), exist_ok=True)
+        np.save(self.file(name), np.ascontiguousarray(a), allow_pickle=False)
+
+
+def safe_name(name: str) -> str:
+    """An input's name as a file-name part (kdflow reads input_<name>.npy)."""
+    bad = set('/\\\0')
+    if not name or any(c in bad for c in name) or name in (".", ".."):
+        raise ExportError(f"input name {name!r} cannot be a file name; rename the model's input")
+    return name
+
+
+def random_array(shape: Any, dtype: str, rng: np.random.Generator) -> np.ndarray:
+    dt = np.dtype(dtype) if dtype not in ("bfloat16",) else np.dtype("float32")
+    shape = tuple(int(s) for s in shape)
+    if dt.kind == "f":
+        return rng.standard_normal(shape).astype(dt)
+    if dt.kind == "b":
+        return rng.integers(0, 2, size=shape).astype(dt)
+    if dt.kind in "iu":
+        return rng.integers(0, 2, size=shape).astype(dt)
+    raise ExportError(f"cannot make a random input of dtype {dtype}; pass inputs as arrays")
+
+
+def as_numpy(x: Any) -> np.ndarray:
+    if isinstance(x, np.ndarray):
+        return x
+    for attr in ("numpy", "asnumpy"):
+        f = getattr(x, attr, None)
+        if callable(f):
+            return np.asarray(f())
+    return np.asarray(x)
+
+
+def params_to_numpy(params: Optional[Dict[str, Any]]) -> Dict[str, np.ndarray]:
+    return {str(k): as_numpy(v) for k, v in (params or {}).items()}
