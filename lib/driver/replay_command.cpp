@@ -3,7 +3,9 @@
 // and turn the result into an exit code. Results on `out`, diagnostics and progress on `err`.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <ostream>
 
 #include "kdflow/driver/commands.h"
@@ -123,9 +125,15 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   opt.inputs.label = label;
   opt.inputs.allow_oob = cmd.allow_oob;
   opt.inputs.params = cmd.params;
+  // Relax builds (TVM 0.20+): the weights are the executable's constant pool, whatever else the
+  // folder holds (a params.bin beside it keeps the weights by the user's names, before binding).
+  bool relax_pool = !df->sources.vm_exec.empty() &&
+                    std::any_of(df->buffers.begin(), df->buffers.end(),
+                                [](const Buffer& b) { return b.kind == BufferKind::Param && b.constant_index >= 0; });
+  if (opt.inputs.params.empty() && !cmd.dir.empty() && relax_pool && file_exists(join(cmd.dir, "vm_exec.bin")))
+    opt.inputs.params = join(cmd.dir, "vm_exec.bin");
   if (opt.inputs.params.empty() && !cmd.dir.empty() && file_exists(join(cmd.dir, "params.bin")))
     opt.inputs.params = join(cmd.dir, "params.bin");
-  // Relax builds: the weights are the executable's constant pool.
   if (opt.inputs.params.empty() && !cmd.dir.empty() && file_exists(join(cmd.dir, "vm_exec.bin")))
     opt.inputs.params = join(cmd.dir, "vm_exec.bin");
   opt.inputs.input_dir = cmd.dir;
@@ -175,6 +183,22 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
         opt.expect.push_back(file_exists(f) ? f : std::string());
       }
     }
+  }
+  // TVM's result for every node, where the exporter wrote them: compared in every whole run.
+  std::optional<NodeReferences> node_refs;
+  if (!cmd.no_node_reference && cmd.kernel < 0 && cmd.nodes.empty()) {
+    std::string f = cmd.node_reference;
+    if (f.empty() && !cmd.dir.empty() && file_exists(join(cmd.dir, "reference/nodes.json")))
+      f = join(cmd.dir, "reference/nodes.json");
+    if (!f.empty()) {
+      Expected<NodeReferences> r = read_node_references(f, *df);
+      if (!r) return report(r.error(), err);
+      node_refs = std::move(*r);
+      opt.node_checks = node_refs->checks;
+    }
+  } else if (!cmd.node_reference.empty()) {
+    return report(usage("--node-reference compares a whole run: drop --kernel and --nodes (or --no-node-reference)"),
+                  err);
   }
   opt.warmup = cmd.warmup;
   opt.repeat = cmd.repeat;
@@ -229,6 +253,7 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   out << format_times(*rep, *df);
   out << format_checks(*rep);
   if (!opt.compare_dir.empty()) out << format_first_difference(*rep, *df);
+  if (node_refs) out << format_node_references(*rep, *node_refs);
   if (!cmd.trace.empty())
     if (Status s = write_file_atomic(cmd.trace, chrome_trace(*rep, *df)); !s) return report(s.error(), err);
   if (!cmd.timing_json.empty())
@@ -238,6 +263,12 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
     err << fmt::format("kdflow replay: error: kernel {} ({}) of node {} is the first whose output differs from the "
                        "dumps in {} (rtol {}, atol {}; integers exactly)\n",
                        d.kernel, df->kernels[d.kernel].name, d.node, opt.compare_dir, cmd.rtol, cmd.atol);
+    return 1;
+  }
+  if (rep->node_difference) {
+    err << fmt::format("kdflow replay: error: {} is the first node whose result differs from TVM's (rtol {}, atol "
+                       "{}; integers exactly)\n",
+                       rep->node_difference->label, cmd.rtol, cmd.atol);
     return 1;
   }
   if (!rep->passed()) {

@@ -516,6 +516,36 @@ class Engine {
     return Status::ok();
   }
 
+  int step_node(const Step& st) const {
+    if (st.call) return plan_.library_calls[st.index].node;
+    return df_.kernels[plan_.launches[st.index].kernel].node;
+  }
+
+  /// Node references: right after `node`'s last step in the checked run, each of its buffers
+  /// TVM's result is listed for against that result; the first node that differs is recorded.
+  Status compare_node(int node) {
+    bool any = false, differs = false;
+    for (const NodeReferenceCheck& c : opt_.node_checks) {
+      if (c.node != node) continue;
+      any = true;
+      Expected<NpyArray> a = read_buffer(c.buffer);
+      if (!a) return a.error();
+      Expected<NpyArray> want = read_npy(c.file);
+      if (!want) return want.error();
+      OutputCheck oc = compare_arrays(*a, *want, opt_.rtol, opt_.atol);
+      oc.buffer = c.buffer;
+      oc.expect_file = c.file;
+      ++rep_.node_tensors_compared;
+      if (oc.pass && oc.uninformative) ++rep_.node_tensors_uninformative;
+      if (oc.pass) continue;
+      ++rep_.node_tensors_differing;
+      if (!differs && !rep_.node_difference) rep_.node_difference = NodeDifference{node, c.label, oc};
+      differs = true;
+    }
+    if (any) ++rep_.nodes_compared;
+    return Status::ok();
+  }
+
   /// Records the failure of a run that was not synchronised step by step: replay() then
   /// re-runs synchronised (in a child process) to name the kernel.
   Error unlocated(int run, const Fault& f, const std::string& what) {
@@ -574,6 +604,11 @@ class Engine {
             if (Status d = dump(st.index); !d) return d;
           if (!opt_.compare_dir.empty() && run == 0)
             if (Status d = compare_with_dumps(st.index); !d) return d;
+        }
+        if (!opt_.locate && run == 0 && !opt_.node_checks.empty() && !rep_.guard) {
+          int node = step_node(st);
+          if (s + 1 == seq_.size() || step_node(seq_[s + 1]) != node)
+            if (Status d = compare_node(node); !d) return d;
         }
         continue;
       }

@@ -119,7 +119,7 @@ ModuleFormat detect_module_format(std::string_view bytes) {
 }
 
 bool ReplayReport::passed() const {
-  if (guard || first_difference) return false;
+  if (guard || first_difference || node_difference) return false;
   return std::all_of(checks.begin(), checks.end(), [](const OutputCheck& c) { return c.pass; });
 }
 
@@ -191,6 +191,24 @@ OutputCheck compare_arrays(const NpyArray& actual, const NpyArray& expected, dou
     if (!ok) ++c.mismatches;
   }
   c.pass = c.mismatches == 0;
+  // Would a constant array (the expected values' mean) pass as well? Then this comparison
+  // cannot tell a right result from a wrong one (a softmax of near-zero logits: 1000 × 0.001).
+  if (c.elements >= 2) {
+    double sum = 0;
+    uint64_t finite = 0;
+    for (uint64_t i = 0; i < c.elements; ++i)
+      if (double e = element(expected, i); std::isfinite(e)) sum += e, ++finite;
+    if (finite == c.elements) {
+      double mean = sum / static_cast<double>(finite);
+      if (c.exact) mean = std::nearbyint(mean);
+      bool constant_passes = true;
+      for (uint64_t i = 0; i < c.elements && constant_passes; ++i) {
+        double e = element(expected, i);
+        constant_passes = c.exact ? mean == e : std::fabs(mean - e) <= atol + rtol * std::fabs(e);
+      }
+      c.uninformative = constant_passes;
+    }
+  }
   return c;
 }
 
@@ -199,11 +217,44 @@ std::string format_checks(const ReplayReport& r) {
   std::string out = fmt::format("{:<8} {:<40} {:<10} {:<10} {:<14} {}\n", "output", "expected", "max_abs", "max_rel",
                                 "mismatches", "result");
   for (const OutputCheck& c : r.checks) {
-    std::string result = c.pass ? "ok" : "MISMATCH";
+    std::string result = c.pass ? (c.uninformative ? "UNINFORMATIVE" : "ok") : "MISMATCH";
     if (!c.problem.empty()) result += ": " + c.problem;
+    else if (c.pass && c.uninformative)
+      result += ": every expected value is within tolerance of their mean, so a constant would pass too; "
+                "this says nothing about the dataflow";
     else if (c.exact) result += c.pass ? " (exact)" : " (integers, compared exactly)";
     out += fmt::format("{:<8} {:<40} {:<10} {:<10} {:<14} {}\n", c.output, c.expect_file, number(c.max_abs),
                        number(c.max_rel), fmt::format("{}/{}", c.mismatches, c.elements), result);
+  }
+  return out;
+}
+
+std::string format_node_references(const ReplayReport& r, const NodeReferences& refs) {
+  std::string out;
+  if (!r.node_difference) {
+    out += fmt::format("nodes: {} nodes ({} buffers) compared with TVM's own results ({}): all match", r.nodes_compared,
+                       r.node_tensors_compared, refs.file);
+    if (r.node_tensors_uninformative > 0)
+      out += fmt::format(" ({} of the buffers uninformative: a constant would pass)", r.node_tensors_uninformative);
+    out += "\n";
+  } else {
+    const NodeDifference& d = *r.node_difference;
+    const OutputCheck& c = d.check;
+    std::string how = !c.problem.empty() ? c.problem
+                                         : fmt::format("{} of {} elements differ, max abs {}, max rel {}{}",
+                                                       c.mismatches, c.elements, number(c.max_abs), number(c.max_rel),
+                                                       c.exact ? " (integers, compared exactly)" : "");
+    out += fmt::format("nodes: first node that differs from TVM's result: {}: {} (reference {}); {} of {} buffers "
+                       "compared differ\n",
+                       d.label, how, c.expect_file, r.node_tensors_differing, r.node_tensors_compared);
+  }
+  size_t shown = 0;
+  for (const std::string& n : refs.not_compared) {
+    if (++shown > 5) {
+      out += fmt::format("nodes: ... and {} more not compared\n", refs.not_compared.size() - 5);
+      break;
+    }
+    out += "nodes: not compared: " + n + "\n";
   }
   return out;
 }

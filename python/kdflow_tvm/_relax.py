@@ -349,11 +349,42 @@ def cuda_fusion_for_cpu(tvm: Any, mod: Any, cuda_target: Any) -> Tuple[Any, str]
         return mod, f"TVM's llvm build of the module as given (CUDA fusion passes unavailable: {type(e).__name__})"
 
 
+def dps_outputs(tvm: Any, mod: Any) -> Dict[str, Tuple[int, int]]:
+    """function name -> (inputs, outputs) of every R.call_tir in `mod`'s Relax functions: the VM
+    then calls the function with the inputs, then the outputs it writes (destination passing)."""
+    out: Dict[str, Tuple[int, int]] = {}
+    try:
+        call_tir = tvm.ir.Op.get("relax.call_tir")
+    except Exception:
+        return out
+    for f in relax_functions(tvm, mod).values():
+        blocks = getattr(getattr(f, "body", None), "blocks", None) or []
+        for block in blocks:
+            for b in getattr(block, "bindings", []):
+                call = getattr(b, "value", None)
+                if getattr(call, "op", None) is None or not call.op.same_as(call_tir):
+                    continue
+                try:
+                    name = str(call.args[0].name_hint)
+                    n_in = len(call.args[1].fields)
+                    # The output's description: sinfo_args (0.20 - 0.26), ty_args (0.27).
+                    sargs = getattr(call, "sinfo_args", None)
+                    if sargs is None:
+                        sargs = call.ty_args
+                    sinfo = sargs[0]
+                    n_out = len(sinfo.fields) if hasattr(sinfo, "fields") else 1
+                except Exception:
+                    continue
+                out[name] = (n_in, n_out)
+    return out
+
+
 def reference(tvm: Any, mod: Any, function: str, inputs: Sequence[np.ndarray],
               st: Staging, cuda_target: Any) -> Dict[str, Any]:
     """Builds `mod` (weights bound) for the CPU, runs `function` on TVM's VM with every VM call
     instrumented, writes output_<i>.npy and reference/nodes.json + one .npy per written tensor."""
     cpu_mod, how = cuda_fusion_for_cpu(tvm, mod, cuda_target)
+    dps = dps_outputs(tvm, cpu_mod)
     ex = tvm.relax.build(cpu_mod, tvm.target.Target("llvm"), exec_mode="bytecode")
     VM = getattr(tvm.relax, "VirtualMachine", None) or tvm.runtime.vm.VirtualMachine
     vm = VM(ex, tvm.cpu())
@@ -370,21 +401,30 @@ def reference(tvm: Any, mod: Any, function: str, inputs: Sequence[np.ndarray],
             return 0
         if before_run:
             before.clear()
+            if name in dps:
+                return 0
             before.extend(as_numpy(a).copy() if is_tensor(a) else None for a in args)
             return 0
         k = seen.get(name, 0)
         seen[name] = k + 1
         outs = []
+        sig = dps.get(name)
         for j, a in enumerate(args):
             if not is_tensor(a):
                 continue
             after = as_numpy(a)
-            old = before[j] if j < len(before) else None
-            if old is not None and old.shape == after.shape and old.dtype == after.dtype and \
-                    np.array_equal(old, after, equal_nan=old.dtype.kind in "fc"):
-                continue  # not written by this call (or written with what it held)
-            fname = f"reference/{len(calls):05d}_{j}.npy"
-            st.write_npy(fname, after)
+            if sig is not None:
+                # Destination passing: the outputs follow the inputs.
+                if not sig[0] <= j < sig[0] + sig[1]:
+                    continue
+            else:
+                # A function not called through call_tir here: the tensors the call changed.
+                old = before[j] if j < len(before) else None
+                if old is not None and old.shape == after.shape and old.dtype == after.dtype and \
+                        np.array_equal(old, after, equal_nan=old.dtype.kind in "fc"):
+                    continue
+            fname = f"{len(calls):05d}_{j}.npy"  # relative to reference/
+            st.write_npy("reference/" + fname, after)
             outs.append({"arg": j, "file": fname, "dtype": str(after.dtype), "shape": list(after.shape)})
         calls.append({"function": name, "occurrence": k, "outputs": outs})
         return 0

@@ -215,8 +215,8 @@ def reference(tvm: Any, mod: Any, params: Dict[str, np.ndarray], inputs: Dict[st
                 a = _node_output(m, j, k, tvm)
                 if a is None:
                     continue
-                fname = f"reference/n{i}_{k}.npy"
-                st.write_npy(fname, a)
+                fname = f"n{i}_{k}.npy"  # relative to reference/
+                st.write_npy("reference/" + fname, a)
                 outs.append({"output": k, "file": fname, "dtype": str(a.dtype), "shape": list(a.shape)})
             nodes.append({"graph_node": i, "function": fn, "outputs": outs})
         st.write_json("reference/nodes.json", {

@@ -176,6 +176,10 @@ int main(int argc, char** argv) {
   replay->add_option("--compare-dumps", rp.compare_dumps,
                      "Eager: compare what each kernel writes with an earlier --dump-dir (either back end) and name "
                      "the first node that differs");
+  replay->add_option("--node-reference", rp.node_reference,
+                     "TVM's result for every node (default DIR/reference/nodes.json, written by kdflow_tvm): each "
+                     "node is compared after it runs and the first that differs is named");
+  replay->add_flag("--no-node-reference", rp.no_node_reference, "Compare the outputs only, not every node");
   replay->add_option("--trace", rp.trace, "Chrome trace (Perfetto) of the kernel timeline");
   replay->add_option("--timing-json", rp.timing_json, "Per-kernel and per-run times as JSON (docs/schema.md)");
   replay->add_option("--time-limit", rp.time_limit, "Give up (exit 65, naming the kernel) when one wait for GPU work "

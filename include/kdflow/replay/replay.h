@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "kdflow/formats/node_reference.h"
 #include "kdflow/ir/dataflow.h"
 #include "kdflow/frontend/extract.h"
 #include "kdflow/support/diag.h"
@@ -197,6 +198,10 @@ struct ReplayOptions {
   /// compared with its dump in this folder (an earlier --dump-dir of the same model, from
   /// either back end, rtol/atol as for outputs); the first kernel that differs is reported.
   std::string compare_dir;
+  /// TVM's result for each node (reference/nodes.json, read_node_references): after the last
+  /// step of a node in the checked run, each of its listed buffers is compared (rtol/atol as
+  /// for outputs); the first node that differs is reported.
+  std::vector<NodeReferenceCheck> node_checks;
 };
 
 struct KernelTime {
@@ -219,6 +224,9 @@ struct OutputCheck {
   double max_abs = 0;
   double max_rel = 0;
   bool pass = false;
+  /// The expected array cannot tell a wrong result from a right one at these tolerances: a
+  /// constant array (the expected values' mean) would pass too (a softmax of near-zero logits).
+  bool uninformative = false;
 };
 
 struct GuardViolation {
@@ -234,6 +242,13 @@ struct FirstDifference {
   int node = -1;
   int arg = -1;        ///< the kernel's argument index
   OutputCheck check;   ///< buffer, dump file, counts and errors
+};
+
+/// Node references: the first node (in run order) whose buffer differs from TVM's.
+struct NodeDifference {
+  int node = -1;
+  std::string label;   ///< "node 6 fused_matmul1_add1, output 0"
+  OutputCheck check;
 };
 
 struct ReplayReport {
@@ -285,6 +300,11 @@ struct ReplayReport {
   std::optional<FirstDifference> first_difference;  ///< --compare-dumps
   int compared_kernels = 0;         ///< --compare-dumps: kernels compared
   int differing_kernels = 0;        ///< --compare-dumps: of those, kernels with a buffer that differs
+  std::optional<NodeDifference> node_difference;  ///< node references: the first node that differs
+  int node_tensors_compared = 0;    ///< node references: buffers compared
+  int node_tensors_differing = 0;
+  int node_tensors_uninformative = 0;  ///< passed, but a constant array would have passed too
+  int nodes_compared = 0;
   /// No guard violation and every check passed.
   bool passed() const;
 };
@@ -313,6 +333,10 @@ NpyArray buffer_array(const Buffer& b, std::string data);
 uint64_t buffer_array_bytes(const Buffer& b);
 /// "<kernel id>_<kernel name>_arg<j>.npy"
 std::string dump_file_name(const Kernel& k, size_t arg);
+
+/// Node references: one line saying all compared nodes match TVM's results, or naming the first
+/// node that differs, then what was not compared.
+std::string format_node_references(const ReplayReport& r, const NodeReferences& refs);
 
 /// --compare-dumps: one line naming the first kernel and node that differ, or that none did.
 std::string format_first_difference(const ReplayReport& r, const Dataflow& df);
@@ -352,6 +376,8 @@ struct ReplayCommand {
   std::string nodes;                 ///< --nodes FROM..TO: graph node ids (n12) or function/node names
   std::string inputs_from;           ///< --inputs-from DUMP_DIR (with --nodes)
   std::string compare_dumps;         ///< --compare-dumps DUMP_DIR (eager: name the first node that differs)
+  std::string node_reference;        ///< --node-reference FILE (default DIR/reference/nodes.json)
+  bool no_node_reference = false;    ///< --no-node-reference: compare outputs only
   bool allow_oob = false;            ///< --allow-oob (CPU back end with --guard only)
   std::string trace;                 ///< --trace FILE (Chrome trace JSON)
   std::string output_dir;            ///< --output-dir DIR: outputs as output_<i>.npy

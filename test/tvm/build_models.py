@@ -1,0 +1,194 @@
+"""Builds the real test models of test/tvm with the TVM this Python imports, through the
+exporter (python/kdflow_tvm), once per TVM and per change of this file or of the exporter:
+    python3 test/tvm/build_models.py OUT_DIR
+Each model is a folder OUT_DIR/<name> as kdflow reads it; OUT_DIR/stamp names the TVM and the
+sources' hash. Exits 77 (ctest: skipped) with a message when TVM or onnx cannot be imported."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from typing import Any, Callable, Dict
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+import numpy as np  # noqa: E402
+
+import kdflow_tvm  # noqa: E402
+from kdflow_tvm import _tvm  # noqa: E402
+
+SKIP = 77
+
+
+def sources_hash() -> str:
+    h = hashlib.sha256()
+    for d in (HERE, os.path.join(ROOT, "python", "kdflow_tvm")):
+        for f in sorted(os.listdir(d)):
+            if f.endswith(".py"):
+                with open(os.path.join(d, f), "rb") as fh:
+                    h.update(f.encode() + fh.read())
+    return h.hexdigest()[:16]
+
+
+def weights(rng: np.random.Generator, shape: Any) -> np.ndarray:
+    """Small weights (fan-in scaled), so that outputs are not saturated softmaxes."""
+    shape = [int(d) for d in shape]
+    fan_in = shape[-1] if len(shape) > 1 else shape[0]
+    return (rng.standard_normal(shape) / np.sqrt(max(fan_in, 1))).astype("float32")
+
+
+def as_main(tvm: Any, mod: Any, name: str = "forward") -> Any:
+    f = mod[name].with_attr("global_symbol", "main")
+    return tvm.IRModule({"main": f})
+
+
+def nn_model(tvm: Any, module: Any, spec: Dict[str, Any], seed: int = 1):
+    mod, specs = module.export_tvm(spec={"forward": spec})
+    rng = np.random.default_rng(seed)
+    params = {n: weights(rng, p.shape) for n, p in specs}
+    return as_main(tvm, mod), params
+
+
+def models(tvm: Any) -> Dict[str, Callable[[str], None]]:
+    from tvm.relax.frontend import nn
+
+    class MLP(nn.Module):
+        def __init__(self) -> None:
+            self.l1 = nn.Linear(100, 64)
+            self.l2 = nn.Linear(64, 10)
+
+        def forward(self, x: Any) -> Any:
+            return nn.softmax(self.l2(nn.relu(self.l1(x))), axis=-1)
+
+    class TwoBranch(nn.Module):
+        """Two same-size tensors into one kernel (a - b): a swap of them must be caught."""
+
+        def __init__(self) -> None:
+            self.a = nn.Linear(64, 64)
+            self.b = nn.Linear(64, 64)
+            self.c = nn.Linear(64, 16)
+
+        def forward(self, x: Any) -> Any:
+            y1 = nn.relu(self.a(x))
+            y2 = nn.sigmoid(self.b(x))
+            return self.c(y1 - y2 * 2.0)
+
+    class TwoOutputs(nn.Module):
+        def __init__(self) -> None:
+            self.a = nn.Linear(32, 24)
+            self.b = nn.Linear(32, 8)
+
+        def forward(self, x: Any) -> Any:
+            return nn.relu(self.a(x)), nn.softmax(self.b(x), axis=-1)
+
+    class CNN(nn.Module):
+        def __init__(self) -> None:
+            self.conv1 = nn.Conv2D(3, 8, 3, padding=1)
+            self.conv2 = nn.Conv2D(8, 8, 3, padding=1)
+
+        def forward(self, x: Any) -> Any:
+            y = nn.relu(self.conv1(x))
+            z = nn.relu(self.conv2(y))
+            return z + y
+
+    class Block(nn.Module):
+        """A transformer block with a symbolic sequence length."""
+
+        def __init__(self) -> None:
+            self.norm = nn.LayerNorm(32)
+            self.q = nn.Linear(32, 32)
+            self.k = nn.Linear(32, 32)
+            self.v = nn.Linear(32, 32)
+            self.o = nn.Linear(32, 32)
+            self.up = nn.Linear(32, 64)
+            self.down = nn.Linear(64, 32)
+
+        def forward(self, x: Any) -> Any:
+            h = self.norm(x)
+            q, k, v = self.q(h), self.k(h), self.v(h)
+            att = nn.softmax(nn.matmul(q, nn.permute_dims(k, [0, 2, 1])) * (1.0 / 32 ** 0.5), axis=-1)
+            x = x + self.o(nn.matmul(att, v))
+            return x + self.down(nn.relu(self.up(x)))
+
+    def build(name: str, module: Any, spec: Dict[str, Any], inputs: Any = True, mode: str = "bytecode") -> Callable[[str], None]:
+        def run(out: str) -> None:
+            mod, params = nn_model(tvm, module, spec)
+            kdflow_tvm.build(mod, "cuda", out=out, params=params, inputs=inputs, arch="sm_90", exec_mode=mode,
+                             quiet=True)
+        return run
+
+    rng = np.random.default_rng(7)
+    return {
+        "mlp": build("mlp", MLP(), {"x": nn.spec.Tensor((1, 100), "float32")}),
+        "mlp_compiled": build("mlp", MLP(), {"x": nn.spec.Tensor((1, 100), "float32")}, mode="compiled"),
+        "two_branch": build("two_branch", TwoBranch(), {"x": nn.spec.Tensor((1, 64), "float32")}),
+        "two_outputs": build("two_outputs", TwoOutputs(), {"x": nn.spec.Tensor((2, 32), "float32")}),
+        "cnn": build("cnn", CNN(), {"x": nn.spec.Tensor((1, 3, 16, 16), "float32")}),
+        "block": build("block", Block(), {"x": nn.spec.Tensor((1, "n", 32), "float32")},
+                       inputs={"x": rng.standard_normal((1, 8, 32)).astype("float32")}),
+        "onnx": onnx_model,
+    }
+
+
+def onnx_model(out: str) -> None:
+    """An ONNX file written with onnx.helper, through the command line users run."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(3)
+    w1 = numpy_helper.from_array(weights(rng, (48, 24)), "w1")  # MatMul: (K, N)
+    b1 = numpy_helper.from_array(weights(rng, (24,)), "b1")
+    w2 = numpy_helper.from_array(weights(rng, (24, 24)), "w2")  # Gemm transB: (N, K)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"]),
+        helper.make_node("Add", ["h", "b1"], ["hb"]),
+        helper.make_node("Relu", ["hb"], ["r"]),
+        helper.make_node("Gemm", ["r", "w2"], ["g"], transB=1),
+        helper.make_node("Sigmoid", ["g"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "kdflow_onnx_test",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 48])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 24])],
+                              [w1, b1, w2])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = out + ".onnx"
+    onnx.save(model, path)
+    cmd = [sys.executable, "-m", "kdflow_tvm", "onnx", path, "-o", out, "--shape", "x=4x48", "--arch", "sm_90", "-q"]
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if r.returncode != 0:
+        raise SystemExit(f"onnx: {' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()}")
+
+
+def main() -> int:
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    out = sys.argv[1]
+    try:
+        tvm = _tvm.import_tvm()
+        import onnx  # noqa: F401
+    except Exception as e:
+        print(f"build_models: skipped: {e}", file=sys.stderr)
+        return SKIP
+    stamp = f"tvm {tvm.__version__} sources {sources_hash()}\n"
+    stamp_file = os.path.join(out, "stamp")
+    if os.path.exists(stamp_file) and open(stamp_file).read() == stamp:
+        print(f"build_models: {out} is up to date ({stamp.strip()})", file=sys.stderr)
+        return 0
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    for name, run in models(tvm).items():
+        print(f"build_models: {name} (TVM {tvm.__version__})", file=sys.stderr, flush=True)
+        run(os.path.join(out, name))
+    with open(stamp_file, "w") as f:
+        f.write(stamp)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

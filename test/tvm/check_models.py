@@ -1,0 +1,151 @@
+"""Checks kdflow on the models build_models.py made with a real TVM:
+    python3 test/tvm/check_models.py KDFLOW MODELS_DIR [SHARED_DIR]
+For every model: extract, show and costs succeed; the launches equal the executing oracle's
+(SHARED_DIR/tools/oracle, when present and TVM's headers are found: $TVM_HOME, or the
+installed tvm_ffi package); replay --backend cpu matches TVM's outputs and every node's result.
+Then a flow with two same-size inputs of one kernel swapped must fail and name that node.
+Exits 77 (ctest: skipped) when MODELS_DIR holds no models (build_models.py skipped)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import List, Optional, Tuple
+
+failures: List[str] = []
+
+
+def run(cmd: List[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False, **kw)
+
+
+def expect(ok: bool, what: str) -> None:
+    print(("ok    " if ok else "FAIL  ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def oracle_includes() -> Optional[Tuple[str, str, str]]:
+    home = os.environ.get("TVM_HOME")
+    if home and os.path.isdir(os.path.join(home, "include")):
+        ffi = os.path.join(home, "3rdparty", "tvm-ffi")
+        return (os.path.join(ffi, "include"), os.path.join(ffi, "3rdparty", "dlpack", "include"),
+                os.path.join(home, "include"))
+    try:
+        import tvm_ffi  # type: ignore[import-not-found]
+        import tvm  # type: ignore[import-not-found]
+        base = os.path.dirname(tvm_ffi.__file__)
+        tbase = os.path.dirname(tvm.__file__)
+        inc = (os.path.join(base, "include"), os.path.join(base, "include"), os.path.join(tbase, "include"))
+        if all(os.path.isdir(p) for p in inc) and os.path.exists(os.path.join(base, "include", "dlpack", "dlpack.h")):
+            return inc
+    except Exception:
+        pass
+    return None
+
+
+def check_oracle(kdflow: str, d: str, flow: str, shared: Optional[str], tmp: str) -> None:
+    name = os.path.basename(d)
+    oracle = os.path.join(shared, "tools", "oracle") if shared else ""
+    inc = oracle_includes()
+    if not shared or not os.path.isdir(oracle) or inc is None:
+        print(f"skip  {name}: oracle comparison (needs ../shared/tools/oracle and TVM's headers)")
+        return
+    od = os.path.join(tmp, name + ".oracle")
+    shutil.copytree(d, od)
+    r = run([sys.executable, os.path.join(oracle, "tvm26_files.py"), od])
+    expect(r.returncode == 0, f"{name}: tvm26_files.py ({r.stderr.strip()[-200:]})")
+    r = run([sys.executable, os.path.join(oracle, "ffi_oracle_more.py"), od, *inc, "-o", os.path.join(od, "truth.json")])
+    expect(r.returncode == 0, f"{name}: the executing oracle ran ({(r.stdout + r.stderr).strip()[-300:]})")
+    if r.returncode != 0:
+        return
+    r = run([sys.executable, os.path.join(shared, "tools", "compare_relax_truth.py"), flow, od])
+    last = (r.stdout.strip().splitlines() or [""])[-1]
+    m = re.search(r"(\d+)/(\d+) launches exact", last)
+    expect(r.returncode == 0 and m is not None and m.group(1) == m.group(2) and int(m.group(2)) > 0,
+           f"{name}: launches against the oracle: {last or r.stderr.strip()[-300:]}")
+
+
+def check_model(kdflow: str, d: str, shared: Optional[str], tmp: str) -> None:
+    name = os.path.basename(d)
+    flow = os.path.join(tmp, name + ".json")
+    r = run([kdflow, "extract", d, "-q", "-o", flow])
+    expect(r.returncode == 0, f"{name}: extract ({r.stderr.strip()})")
+    if r.returncode != 0:
+        return
+    for cmd in ("show", "costs"):
+        r = run([kdflow, cmd, d])
+        expect(r.returncode == 0 and r.stdout.strip() != "", f"{name}: {cmd} ({r.stderr.strip()})")
+    check_oracle(kdflow, d, flow, shared, tmp)
+    df = json.load(open(flow))
+    with_kernels = [n for n in df["nodes"] if n["op"] == "tvm_op" and n["kernels"]]
+    r = run([kdflow, "replay", d, "--backend", "cpu", "-q", "--repeat", "1", "--warmup", "0"])
+    m = re.search(r"nodes: (\d+) nodes \((\d+) buffers\) compared with TVM's own results.*: all match", r.stdout)
+    outputs_ok = re.findall(r"^\d+\s+\S+output_\d+\.npy.*\s(ok|UNINFORMATIVE)", r.stdout, re.M)
+    expect(r.returncode == 0 and m is not None and int(m.group(1)) == len(with_kernels) and
+           len(outputs_ok) == len(df["outputs"]) and "UNINFORMATIVE" not in r.stdout,
+           f"{name}: replay --backend cpu: outputs and all {len(with_kernels)} nodes match TVM's "
+           f"({(m.group(0) if m else r.stdout.strip()[-300:] + r.stderr.strip())})")
+
+
+def check_swap(kdflow: str, d: str, tmp: str) -> None:
+    """Two read arguments of one kernel, distinct buffers of the same size, swapped in the flow."""
+    name = os.path.basename(d)
+    flow = os.path.join(tmp, name + ".json")
+    df = json.load(open(flow))
+    size = {b["id"]: b["bytes"] for b in df["buffers"]}
+    kinds = {b["id"]: b["kind"] for b in df["buffers"]}
+    for k in df["kernels"]:
+        reads = [i for i, a in enumerate(k["args"]) if a.get("access") == "read" and "buffer" in a]
+        pairs = [(i, j) for i in reads for j in reads if i < j and k["args"][i]["buffer"] != k["args"][j]["buffer"]
+                 and size[k["args"][i]["buffer"]] == size[k["args"][j]["buffer"]]
+                 and "param" not in (kinds[k["args"][i]["buffer"]], kinds[k["args"][j]["buffer"]])]
+        if not pairs:
+            continue
+        i, j = pairs[0]
+        a, b = k["args"][i], k["args"][j]
+        a["buffer"], b["buffer"] = b["buffer"], a["buffer"]
+        a.pop("footprint", None), b.pop("footprint", None)
+        bad = os.path.join(tmp, name + ".swapped.json")
+        json.dump(df, open(bad, "w"))
+        r = run([kdflow, "replay", d, "--flow", bad, "--backend", "cpu", "-q", "--repeat", "1", "--warmup", "0"])
+        node = k["graph_node"]
+        expect(r.returncode == 1 and f"node {node} " in r.stderr and "first node whose result differs" in r.stderr,
+               f"{name}: kernel {k['name']}'s arguments {i} and {j} swapped: replay fails naming node {node} "
+               f"({r.stderr.strip()[-300:]})")
+        return
+    expect(False, f"{name}: no kernel with two same-size read arguments to swap")
+
+
+def main() -> int:
+    if len(sys.argv) not in (3, 4):
+        print(__doc__, file=sys.stderr)
+        return 2
+    kdflow, models = sys.argv[1], sys.argv[2]
+    shared = sys.argv[3] if len(sys.argv) == 4 and os.path.isdir(sys.argv[3]) else None
+    if not os.path.exists(os.path.join(models, "stamp")):
+        print(f"check_models: skipped: {models} has no models (build_models.py skipped: no TVM)", file=sys.stderr)
+        return 77
+    print(f"check_models: {open(os.path.join(models, 'stamp')).read().strip()}")
+    tmp = tempfile.mkdtemp(prefix="kdflow_tvm_check.")
+    try:
+        names = sorted(n for n in os.listdir(models) if os.path.isdir(os.path.join(models, n)))
+        for n in names:
+            check_model(kdflow, os.path.join(models, n), shared, tmp)
+        check_swap(kdflow, os.path.join(models, "two_branch"), tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if failures:
+        print(f"check_models: {len(failures)} failed", file=sys.stderr)
+        return 1
+    print("check_models: all passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
