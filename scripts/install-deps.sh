@@ -13,7 +13,9 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler  # Chakra traces (kdflow extract --format chakra)
   libisl-dev pkg-config  # footprints (lib/analysis/footprint)
   libboost-context-dev  # fibers of the CPU replay back end (lib/replay/cpu)
-  python3  # only for the optional cross-check
+  python3  # the optional cross-check, and the exporter's tests (python/, test/tvm)
+  python3-numpy  # the exporter's unit tests (python/tests)
+  python3-venv  # test/tvm: TVM 0.27 from PyPI in a virtual environment (scripts/test.sh)
 )
 
 installed() {

@@ -75,6 +75,28 @@ if [ -f "$compare" ] && [ -x build/kdflow ] && command -v python3 >/dev/null 2>&
   done
 fi
 
+# Real TVMs for the exporter's tests (test/tvm): TVM 0.27 from PyPI, pinned, in build/venv-tvm027,
+# and onnx (Debian's 1.12 is too old for TVM's importer) for ../shared/tvm's 0.26 in
+# build/venv-tvm026. Made once; where PyPI cannot be reached the tests say they skipped.
+make_venv() {  # make_venv DIR REQUIREMENTS [--system-site-packages]
+  local dir=$1 req=$2 stamp
+  stamp="$dir/.requirements"
+  if [ -f "$stamp" ] && cmp -s "$stamp" "$req"; then return 0; fi
+  rm -rf "$dir"
+  if /usr/bin/python3 -m venv ${3:-} "$dir" >/dev/null 2>&1 &&
+     timeout 900 "$dir/bin/pip" install -q --disable-pip-version-check -r "$req" >"$dir.log" 2>&1; then
+    cp "$req" "$stamp"
+    echo "test: made $dir ($(tr '\n' ' ' < "$req" | cut -c1-120)...)"
+  else
+    echo "test: could not make $dir (PyPI unreachable?): the TVM tests that need it will say they skipped" >&2
+    rm -rf "$dir"
+  fi
+}
+if [ "${KDFLOW_TEST_NO_TVM:-0}" != 1 ]; then
+  make_venv build/venv-tvm027 test/tvm/requirements-tvm027.txt
+  [ -f ../shared/tvm/env.sh ] && make_venv build/venv-tvm026 test/tvm/requirements-tvm026.txt --system-site-packages
+fi
+
 echo "test: running ctest"
 test_status=0
 ctest --test-dir build --output-on-failure -j2 || test_status=$?

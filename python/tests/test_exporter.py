@@ -1,0 +1,177 @@
+"""Unit tests of kdflow_tvm's parts that need no TVM: the blob decoders (on bytes laid out as
+TVM 0.26's CUDAModuleNode::SaveToBytes and ModulePackImportsToTensor write them, built here by
+hand as labelled unit fixtures), the output folder's safety, inputs, and ONNX shape options.
+The real builds are test/tvm (ctest "tvm 027" / "tvm 026")."""
+
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+import unittest
+
+import numpy as np
+
+from kdflow_tvm import _blob, _folder, _onnx, _tvm
+from kdflow_tvm import _resolve_inputs  # type: ignore[attr-defined]
+from kdflow_tvm.errors import CANT_CREATE, USAGE, ExportError
+
+
+def s(text: str) -> bytes:
+    b = text.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def cuda_module_bytes(fmt: str, code: bytes) -> bytes:
+    out = s(fmt) + struct.pack("<Q", 1) + s("k0") + s("k0")
+    out += struct.pack("<Q", 2) + struct.pack("<BBH", 3, 64, 1) + struct.pack("<BBH", 2, 32, 1)
+    out += struct.pack("<Q", 2) + s("blockIdx.x") + s("threadIdx.x")
+    out += struct.pack("<Q", 2) + struct.pack("<ii", 0, 0)
+    return out + struct.pack("<Q", len(code)) + code
+
+
+def library_bytes(mods: list) -> bytes:
+    body = struct.pack("<Q", 3) + struct.pack("<QQQ", 0, 1, 1)   # row pointers
+    body += struct.pack("<Q", 1) + struct.pack("<Q", 1)          # children
+    for kind, payload in mods:
+        body += s(kind)
+        if kind != "_lib":
+            body += struct.pack("<Q", len(payload)) + payload
+    return struct.pack("<Q", len(body)) + body
+
+
+class BlobTest(unittest.TestCase):
+    def test_cuda_module(self) -> None:
+        m = _blob.decode_cuda_module(cuda_module_bytes("cubin", b"\x50\xed\x55\xba" + b"x" * 12))
+        self.assertEqual(m.fmt, "cubin")
+        self.assertEqual(m.func_info["k0"]["arg_types"], ["handle", "float32"])
+        self.assertEqual(m.func_info["k0"]["launch_param_tags"], ["blockIdx.x", "threadIdx.x"])
+        self.assertEqual(len(m.code), 16)
+
+    def test_truncated_module_is_an_error(self) -> None:
+        good = cuda_module_bytes("cuda", b"__global__ void k0() {}")
+        for n in (3, 20, len(good) - 1):
+            with self.assertRaises(_blob.BlobError):
+                _blob.decode_cuda_module(good[:n])
+        with self.assertRaises(_blob.BlobError):
+            _blob.decode_cuda_module(good + b"!")
+
+    def test_library_blob(self) -> None:
+        lib = _blob.decode_library_blob(library_bytes([("relax.VMExecutable", b"VM"), ("_lib", b"")]))
+        self.assertEqual([m.kind for m in lib.modules], ["relax.VMExecutable", "_lib"])
+        self.assertEqual(lib.modules[0].payload, b"VM")
+        self.assertIsNone(lib.modules[1].payload)
+
+    def test_library_blob_size_must_agree(self) -> None:
+        b = bytearray(library_bytes([("relax.VMExecutable", b"VM"), ("_lib", b"")]))
+        b[0] += 1
+        with self.assertRaises(_blob.BlobError):
+            _blob.decode_library_blob(bytes(b))
+
+    def test_huge_count_is_refused_not_allocated(self) -> None:
+        data = s("cuda") + struct.pack("<Q", 1 << 60)
+        with self.assertRaises(_blob.BlobError):
+            _blob.decode_cuda_module(data)
+
+    def test_dtype_names(self) -> None:
+        self.assertEqual(_blob.dtype_name(2, 16, 1), "float16")
+        self.assertEqual(_blob.dtype_name(0, 32, 4), "int32x4")
+        self.assertEqual(_blob.dtype_name(3, 64, 1), "handle")
+
+    def test_not_elf(self) -> None:
+        with tempfile.NamedTemporaryFile(suffix=".so") as f:
+            f.write(b"not an elf file at all" * 4)
+            f.flush()
+            with self.assertRaises(_blob.BlobError):
+                _blob.library_blob_from_elf(f.name)
+
+
+class FolderTest(unittest.TestCase):
+    def test_non_empty_folder_is_refused_and_kept(self) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            keep = os.path.join(d, "mine.txt")
+            open(keep, "w").write("user data")
+            with self.assertRaises(ExportError) as e:
+                _folder.Staging(d)
+            self.assertEqual(e.exception.code, CANT_CREATE)
+            self.assertIn("--force", str(e.exception))
+            self.assertEqual(open(keep).read(), "user data")
+
+    def test_a_file_is_never_replaced(self) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            f = os.path.join(d, "x")
+            open(f, "w").write("keep")
+            with self.assertRaises(ExportError):
+                _folder.Staging(f, force=True)
+            self.assertEqual(open(f).read(), "keep")
+
+    def test_failure_leaves_nothing(self) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "out")
+            with self.assertRaises(RuntimeError):
+                with _folder.Staging(out) as st:
+                    st.write_text("host.c", "int x;")
+                    raise RuntimeError("build failed")
+            self.assertEqual(os.listdir(d), [])
+
+    def test_success_and_force(self) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "out")
+            with _folder.Staging(out) as st:
+                st.write_npy("input_x.npy", np.arange(3, dtype="float32"))
+            self.assertEqual(sorted(os.listdir(out)), ["input_x.npy"])
+            with _folder.Staging(out, force=True) as st:
+                st.write_text("host.c", "")
+            self.assertEqual(sorted(os.listdir(out)), ["host.c"])
+            self.assertEqual(sorted(os.listdir(d)), ["out"])
+
+    def test_input_names_must_be_file_names(self) -> None:
+        for bad in ("", "a/b", "..", "x\0"):
+            with self.assertRaises(ExportError):
+                _folder.safe_name(bad)
+
+
+class InputsTest(unittest.TestCase):
+    def test_random_inputs_of_each_shape_and_dtype(self) -> None:
+        a = _resolve_inputs([("x", [2, 3], "float32"), ("ids", [4], "int64")], True, 1)
+        self.assertEqual(a["x"].shape, (2, 3))
+        self.assertEqual(a["ids"].dtype, np.int64)
+
+    def test_symbolic_shape_needs_arrays(self) -> None:
+        with self.assertRaises(ExportError) as e:
+            _resolve_inputs([("x", ["n", 100], "float32")], True, 1)
+        self.assertIn("inputs=", str(e.exception))
+        got = _resolve_inputs([("x", ["n", 100], "float32")], {"x": np.zeros((8, 100), "float32")}, 1)
+        self.assertEqual(got["x"].shape, (8, 100))
+
+    def test_wrong_shape_or_name(self) -> None:
+        with self.assertRaises(ExportError):
+            _resolve_inputs([("x", [2, 3], "float32")], {"x": np.zeros((3, 2))}, 1)
+        with self.assertRaises(ExportError):
+            _resolve_inputs([("x", [2, 3], "float32")], {"y": np.zeros((2, 3))}, 1)
+
+
+class OptionsTest(unittest.TestCase):
+    def test_shape_option(self) -> None:
+        self.assertEqual(_onnx.parse_shape("x=1x3x224x224"), ("x", [1, 3, 224, 224]))
+        self.assertEqual(_onnx.parse_shape("s="), ("s", []))
+        with self.assertRaises(ExportError) as e:
+            _onnx.parse_shape("x:1,3")
+        self.assertEqual(e.exception.code, USAGE)
+
+    def test_only_cuda_targets(self) -> None:
+        for t in ("llvm", {"kind": "rocm"}, "vulkan -foo=1"):
+            with self.assertRaises(ExportError) as e:
+                _tvm.check_cuda_target(t)
+            self.assertIn("not CUDA", str(e.exception))
+        _tvm.check_cuda_target("cuda -arch=sm_80")
+        _tvm.check_cuda_target({"kind": "cuda"})
+
+    def test_arch(self) -> None:
+        self.assertEqual(_tvm.check_arch("sm_90a"), "sm_90a")
+        with self.assertRaises(ExportError):
+            _tvm.check_arch("hopper")
+
+
+if __name__ == "__main__":
+    unittest.main()
