@@ -10,7 +10,7 @@ import sys
 from typing import List, Optional
 
 from . import __version__, _onnx, _tvm, build
-from .errors import ExportError, USAGE
+from .errors import ExportError
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -8,7 +8,7 @@ import json
 import os
 import shutil
 import tempfile
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
@@ -79,6 +79,31 @@ class Staging:
     def write_npy(self, name: str, a: np.ndarray) -> None:
         os.makedirs(os.path.dirname(self.file(name)), exist_ok=True)
         np.save(self.file(name), np.ascontiguousarray(a), allow_pickle=False)
+
+
+def write_model_so(built: Any, st: Staging, info: Dict[str, Any], includes: Any) -> None:
+    """model.so through TVM's own export_library, each (file name, text, why) of `includes`
+    written beside it and forced in (-include), and said in build_info's workarounds. A failure
+    is a note, not an error: kdflow reads the folder without model.so."""
+    options: List[str] = []
+    for name, text, why in includes:
+        st.write_text(name, text)
+        options += ["-include", st.file(name)]
+        info.setdefault("workarounds", []).append(f"model.so: {name} forced in ({why})")
+    try:
+        if options:
+            built.export_library(st.file("model.so"), options=options)
+        else:
+            built.export_library(st.file("model.so"))
+        info["model_so"] = "model.so"
+    except Exception as e:
+        msg = str(e).strip().splitlines()
+        info["model_so"] = None
+        info.setdefault("notes", []).append(
+            "model.so: export_library failed (" + (msg[-1][:300] if msg else type(e).__name__) +
+            "); kdflow reads the folder without it")
+        if os.path.exists(st.file("model.so")):
+            os.remove(st.file("model.so"))
 
 
 def safe_name(name: str) -> str:

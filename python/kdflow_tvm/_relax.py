@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _blob, _tvm
-from ._folder import Staging, as_numpy
+from ._folder import Staging, as_numpy, write_model_so
 from .errors import DATA_ERROR, USAGE, ExportError
 
 
@@ -175,7 +175,7 @@ def write_files(tvm: Any, v: Tuple[int, int], ex: Any, st: Staging, info: Dict[s
         _write_ffi_files(tvm, ex_mod, devices, st, info)
     else:
         _write_020_files(ex_mod, devices, st, info)
-    _write_model_so(ex, host_c, st, info)
+    write_model_so(ex, st, info, forced_includes(host_c))
 
 
 def _write_ffi_files(tvm: Any, ex_mod: Any, devices: List[Any], st: Staging, info: Dict[str, Any]) -> None:
@@ -292,28 +292,6 @@ def forced_includes(host_c: str) -> List[Tuple[str, str, str]]:
     return out
 
 
-def _write_model_so(ex: Any, host_c: str, st: Staging, info: Dict[str, Any]) -> None:
-    options: List[str] = []
-    for name, text, why in forced_includes(host_c):
-        st.write_text(name, text)
-        options += ["-include", st.file(name)]
-        info.setdefault("workarounds", []).append(f"model.so: {name} forced in ({why})")
-    try:
-        if options:
-            ex.export_library(st.file("model.so"), options=options)
-        else:
-            ex.export_library(st.file("model.so"))
-        info["model_so"] = "model.so"
-    except Exception as e:
-        msg = str(e).strip().splitlines()
-        info["model_so"] = None
-        info.setdefault("notes", []).append(
-            "model.so: export_library failed (" + (msg[-1][:300] if msg else type(e).__name__) +
-            "); kdflow reads the folder without it")
-        if os.path.exists(st.file("model.so")):
-            os.remove(st.file("model.so"))
-
-
 # ------------------------------------------------------------------------------ references
 def flatten_outputs(x: Any) -> List[np.ndarray]:
     if isinstance(x, (list, tuple)):
@@ -361,7 +339,7 @@ def dps_outputs(tvm: Any, mod: Any) -> Dict[str, Tuple[int, int]]:
         blocks = getattr(getattr(f, "body", None), "blocks", None) or []
         for block in blocks:
             for b in getattr(block, "bindings", []):
-                call = getattr(b, "value", None)
+                call: Any = getattr(b, "value", None)
                 if getattr(call, "op", None) is None or not call.op.same_as(call_tir):
                     continue
                 try:

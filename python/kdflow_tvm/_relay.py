@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _tvm
-from ._folder import Staging, as_numpy
+from ._folder import Staging, as_numpy, write_model_so
 from .errors import DATA_ERROR, USAGE, ExportError
 
 
@@ -89,7 +89,7 @@ def write_files(tvm: Any, lib: Any, st: Staging, info: Dict[str, Any]) -> None:
         save = getattr(relay, "save_param_dict", None) or tvm.runtime.save_param_dict
         st.write_bytes("params.bin", bytes(save(params)))
     st.write_text("relay.txt", relay_text(lib))
-    _write_model_so(lib, host_c, st, info)
+    write_model_so(lib, st, info, forced_includes(host_c))
 
 
 def relay_text(lib: Any) -> str:
@@ -103,27 +103,11 @@ def relay_text(lib: Any) -> str:
     return "".join(parts)
 
 
-def _write_model_so(lib: Any, host_c: str, st: Staging, info: Dict[str, Any]) -> None:
-    options: List[str] = []
+def forced_includes(host_c: str) -> List[Tuple[str, str, str]]:
+    """(file name, text, why) for the known defect of TVM's C host that export_library trips on."""
     if "__tvm_module_ctx" in host_c and "void* __tvm_module_ctx" not in host_c:
-        st.write_text("module_ctx_decl.h", MODULE_CTX_DECL)
-        options = ["-include", st.file("module_ctx_decl.h")]
-        info.setdefault("workarounds", []).append(
-            "model.so: module_ctx_decl.h forced in (TVM's C host uses __tvm_module_ctx without defining it)")
-    try:
-        if options:
-            lib.export_library(st.file("model.so"), options=options)
-        else:
-            lib.export_library(st.file("model.so"))
-        info["model_so"] = "model.so"
-    except Exception as e:
-        msg = str(e).strip().splitlines()
-        info["model_so"] = None
-        info.setdefault("notes", []).append(
-            "model.so: export_library failed (" + (msg[-1][:300] if msg else type(e).__name__) +
-            "); kdflow reads the folder without it")
-        if os.path.exists(st.file("model.so")):
-            os.remove(st.file("model.so"))
+        return [("module_ctx_decl.h", MODULE_CTX_DECL, "TVM's C host uses __tvm_module_ctx without defining it")]
+    return []
 
 
 def main_inputs(tvm: Any, mod: Any, params: Dict[str, np.ndarray]) -> List[Tuple[str, List[Any], str]]:
@@ -211,13 +195,13 @@ def reference(tvm: Any, mod: Any, params: Dict[str, np.ndarray], inputs: Dict[st
                 continue
             j = mapping[i]
             outs = []
-            for k in range(row[j + 1] - row[j]):
-                a = _node_output(m, j, k, tvm)
-                if a is None:
+            for out_index in range(row[j + 1] - row[j]):
+                got = _node_output(m, j, out_index, tvm)
+                if got is None:
                     continue
-                fname = f"n{i}_{k}.npy"  # relative to reference/
-                st.write_npy("reference/" + fname, a)
-                outs.append({"output": k, "file": fname, "dtype": str(a.dtype), "shape": list(a.shape)})
+                fname = f"n{i}_{out_index}.npy"  # relative to reference/
+                st.write_npy("reference/" + fname, got)
+                outs.append({"output": out_index, "file": fname, "dtype": str(got.dtype), "shape": list(got.shape)})
             nodes.append({"graph_node": i, "function": fn, "outputs": outs})
         st.write_json("reference/nodes.json", {
             "format": "kdflow-node-reference/1",

@@ -51,8 +51,9 @@ def version_tuple(tvm: Any) -> Tuple[int, int]:
 
 
 def has_relay(tvm: Any) -> bool:
+    import importlib
     try:
-        from tvm import relay  # type: ignore[import-not-found]  # noqa: F401
+        importlib.import_module("tvm.relay")
         return True
     except Exception:
         return False
