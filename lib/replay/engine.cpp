@@ -516,18 +516,24 @@ class Engine {
     return Status::ok();
   }
 
+  std::map<int, std::vector<size_t>> checks_by_node_;  ///< node references: node -> its checks
+
   int step_node(const Step& st) const {
     if (st.call) return plan_.library_calls[st.index].node;
     return df_.kernels[plan_.launches[st.index].kernel].node;
   }
 
-  /// Node references: right after `node`'s last step in the checked run, each of its buffers
-  /// TVM's result is listed for against that result; the first node that differs is recorded.
+  /// Node references: right after `node`'s last step in the checked run, every buffer of it that
+  /// TVM's result is listed for is compared with that result; the first node that differs is
+  /// recorded. The checks are grouped by node once, on first use.
   Status compare_node(int node) {
-    bool any = false, differs = false;
-    for (const NodeReferenceCheck& c : opt_.node_checks) {
-      if (c.node != node) continue;
-      any = true;
+    if (checks_by_node_.empty())
+      for (size_t i = 0; i < opt_.node_checks.size(); ++i) checks_by_node_[opt_.node_checks[i].node].push_back(i);
+    auto it = checks_by_node_.find(node);
+    if (it == checks_by_node_.end()) return Status::ok();
+    bool differs = false;
+    for (size_t i : it->second) {
+      const NodeReferenceCheck& c = opt_.node_checks[i];
       Expected<NpyArray> a = read_buffer(c.buffer);
       if (!a) return a.error();
       Expected<NpyArray> want = read_npy(c.file);
@@ -542,7 +548,7 @@ class Engine {
       if (!differs && !rep_.node_difference) rep_.node_difference = NodeDifference{node, c.label, oc};
       differs = true;
     }
-    if (any) ++rep_.nodes_compared;
+    ++rep_.nodes_compared;
     return Status::ok();
   }
 
