@@ -287,6 +287,7 @@ int run_costs_command(const CostsCommand& cmd, std::ostream& out, std::ostream& 
     progress.enabled = progress_wanted(cmd.quiet);
     ExtractInputs in;
     in.dir = cmd.inputs[i];
+    in.function = cmd.function;
     Expected<Dataflow> df = load_dataflow(in, print_terminal_progress, &progress);
     if (!df) return report(df.error(), err);
     flows.push_back(df.take());

@@ -303,6 +303,11 @@ Expected<Dataflow> extract(const ExtractInputs& given, const InterpreterLimits& 
     if (*relax) return extract_relax(in, limits, progress, progress_ctx);
   }
 #endif
+  if (!in.function.empty())
+    return Error{fmt::format("error: --function {}: names a Relax VM function, but this is a Relay build (graph.json: "
+                             "one graph, no VM functions)",
+                             in.function),
+                 ExitCode::Usage};
 
   BuildOptions options;
   options.sources.host = base_name(in.host);

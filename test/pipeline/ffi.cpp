@@ -3,6 +3,7 @@
 // against truth.json, both exec modes and model.so giving the same launches, complete access
 // sets, version detection, goldens, symbolic shapes from the input file or --input-shape, the
 // CLI (show, costs), and one-line errors for what kdflow does not know.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -424,4 +425,27 @@ TEST_CASE("tvm-ffi: a host construct kdflow does not know is one line, exit 65 (
   CHECK(r.exit_code == 65);
   CHECK(r.err.find("Mismatched type on argument #0") != std::string::npos);
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}
+
+TEST_CASE("ffi: --function picks the VM function, and a missing one is one line listing them (exit 64)", "[ffi]") {
+  using kdflow::test::run_kdflow;
+  std::string dir = kdflow::test::sample_dir("ffi_mlp");
+  auto missing = run_kdflow({"extract", dir, "--function", "forward", "-q", "-o", kdflow::test::temp_dir() + "/f.json"});
+  CHECK(missing.exit_code == 64);
+  CHECK(missing.err.find("vm_exec.bin: error: the executable has no VM function \"forward\"; its VM functions: "
+                         "main(input0) (choose one with --function NAME)") != std::string::npos);
+  CHECK(std::count(missing.err.begin(), missing.err.end(), '\n') == 1);
+  // Naming main explicitly gives the same flow as the default.
+  std::string a = kdflow::test::temp_dir() + "/a.json", b = kdflow::test::temp_dir() + "/b.json";
+  REQUIRE(run_kdflow({"extract", dir, "-q", "-o", a}).exit_code == 0);
+  REQUIRE(run_kdflow({"extract", dir, "--function", "main", "-q", "-o", b}).exit_code == 0);
+  CHECK(kdflow::test::slurp(a) == kdflow::test::slurp(b));
+  // Compiled mode: main is __vmtir__main of host.c.
+  auto compiled = run_kdflow({"show", kdflow::test::sample_dir("ffi_mlp_compiled"), "--function", "nope"});
+  CHECK(compiled.exit_code == 64);
+  CHECK(compiled.err.find("its VM functions: main(input0)") != std::string::npos);
+  // A Relay build has no VM functions.
+  auto relay = run_kdflow({"show", kdflow::test::sample_dir("mlp"), "--function", "main"});
+  CHECK(relay.exit_code == 64);
+  CHECK(relay.err.find("Relay build") != std::string::npos);
 }

@@ -115,8 +115,15 @@ def models(tvm: Any) -> Dict[str, Callable[[str], None]]:
             x = x + self.o(nn.matmul(att, v))
             return x + self.down(nn.relu(self.up(x)))
 
-    def build(name: str, module: Any, spec: Dict[str, Any], inputs: Any = True, mode: str = "bytecode") -> Callable[[str], None]:
+    def build(name: str, module: Any, spec: Dict[str, Any], inputs: Any = True, mode: str = "bytecode",
+              keep_forward: bool = False) -> Callable[[str], None]:
         def run(out: str) -> None:
+            if keep_forward:  # as nn.Module exports it: no main (kdflow --function forward)
+                mod, specs = module.export_tvm(spec={"forward": spec})
+                params = {n: weights(np.random.default_rng(1), p.shape) for n, p in specs}
+                kdflow_tvm.build(mod, "cuda", out=out, params=params, inputs=inputs, arch="sm_90", exec_mode=mode,
+                                 function="forward", quiet=True)
+                return
             mod, params = nn_model(tvm, module, spec)
             kdflow_tvm.build(mod, "cuda", out=out, params=params, inputs=inputs, arch="sm_90", exec_mode=mode,
                              quiet=True)
@@ -126,6 +133,8 @@ def models(tvm: Any) -> Dict[str, Callable[[str], None]]:
     return {
         "mlp": build("mlp", MLP(), {"x": nn.spec.Tensor((1, 100), "float32")}),
         "mlp_compiled": build("mlp", MLP(), {"x": nn.spec.Tensor((1, 100), "float32")}, mode="compiled"),
+        "mlp_forward_compiled": build("mlp", MLP(), {"x": nn.spec.Tensor((1, 100), "float32")}, mode="compiled",
+                                      keep_forward=True),
         "two_branch": build("two_branch", TwoBranch(), {"x": nn.spec.Tensor((1, 64), "float32")}),
         "two_outputs": build("two_outputs", TwoOutputs(), {"x": nn.spec.Tensor((2, 32), "float32")}),
         "cnn": build("cnn", CNN(), {"x": nn.spec.Tensor((1, 3, 16, 16), "float32")}),

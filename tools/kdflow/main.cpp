@@ -35,6 +35,8 @@ void add_build_inputs(CLI::App* cmd, kdflow::ExtractInputs& in) {
   cmd->add_option("--input-shape", in.input_shapes,
                   "Relax builds with symbolic shapes: NAME=8x100 gives input NAME's shape (repeatable; default: "
                   "from DIR/input_NAME.npy)");
+  cmd->add_option("--function", in.function,
+                  "Relax builds: the VM function to run (default main; a build without main lists its functions)");
   cmd->add_flag("--no-params", in.no_params, "Do not read a params file; params are the nodes named p<N>");
   cmd->add_flag("--no-device", in.no_device, "Do not read device.cu; accesses stay unknown");
   cmd->add_flag("--no-relay", in.no_relay, "Do not read relay.txt; Relay ops are decoded from names");
@@ -131,6 +133,7 @@ int main(int argc, char** argv) {
   costs->add_option("--format", co.format, "table | csv | jsonl (default: from the output's extension; stdout: table)")
       ->check(CLI::IsMember({"table", "csv", "jsonl"}));
   costs->add_flag("-q,--quiet", co.quiet, "No progress on stderr");
+  costs->add_option("--function", co.function, "Relax builds: the VM function to run (default main)");
   costs->add_option("--time-limit", limits.seconds, time_limit_help)->capture_default_str();
   costs->add_option("--memory-limit", limits.memory_mib, memory_limit_help)->capture_default_str();
 

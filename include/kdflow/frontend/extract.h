@@ -29,6 +29,9 @@ struct ExtractInputs {
   /// Relax builds with symbolic shapes: "NAME=8x100" per VM parameter (--input-shape); a
   /// parameter not named here takes its shape from dir/input_NAME.npy when there is one.
   std::vector<std::string> input_shapes;
+  /// Relax builds: the VM function to run (--function; empty: main). A build without main
+  /// (an nn.Module's forward, an LLM's prefill and decode) names one.
+  std::string function;
   bool no_params = false;  ///< do not read a params file even if the folder has one
   bool no_device = false;  ///< do not read device.cu (accesses stay unknown)
   bool no_relay = false;   ///< do not read relay.txt (Relay ops decoded from function names)
@@ -45,7 +48,7 @@ struct ExtractInputs {
   /// Whether any input option (a path, --no-*, --strict-device) is set besides `dir`.
   bool any_option() const {
     return !graph.empty() || !host.empty() || !meta.empty() || !params.empty() || !device.empty() ||
-           !relay.empty() || !input_shapes.empty() || no_params || no_device || no_relay || strict_device;
+           !relay.empty() || !input_shapes.empty() || !function.empty() || no_params || no_device || no_relay || strict_device;
   }
 };
 

@@ -285,18 +285,30 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
   host_parse.reset();
   if (!program) return program.error();
 
-  // Bytecode mode: run main's instructions. Compiled mode (main is a "tir" function): the host
-  // C's __vmtir__main performs the same steps; they are recovered from it, then run alike.
-  const int main_index = ex->find("main");
-  std::string vm_function = "main";
+  // Bytecode mode: run the function's instructions. Compiled mode (it is a "tir" function): the
+  // host C's __vmtir__<function> performs the same steps; they are recovered from it, then run alike.
+  const std::string function = in.function.empty() ? std::string("main") : in.function;
+  const int main_index = ex->find(function);
+  if (main_index < 0 || ex->functions[main_index].kind == VmFunction::Kind::Packed) {
+    std::vector<std::string> listed;
+    for (const VmFunction& f : ex->functions)
+      if (f.kind != VmFunction::Kind::Packed)
+        listed.push_back(fmt::format("{}({})", f.name, fmt::join(f.param_names, ", ")));
+    return file_error(vm_label,
+                      fmt::format("the executable has no VM function \"{}\"; its VM functions: {} (choose one with "
+                                  "--function NAME)",
+                                  function, listed.empty() ? "none" : fmt::format("{}", fmt::join(listed, ", "))),
+                      ExitCode::Usage);
+  }
+  std::string vm_function = function;
   VmExecutable recovered;
   const VmExecutable* run_ex = &*ex;
-  if (main_index >= 0 && ex->functions[main_index].kind == VmFunction::Kind::Tir) {
-    vm_function = "__vmtir__main";
+  if (ex->functions[main_index].kind == VmFunction::Kind::Tir) {
+    vm_function = "__vmtir__" + function;
     if (!(*program)->has_function(vm_function))
-      return file_error(in.host, fmt::format("{}'s main is a compiled-mode (TIR) function, but this file defines no "
-                                             "__vmtir__main (is host.c from a bytecode-mode build?)",
-                                             base_name(in.vm_exec)));
+      return file_error(in.host, fmt::format("{}'s {} is a compiled-mode (TIR) function, but this file defines no "
+                                             "{} (is host.c from a bytecode-mode build?)",
+                                             base_name(in.vm_exec), function, vm_function));
     Expected<std::vector<VmHostCall>> steps = (*program)->run_vm(vm_function);
     if (!steps) return steps.error();
     const VmFunction& m = ex->functions[main_index];
@@ -333,15 +345,15 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
   // Symbolic shapes: the parameters' shapes from --input-shape, else from input_<name>.npy.
   RelaxVmEnv env;
   {
-    const int mi = run_ex->find("main");
+    const int mi = run_ex->find(function);
     const std::vector<std::string> names = mi >= 0 ? run_ex->functions[mi].param_names : std::vector<std::string>{};
     for (const std::string& spec : in.input_shapes) {
       Expected<std::pair<std::string, std::vector<int64_t>>> parsed = parse_input_shape(spec);
       if (!parsed) return parsed.error();
       auto it = std::find(names.begin(), names.end(), parsed->first);
       if (it == names.end())
-        return Error{fmt::format("error: --input-shape {}: the VM function main has no parameter {} (it has: {})",
-                                 spec, parsed->first, fmt::join(names, ", ")),
+        return Error{fmt::format("error: --input-shape {}: the VM function {} has no parameter {} (it has: {})",
+                                 spec, function, parsed->first, fmt::join(names, ", ")),
                      ExitCode::Usage};
       env.input_shapes[static_cast<int>(it - names.begin())] = parsed->second;
     }
@@ -361,7 +373,7 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
                                       const std::vector<bool>& known) {
     return host_program->run_shape_function(f, heap, known);
   };
-  Expected<RelaxProgram> vm = run_relax_vm(*run_ex, (*program)->functions(), "main", {}, env);
+  Expected<RelaxProgram> vm = run_relax_vm(*run_ex, (*program)->functions(), function, {}, env);
   if (!vm) return vm.error();
   const Graph& graph = vm->graph;
 
