@@ -46,6 +46,7 @@
 #include <llvm/IR/Module.h>
 #include <llvm/IR/ReplaceConstant.h>
 #include <llvm/IR/Verifier.h>
+#include <llvm/Analysis/ValueTracking.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/Host.h>
 #include <llvm/Support/MemoryBuffer.h>
@@ -224,6 +225,67 @@ bool reaches_collective(llvm::Function* f, std::set<llvm::Function*>& seen) {
   return false;
 }
 
+/// Whether `ptr` points into the block's shared memory: replace_with_shared turned every
+/// __shared__ variable into `load(ctx() + 48) + offset`, so the pointer's underlying object is
+/// that load.
+bool is_shared_pointer(const llvm::Value* ptr, const llvm::Function* ctx_fn) {
+  const auto* base = llvm::dyn_cast<llvm::LoadInst>(llvm::getUnderlyingObject(ptr, 16));
+  if (!base) return false;
+  const auto* field = llvm::dyn_cast<llvm::GetElementPtrInst>(base->getPointerOperand());
+  const auto* call = llvm::dyn_cast<llvm::CallInst>(field ? field->getPointerOperand() : base->getPointerOperand());
+  return call && call->getCalledFunction() == ctx_fn;
+}
+
+/// Warp-synchronous shared memory: code that exchanges values through shared memory between
+/// a warp's lanes with no barrier, relying on the lanes running in step (TVM 0.26+'s
+/// gpu_2d_continuous_cumsum: in each scan step every lane of a warp reads its neighbour's
+/// element, then writes its own). Run one lane after another, a lane would read what its
+/// neighbour already wrote. In a function that already runs as fibers (it reaches a barrier
+/// or collective), inside each basic block with no call between: a shared store that follows
+/// a shared load waits for the warp first (every lane has loaded), and a shared load that
+/// follows a shared store waits for the warp first (every lane has stored), as lanes in step
+/// would. Other code is left alone: no cost where no such exchange can be.
+void insert_warp_steps_for_shared(llvm::Module& m, const llvm::Function* ctx_fn, llvm::FunctionCallee step) {
+  for (llvm::Function& f : m) {
+    if (f.isDeclaration()) continue;
+    std::set<llvm::Function*> seen;
+    if (!reaches_collective(&f, seen)) continue;
+    std::vector<llvm::Instruction*> at;
+    for (llvm::BasicBlock& bb : f) {
+      bool loaded = false, stored = false;
+      for (llvm::Instruction& i : bb) {
+        bool reads = false, writes = false;  // of shared memory
+        if (auto* mt = llvm::dyn_cast<llvm::MemTransferInst>(&i)) {
+          // A struct copy (float4 = float4) is a memcpy: a load from its source, a store to its destination.
+          reads = is_shared_pointer(mt->getRawSource(), ctx_fn);
+          writes = is_shared_pointer(mt->getRawDest(), ctx_fn);
+        } else if (auto* ms = llvm::dyn_cast<llvm::MemSetInst>(&i)) {
+          writes = is_shared_pointer(ms->getRawDest(), ctx_fn);
+        } else if (auto* call = llvm::dyn_cast<llvm::CallBase>(&i)) {
+          // A barrier or collective (or what may reach one) starts the turn again; the shared
+          // base's own calls (ctx_fn) and other runtime helpers do not.
+          llvm::Function* callee = call->getCalledFunction();
+          std::set<llvm::Function*> visited;
+          if (!callee || (callee != ctx_fn && reaches_collective(callee, visited))) loaded = stored = false;
+          continue;
+        } else if (auto* ld = llvm::dyn_cast<llvm::LoadInst>(&i)) {
+          reads = !ld->isVolatile() && is_shared_pointer(ld->getPointerOperand(), ctx_fn);
+        } else if (auto* st = llvm::dyn_cast<llvm::StoreInst>(&i)) {
+          writes = !st->isVolatile() && is_shared_pointer(st->getPointerOperand(), ctx_fn);
+        }
+        if (!reads && !writes) continue;
+        if ((reads && stored) || (writes && loaded)) {
+          at.push_back(&i);
+          loaded = stored = false;
+        }
+        loaded |= reads;
+        stored |= writes;
+      }
+    }
+    for (llvm::Instruction* i : at) llvm::CallInst::Create(step, "", i);
+  }
+}
+
 }  // namespace
 
 struct CpuDevice::Impl {
@@ -364,6 +426,7 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
       }
     for (llvm::Instruction* i : volatiles) llvm::CallInst::Create(step, "", i);
   }
+  insert_warp_steps_for_shared(*m, ctx_fn, step);
 
   // A wrapper per kernel: every defined function with C linkage outside the prelude.
   std::vector<llvm::Function*> kernels;
