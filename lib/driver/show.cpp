@@ -164,8 +164,10 @@ std::pair<bool, bool> reads_writes(const Dataflow& df, int node, const Arg& a) {
   }
   if (valid_index(df.nodes, node)) {
     const Node& n = df.nodes[node];
-    const bool in = std::count(n.inputs.begin(), n.inputs.end(), a.buffer) > 0;
-    const bool out = std::count(n.outputs.begin(), n.outputs.end(), a.buffer) > 0;
+    // Passed through a view: the node lists the view.
+    const int b = a.view >= 0 ? a.view : a.buffer;
+    const bool in = std::count(n.inputs.begin(), n.inputs.end(), b) > 0;
+    const bool out = std::count(n.outputs.begin(), n.outputs.end(), b) > 0;
     if (in || out) return {in, out};
   }
   return {true, true};
@@ -554,8 +556,12 @@ class Explainer {
     // Symbolic shapes: "[8, 100] = [n, 100]".
     std::string symbolic = buf.shape_expr.empty() ? std::string()
                                                   : fmt::format(" = [{}]", clean(fmt::format("{}", fmt::join(buf.shape_expr, ", "))));
-    return fmt::format("buffer {} {}  {}  {}  {} [{}]{}  {}", b, paint(clean(buf.name), Color::Bold), kind, where,
-                       clean(buf.dtype), fmt::join(buf.shape, ", "), symbolic, human_bytes(buf.bytes));
+    std::string view = valid_index(df_.buffers, buf.view_of)
+                           ? fmt::format("  a view of buffer {} {} at byte {}", buf.view_of,
+                                         clean(df_.buffers[buf.view_of].name), buf.view_offset)
+                           : std::string();
+    return fmt::format("buffer {} {}  {}  {}  {} [{}]{}  {}{}", b, paint(clean(buf.name), Color::Bold), kind, where,
+                       clean(buf.dtype), fmt::join(buf.shape, ", "), symbolic, human_bytes(buf.bytes), view);
   }
 
   void relay(const std::string& indent, const Node& n) {
@@ -713,6 +719,11 @@ class Explainer {
       out += i3 + head + "  " + paint(acc, arg.access == Access::Write ? Color::Yellow : Color::Green) + "\n";
       std::string where = buffer_text(arg.buffer);
       where += fmt::format("  offset {}", arg.offset);
+      if (valid_index(df_.buffers, arg.view)) {
+        const Buffer& v = df_.buffers[arg.view];
+        where += fmt::format("  through view {} {} {} [{}] (node {}: shares its memory, launches nothing)", v.id,
+                             clean(v.name), clean(v.dtype), fmt::join(v.shape, ", "), v.node);
+      }
       out += i4 + where + "\n";
       if (!call && valid_index(df_.kernels, id) && arg.footprint)
         out += i4 + paint("footprint", Color::Dim) + "  " + clean(footprint_text(df_, df_.kernels[id], a)) + "\n";

@@ -295,8 +295,12 @@ struct Writer {
         else line(1, buffer_id(b) + " -> " + from + attrs(ws_style));
         continue;
       }
-      const bool is_in = n && std::count(n->inputs.begin(), n->inputs.end(), b);
-      const bool is_out = n && std::count(n->outputs.begin(), n->outputs.end(), b);
+      // A node lists the views it was given; the argument names the viewed buffer.
+      auto lists = [&](const std::vector<int>& ids) {
+        return std::any_of(ids.begin(), ids.end(), [&](int x) { return x == b || df.buffers[x].view_of == b; });
+      };
+      const bool is_in = n && lists(n->inputs);
+      const bool is_out = n && lists(n->outputs);
       if (workspace) {
         line(1, from + " -> " + buffer_id(b) + attrs("style=dashed, dir=both, constraint=false"));
         continue;

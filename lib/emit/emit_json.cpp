@@ -50,6 +50,7 @@ ojson arg_json(const Arg& a) {
     case Arg::Kind::Buffer:
       j["buffer"] = a.buffer;
       j["offset"] = a.offset;
+      if (a.view >= 0) j["view"] = a.view;
       j["access"] = to_string(a.access);
       if (!a.tensor_dtype.empty()) j["tensor"] = ojson{{"dtype", a.tensor_dtype}, {"shape", a.tensor_shape}};
       break;
@@ -136,6 +137,10 @@ ojson build(const Dataflow& df) {
     if (b.input_index >= 0) j["input_index"] = b.input_index;
     if (b.constant_index >= 0) j["constant_index"] = b.constant_index;
     if (!b.shape_expr.empty()) j["shape_expr"] = b.shape_expr;
+    if (b.view_of >= 0) {
+      j["view_of"] = b.view_of;
+      j["view_offset"] = b.view_offset;
+    }
     if (b.loc.valid()) j["loc"] = loc_json(b.loc);
     buffers.push_back(std::move(j));
   }

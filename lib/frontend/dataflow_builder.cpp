@@ -321,7 +321,34 @@ Expected<Dataflow> build_dataflow(const Graph& g, const FunctionTable& table,
 
   for (int nid : g.arg_nodes) (is_param[nid] ? df.params : df.inputs).push_back(g.entry_id(nid, 0));
   for (const auto& h : g.heads) df.outputs.push_back(g.entry_id(h));
+  resolve_views(df);
   return df;
+}
+
+void resolve_views(Dataflow& df) {
+  // A __nop node launches nothing: its output is its input's memory under another shape (the
+  // graph executor and Relax's vm.builtin.reshape give it the same storage). Chains of views
+  // resolve to the first buffer that is not one.
+  for (const Node& n : df.nodes) {
+    if (n.function != "__nop" || n.inputs.size() != 1 || n.outputs.size() != 1) continue;
+    const Buffer& in = df.buffers[n.inputs[0]];
+    Buffer& out = df.buffers[n.outputs[0]];
+    if (in.storage_id != out.storage_id || !in.storage_id || out.bytes > in.bytes) continue;
+    out.view_of = in.view_of >= 0 ? in.view_of : in.id;
+    out.view_offset = in.view_of >= 0 ? in.view_offset : 0;
+  }
+  // An argument passed through a view is the viewed buffer, at the view's offset.
+  auto through = [&](Arg& a) {
+    if (a.kind != Arg::Kind::Buffer || a.buffer < 0 || df.buffers[a.buffer].view_of < 0) return;
+    const Buffer& v = df.buffers[a.buffer];
+    a.view = v.id;
+    a.offset += v.view_offset;
+    a.buffer = v.view_of;
+  };
+  for (Kernel& k : df.kernels)
+    for (Arg& a : k.args) through(a);
+  for (LibraryCall& c : df.library_calls)
+    for (Arg& a : c.args) through(a);
 }
 
 }  // namespace kdflow

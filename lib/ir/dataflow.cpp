@@ -54,7 +54,8 @@ bool Buffer::operator==(const Buffer& o) const {
   return id == o.id && kind == o.kind && storage_id == o.storage_id && name == o.name &&
          dtype == o.dtype && shape == o.shape && bytes == o.bytes && entry_id == o.entry_id &&
          node == o.node && output_index == o.output_index && loc == o.loc && input_index == o.input_index &&
-         constant_index == o.constant_index && shape_expr == o.shape_expr;
+         constant_index == o.constant_index && shape_expr == o.shape_expr && view_of == o.view_of &&
+         view_offset == o.view_offset;
 }
 
 // Only the fields the kind uses take part (an Int argument's stale `buffer` field is not
@@ -63,7 +64,8 @@ bool Arg::operator==(const Arg& o) const {
   if (kind != o.kind || dtype != o.dtype) return false;
   switch (kind) {
     case Kind::Buffer:
-      return buffer == o.buffer && offset == o.offset && access == o.access && tensor_dtype == o.tensor_dtype &&
+      return buffer == o.buffer && offset == o.offset && view == o.view && access == o.access &&
+             tensor_dtype == o.tensor_dtype &&
              tensor_shape == o.tensor_shape && footprint == o.footprint;
     case Kind::Int: return int_value == o.int_value && expr == o.expr;
     case Kind::Float:

@@ -230,6 +230,7 @@ class Reader {
       a.kind = Arg::Kind::Buffer;
       a.buffer = ref(*b, at(ptr, "buffer"), buffers, "buffer");
       a.offset = integer(member(j, ptr, "offset"), at(ptr, "offset"));
+      if (const json* v = optional(j, "view")) a.view = ref(*v, at(ptr, "view"), buffers, "buffer");
       if (const json* acc = optional(j, "access")) a.access = access(*acc, at(ptr, "access"));
       if (const json* t = optional(j, "tensor")) {
         const std::string tp = at(ptr, "tensor");
@@ -431,6 +432,12 @@ Dataflow Reader::document(const json& root) const {
     b.output_index = int32(member(j, p, "output_index"), at(p, "output_index"), 0);
     if (const json* v = optional(j, "input_index")) b.input_index = int32(*v, at(p, "input_index"), 0);
     if (const json* v = optional(j, "constant_index")) b.constant_index = int32(*v, at(p, "constant_index"), 0);
+    if (const json* v = optional(j, "view_of")) {
+      b.view_of = ref(*v, at(p, "view_of"), jbuffers.size(), "buffer");
+      if (b.view_of == b.id) fail(at(p, "view_of"), "a buffer cannot view itself");
+      b.view_offset = integer(member(j, p, "view_offset"), at(p, "view_offset"));
+      if (b.view_offset < 0) fail(at(p, "view_offset"), "expected 0 or more");
+    }
     if (const json* v = optional(j, "shape_expr")) {
       const std::string q = at(p, "shape_expr");
       if (!v->is_array()) fail(q, "expected an array");

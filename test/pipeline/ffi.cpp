@@ -449,3 +449,46 @@ TEST_CASE("ffi: --function picks the VM function, and a missing one is one line 
   CHECK(relay.exit_code == 64);
   CHECK(relay.err.find("Relay build") != std::string::npos);
 }
+
+TEST_CASE("views: a __nop node's output is a view of its input, and arguments through it name the viewed buffer",
+          "[samples][views]") {
+  // squeezenet (TVM 0.14): node 91 reshapes node 90's output (same storage); kernel 39 reads it.
+  Dataflow df = extract_path(sample_dir("squeezenet"));
+  const Buffer& view = df.buffers[91];
+  CHECK(df.nodes[91].function == "__nop");
+  CHECK(view.view_of == 90);
+  CHECK(view.view_offset == 0);
+  const Arg& a = df.kernels[39].args[1];
+  CHECK(a.buffer == 90);
+  CHECK(a.view == 91);
+  CHECK(a.offset == 0);
+  // The read depends on the kernel that wrote the viewed buffer, buffer to buffer.
+  bool raw = std::any_of(df.dependencies.begin(), df.dependencies.end(), [](const Dependency& d) {
+    return d.kind == Dependency::Kind::RAW && d.from == 38 && d.to == 39 && d.to_buffer == 90;
+  });
+  CHECK(raw);
+  // No other buffer is a view, and no argument names a view's own buffer.
+  for (const Buffer& b : df.buffers) CHECK((b.view_of < 0 || b.id == 91));
+  for (const Kernel& k : df.kernels)
+    for (const Arg& x : k.args) CHECK(x.buffer != 91);
+  // kdflow/1: view_of / view_offset on the buffer, view on the argument; the reader checks them.
+  std::string text = emit_json(df);
+  Expected<Dataflow> back = parse_dataflow_json(text, "flow.json");
+  REQUIRE(back);
+  CHECK(back->buffers == df.buffers);
+  CHECK(back->kernels == df.kernels);
+  auto bad = [&](const std::string& from, const std::string& to) {
+    std::string t = text;
+    size_t at = t.find(from);
+    REQUIRE(at != std::string::npos);
+    Expected<Dataflow> r = parse_dataflow_json(t.replace(at, from.size(), to), "flow.json");
+    REQUIRE_FALSE(r);
+    return r.error().message;
+  };
+  CHECK(bad("\"view_of\": 90", "\"view_of\": 91").find("/buffers/91/view_of: error: a buffer cannot view itself") !=
+        std::string::npos);
+  CHECK(bad("\"view_offset\": 0", "\"view_offset\": -4").find("/view_offset: error: expected 0 or more") !=
+        std::string::npos);
+  CHECK(bad("\"view\": 91", "\"view\": 100000").find("/view: error: buffer 100000 does not exist") !=
+        std::string::npos);
+}

@@ -86,8 +86,13 @@ std::vector<std::string> compare_with_truth(const Dataflow& df, const json& trut
             bad.push_back(aw + "storage id");
           // The buffer must be one the node really passes (its input or output entry).
           const Node& n = df.nodes.at(static_cast<size_t>(k.node));
-          bool of_node = std::count(n.inputs.begin(), n.inputs.end(), a.buffer) +
-                             std::count(n.outputs.begin(), n.outputs.end(), a.buffer) > 0;
+          // Passed through a view (a __nop output sharing the storage): the node lists the view,
+          // the argument names the viewed buffer.
+          const int listed = a.view >= 0 ? a.view : a.buffer;
+          if (a.view >= 0 && df.buffers.at(static_cast<size_t>(a.view)).view_of != a.buffer)
+            bad.push_back(aw + "view of another buffer");
+          bool of_node = std::count(n.inputs.begin(), n.inputs.end(), listed) +
+                             std::count(n.outputs.begin(), n.outputs.end(), listed) > 0;
           if (!of_node) bad.push_back(aw + "buffer is not an input or output of its node");
         } else {
           if (b.kind != BufferKind::Workspace) bad.push_back(aw + "not a workspace");
@@ -159,8 +164,13 @@ std::vector<std::string> compare_library_calls_with_truth(const Dataflow& df, co
         if (ta.contains("storage_id")) {
           if (b.kind == BufferKind::Workspace || b.storage_id != ta["storage_id"].get<int64_t>())
             bad.push_back(aw + "storage id");
-          bool of_node = std::count(n.inputs.begin(), n.inputs.end(), a.buffer) +
-                             std::count(n.outputs.begin(), n.outputs.end(), a.buffer) > 0;
+          // Passed through a view (a __nop output sharing the storage): the node lists the view,
+          // the argument names the viewed buffer.
+          const int listed = a.view >= 0 ? a.view : a.buffer;
+          if (a.view >= 0 && df.buffers.at(static_cast<size_t>(a.view)).view_of != a.buffer)
+            bad.push_back(aw + "view of another buffer");
+          bool of_node = std::count(n.inputs.begin(), n.inputs.end(), listed) +
+                             std::count(n.outputs.begin(), n.outputs.end(), listed) > 0;
           if (!of_node) bad.push_back(aw + "buffer is not an input or output of its node");
         } else {
           if (b.kind != BufferKind::Workspace) bad.push_back(aw + "not a workspace");

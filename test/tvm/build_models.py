@@ -96,6 +96,19 @@ def models(tvm: Any) -> Dict[str, Callable[[str], None]]:
             z = nn.relu(self.conv2(y))
             return z + y
 
+    class ScanView(nn.Module):
+        """A view of the input first (vm.builtin.reshape), then a cumsum (TVM dispatches it to
+        gpu_2d_continuous_cumsum, a warp-synchronous scan in shared memory), then views of
+        intermediates around a softmax."""
+
+        def __init__(self) -> None:
+            self.lin = nn.Linear(64, 32)
+
+        def forward(self, x: Any) -> Any:
+            z = nn.cumsum(nn.reshape(x, (64, 64)), axis=1)
+            h = self.lin(z * (1.0 / 64))
+            return nn.reshape(nn.softmax(nn.reshape(h, (32, 64)), axis=-1), (2048,))
+
     class Block(nn.Module):
         """A transformer block with a symbolic sequence length."""
 
@@ -137,6 +150,9 @@ def models(tvm: Any) -> Dict[str, Callable[[str], None]]:
                                       keep_forward=True),
         "two_branch": build("two_branch", TwoBranch(), {"x": nn.spec.Tensor((1, 64), "float32")}),
         "two_outputs": build("two_outputs", TwoOutputs(), {"x": nn.spec.Tensor((2, 32), "float32")}),
+        "scan_view": build("scan_view", ScanView(), {"x": nn.spec.Tensor((1, 4096), "float32")}),
+        "scan_view_compiled": build("scan_view", ScanView(), {"x": nn.spec.Tensor((1, 4096), "float32")},
+                                    mode="compiled"),
         "cnn": build("cnn", CNN(), {"x": nn.spec.Tensor((1, 3, 16, 16), "float32")}),
         "block": build("block", Block(), {"x": nn.spec.Tensor((1, "n", 32), "float32")},
                        inputs={"x": rng.standard_normal((1, 8, 32)).astype("float32")}),

@@ -104,9 +104,13 @@ def check_model(kdflow: str, d: str, shared: Optional[str], tmp: str) -> None:
     r = run([kdflow, "replay", d, "--backend", "cpu", "-q", "--repeat", "1", "--warmup", "0", *fn])
     m = re.search(r"nodes: (\d+) nodes \((\d+) buffers\) compared with TVM's own results.*: all match", r.stdout)
     outputs_ok = re.findall(r"^\d+\s+\S+output_\d+\.npy.*\s(ok|UNINFORMATIVE)", r.stdout, re.M)
-    expect(r.returncode == 0 and m is not None and int(m.group(1)) == len(with_kernels) and
-           len(outputs_ok) == len(df["outputs"]) and "UNINFORMATIVE" not in r.stdout,
-           f"{name}: replay --backend cpu: outputs and all {len(with_kernels)} nodes match TVM's "
+    # A node TVM's CPU build names otherwise (a CUDA-only dispatch such as
+    # gpu_2d_continuous_cumsum) has no reference: replay says so, and the outputs still check it.
+    unreferenced = len(re.findall(r"^nodes: not compared: node \d+ .*: no reference for it$", r.stdout, re.M))
+    expect(r.returncode == 0 and m is not None and int(m.group(1)) + unreferenced == len(with_kernels) and
+           int(m.group(1)) > 0 and len(outputs_ok) == len(df["outputs"]) and "UNINFORMATIVE" not in r.stdout,
+           f"{name}: replay --backend cpu: outputs and {len(with_kernels) - unreferenced} of {len(with_kernels)} "
+           f"nodes (the others have no reference, said) match TVM's "
            f"({(m.group(0) if m else r.stdout.strip()[-300:] + r.stderr.strip())})")
 
 

@@ -37,4 +37,10 @@ Expected<Dataflow> build_dataflow(const Graph& g, const FunctionTable& table,
                                   const std::function<Expected<HostTrace>(int nid)>& trace_node,
                                   const BuildOptions& options);
 
+/// Views (called by build_dataflow): each `__nop` node's output that shares its input's storage
+/// gets Buffer::view_of / view_offset (chains resolved to the first non-view), and every kernel
+/// and library-call argument passed through such a view names the viewed buffer, at the view's
+/// offset, with Arg::view set to the view.
+void resolve_views(Dataflow& df);
+
 }  // namespace kdflow

@@ -35,6 +35,12 @@ struct Buffer {
   SourceLoc loc;                      ///< workspaces: the TVMBackendAllocWorkspace call
   int input_index = -1;               ///< Relax builds: inputs: the VM function's parameter index (-1: none)
   int constant_index = -1;            ///< Relax builds: params: the index in the executable's constant pool (-1: none)
+  /// A view: the output of a node that launches nothing and only renames memory (`__nop`:
+  /// vm.builtin.reshape, Relay's reshape) is the buffer it views — resolved to one that is not
+  /// itself a view — at `view_offset` bytes, with its own dtype and shape. -1: not a view.
+  /// Kernel and library-call arguments passed through a view name the viewed buffer (Arg::view).
+  int view_of = -1;
+  int64_t view_offset = 0;
   /// Builds with symbolic shapes (tvm-ffi): each dimension as TVM's own function signature
   /// states it ("n", "400"), where one is symbolic; empty otherwise. `shape` holds the values.
   std::vector<std::string> shape_expr;
@@ -102,6 +108,7 @@ struct Arg {
   Kind kind = Kind::Int;
   int buffer = -1;          ///< Buffer: the buffer live at that point
   int64_t offset = 0;       ///< Buffer: byte offset into it
+  int view = -1;            ///< Buffer: the view (Buffer::view_of == buffer) the host passed, with its shape; -1: none
   int64_t int_value = 0;    ///< Int
   /// Int arguments of kernels in builds with symbolic shapes: the expression over shape
   /// symbols the host computed the value from ("n", "n * 400"); "" when it is a constant.
