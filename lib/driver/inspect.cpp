@@ -133,10 +133,14 @@ Status print_factory(const DeviceBlob::GraphFactory& g, const std::string& path,
 
 Status inspect_library(const std::string& bytes, const std::string& path, std::ostream& out) {
   uint64_t size = 0;
-  auto blob = read_device_blob(bytes, path, &size);
+  std::string symbol;
+  auto blob = read_device_blob(bytes, path, &size, &symbol);
   if (!blob) return blob.error();
-  std::string label = blob_label(path);
-  out << base_name(path) << ": TVM exported library, __tvm_dev_mblob of " << size << " bytes\n";
+  std::string label = path + "(" + symbol + ")";
+  const char* writer = symbol == "__tvm_ffi__library_bin"  ? " (TVM 0.22+, tvm-ffi)"
+                       : symbol == "__tvm_ffi_library_bin" ? " (TVM 0.21)"
+                                                           : " (TVM up to 0.20)";
+  out << base_name(path) << ": TVM exported library, " << symbol << writer << " of " << size << " bytes\n";
   out << "entries: " << blob->entries.size() << " (" << join(blob->entries, ", ") << ")\n";
   // Modules are the entries other than _import_tree, numbered in blob order.
   std::vector<std::string> modules;

@@ -19,9 +19,12 @@ bool is_cuda_elf(std::string_view b);
 /// "model.so(__tvm_dev_mblob)": how diagnostics about the blob name it.
 std::string blob_label(const std::string& path);
 
-/// Reads and parses model.so's device blob. `size` (optional) receives the blob's byte count.
+/// Reads and parses model.so's device blob. `size` (optional) receives the blob's byte count,
+/// `symbol` (optional) the symbol it was read from: `__tvm_ffi__library_bin` (TVM 0.22+),
+/// `__tvm_ffi_library_bin` (0.21) or `__tvm_dev_mblob` (up to 0.20).
 /// Errors: no blob / malformed (65); built without LLVM (69).
-Expected<DeviceBlob> read_device_blob(const std::string& bytes, const std::string& path, uint64_t* size);
+Expected<DeviceBlob> read_device_blob(const std::string& bytes, const std::string& path, uint64_t* size,
+                                      std::string* symbol = nullptr);
 
 /// What an exported model.so carries, from its first `cuda` module and its first
 /// `GraphExecutorFactory` entry.

@@ -26,16 +26,19 @@ bool is_cuda_elf(std::string_view b) {
 std::string blob_label(const std::string& path) { return path + "(__tvm_dev_mblob)"; }
 
 /// Reads and parses model.so's device blob. `size` receives the blob's byte count.
-Expected<DeviceBlob> read_device_blob(const std::string& bytes, const std::string& path, uint64_t* size) {
+Expected<DeviceBlob> read_device_blob(const std::string& bytes, const std::string& path, uint64_t* size,
+                                      std::string* symbol) {
 #if KDFLOW_HAVE_CLANG
   // Whichever blob the TVM version wrote (__tvm_ffi__library_bin, __tvm_ffi_library_bin, __tvm_dev_mblob).
   auto blob = read_tvm_blob(bytes, path);
   if (!blob) return blob.error();
   if (size) *size = blob->bytes.size();
+  if (symbol) *symbol = blob->symbol;
   return parse_device_blob(blob->bytes, path + "(" + blob->symbol + ")", blob->layout);
 #else
   (void)bytes;
   (void)size;
+  (void)symbol;
   return file_error(path, "reading a model.so needs LLVM's object library; this kdflow was built without it",
                     ExitCode::Unavailable);
 #endif

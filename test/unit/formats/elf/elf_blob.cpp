@@ -194,7 +194,7 @@ TEST_CASE("kdflow inspect describes model.so, fatbin and PTX files", "[model_so]
   int code = -1;
   std::string att = inspect(test::sample_dir("attention") + "/model.so", &code);
   CHECK(code == 0);
-  CHECK(att.find("model.so: TVM exported library, __tvm_dev_mblob of 892590 bytes\n") == 0);
+  CHECK(att.find("model.so: TVM exported library, __tvm_dev_mblob (TVM up to 0.20) of 892590 bytes\n") == 0);
   CHECK(att.find("entries: 4 (GraphExecutorFactory, _lib, cuda, _import_tree)\n") != std::string::npos);
   CHECK(att.find("imports: 0 -> 1, 1 -> 2\n") != std::string::npos);
   CHECK(att.find("module 0: GraphExecutorFactory \"default\"\n") != std::string::npos);
