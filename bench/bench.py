@@ -46,6 +46,9 @@ def measure(argv, runs):
 def clang_cmds(clang, headers, host_c, device_cu):
     host = [clang, "-fsyntax-only", "-x", "c", "-std=gnu11", "-target", "x86_64-unknown-linux-gnu", "-nostdinc",
             "-w", "-ferror-limit=1", "-I" + os.path.join(headers, "host"), host_c]
+    text = open(host_c, errors="replace").read()
+    if "(half*)" in text and " half;" not in text and "struct half" not in text:  # as host_analyzer.cpp does
+        host[-1:-1] = ["-include", "kdflow_host_half.h"]
     dev = os.path.join(headers, "device")
     device = [clang, "-fsyntax-only", "-x", "cuda", "--cuda-device-only", "-nocudainc", "-nocudalib",
               "--cuda-gpu-arch=sm_80", "--cuda-path=/__kdflow__/cuda", "-std=c++17", "-target",
@@ -74,7 +77,7 @@ def main():
     ap.add_argument("--clang", default=None)
     ap.add_argument("--scale-sample", default="mlp,resnet18_tuned")
     ap.add_argument("--scales", default="1,4,16,64")
-    ap.add_argument("--samples", default="")
+    ap.add_argument("--samples", default="", help="comma-separated sample names, or build folders (a path)")
     a = ap.parse_args()
     clang = a.clang or next((c for c in ("clang-15", "clang-14") if shutil.which(c)), None)
     if not clang:
@@ -93,8 +96,13 @@ def main():
         d for d in os.listdir(os.path.join(ROOT, "samples"))
         if any(os.path.isfile(os.path.join(ROOT, "samples", d, f)) for f in ("graph.json", "vm_exec.bin")))
     costs = []  # (model, extract, extract --no-footprints)
+    where = {}  # a --samples entry may be a build folder anywhere (bench/tvm_models.py's)
+    for i, m in enumerate(samples):
+        if os.sep in m:
+            where[os.path.basename(os.path.normpath(m))] = os.path.abspath(m)
+            samples[i] = os.path.basename(os.path.normpath(m))
     for m in samples:
-        d = os.path.join(ROOT, "samples", m)
+        d = where.get(m, os.path.join(ROOT, "samples", m))
         h = os.path.join(d, "host.c")
         # Relax builds (TVM 0.20): kdflow parses every device_<i>.cu, one CUDA module per kernel;
         # the clang floor is then host.c plus one parse per device_<i>.cu (walls and CPU added).
@@ -118,7 +126,8 @@ def main():
                                                                   ex[2] / nf[2]))
     if costs:
         slowest = max(costs, key=lambda c: c[1][0])[0]
-        r = subprocess.run([a.kdflow, "extract", os.path.join(ROOT, "samples", slowest), "-q", "--stage-times", "-o",
+        r = subprocess.run([a.kdflow, "extract", where.get(slowest, os.path.join(ROOT, "samples", slowest)), "-q",
+                            "--stage-times", "-o",
                             out_json], capture_output=True, text=True)
         print("\n## Where the time goes: %s (the slowest sample; one run of extract --stage-times)\n" % slowest)
         print("```\n" + r.stderr.rstrip() + "\n```")

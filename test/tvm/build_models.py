@@ -50,7 +50,7 @@ def as_main(tvm: Any, mod: Any, name: str = "forward") -> Any:
 def nn_model(tvm: Any, module: Any, spec: Dict[str, Any], seed: int = 1):
     mod, specs = module.export_tvm(spec={"forward": spec})
     rng = np.random.default_rng(seed)
-    params = {n: weights(rng, p.shape) for n, p in specs}
+    params = {n: weights(rng, p.shape).astype(p.dtype) for n, p in specs}
     return as_main(tvm, mod), params
 
 
@@ -64,6 +64,16 @@ def models(tvm: Any) -> Dict[str, Callable[[str], None]]:
 
         def forward(self, x: Any) -> Any:
             return nn.softmax(self.l2(nn.relu(self.l1(x))), axis=-1)
+
+    class MLP16(nn.Module):
+        """float16 everywhere: TVM 0.26+'s C host casts to half* without declaring half."""
+
+        def __init__(self) -> None:
+            self.l1 = nn.Linear(64, 32, dtype="float16")
+            self.l2 = nn.Linear(32, 16, dtype="float16")
+
+        def forward(self, x: Any) -> Any:
+            return self.l2(nn.relu(self.l1(x)))
 
     class TwoBranch(nn.Module):
         """Two same-size tensors into one kernel (a - b): a swap of them must be caught."""
@@ -133,7 +143,7 @@ def models(tvm: Any) -> Dict[str, Callable[[str], None]]:
         def run(out: str) -> None:
             if keep_forward:  # as nn.Module exports it: no main (kdflow --function forward)
                 mod, specs = module.export_tvm(spec={"forward": spec})
-                params = {n: weights(np.random.default_rng(1), p.shape) for n, p in specs}
+                params = {n: weights(np.random.default_rng(1), p.shape).astype(p.dtype) for n, p in specs}
                 kdflow_tvm.build(mod, "cuda", out=out, params=params, inputs=inputs, arch="sm_90", exec_mode=mode,
                                  function="forward", quiet=True)
                 return
@@ -148,6 +158,7 @@ def models(tvm: Any) -> Dict[str, Callable[[str], None]]:
         "mlp_compiled": build("mlp", MLP(), {"x": nn.spec.Tensor((1, 100), "float32")}, mode="compiled"),
         "mlp_forward_compiled": build("mlp", MLP(), {"x": nn.spec.Tensor((1, 100), "float32")}, mode="compiled",
                                       keep_forward=True),
+        "mlp_fp16": build("mlp_fp16", MLP16(), {"x": nn.spec.Tensor((4, 64), "float16")}),
         "two_branch": build("two_branch", TwoBranch(), {"x": nn.spec.Tensor((1, 64), "float32")}),
         "two_outputs": build("two_outputs", TwoOutputs(), {"x": nn.spec.Tensor((2, 32), "float32")}),
         "scan_view": build("scan_view", ScanView(), {"x": nn.spec.Tensor((1, 4096), "float32")}),

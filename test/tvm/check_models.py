@@ -92,11 +92,20 @@ def check_model(kdflow: str, d: str, shared: Optional[str], tmp: str) -> None:
     expect(r.returncode == 0, f"{name}: extract ({r.stderr.strip()})")
     if r.returncode != 0:
         return
+    if os.path.exists(os.path.join(d, "model.so")):
+        r = run([kdflow, "inspect", os.path.join(d, "model.so")])
+        expect(r.returncode == 0 and "__tvm_ffi__library_bin (TVM 0.22+, tvm-ffi)" in r.stdout.splitlines()[0],
+               f"{name}: inspect names model.so's blob symbol ({r.stdout.splitlines()[0] if r.stdout else r.stderr})")
     for cmd in ("show", "costs"):
         r = run([kdflow, cmd, d, *fn])
         expect(r.returncode == 0 and r.stdout.strip() != "", f"{name}: {cmd} ({r.stderr.strip()})")
+    host = open(os.path.join(d, "host.c"), errors="replace").read()
     if fn:
         print(f"skip  {name}: oracle comparison (the oracle runs only the VM function main)")
+    elif "(half*)" in host and " half;" not in host:
+        # The oracle compiles TVM's host.c with gcc as it is, and TVM's float16 host C uses half
+        # without declaring it (the exporter forces a declaration in for model.so).
+        print(f"skip  {name}: oracle comparison (the oracle cannot compile TVM's float16 host.c: half undeclared)")
     else:
         check_oracle(kdflow, d, flow, shared, tmp)
     df = json.load(open(flow))

@@ -1737,6 +1737,13 @@ void Interpreter::run(const FunctionDecl* fn, const std::vector<TensorArg>& tens
 HostProgram::HostProgram(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 HostProgram::~HostProgram() = default;
 
+/// Whether host.c uses `half` as a type (TVM 0.26's float16 host casts `(half*)`) without
+/// declaring it: the host only passes such pointers on, so a 16-bit stand-in type is enough.
+static bool host_needs_half(const std::string& source) {
+  return source.find("(half*)") != std::string::npos && source.find(" half;") == std::string::npos &&
+         source.find("struct half") == std::string::npos;
+}
+
 Expected<std::unique_ptr<HostProgram>> HostProgram::parse(const std::string& source, const std::string& file,
                                                           const InterpreterLimits& limits) {
   auto impl = std::make_unique<Impl>();
@@ -1745,9 +1752,11 @@ Expected<std::unique_ptr<HostProgram>> HostProgram::parse(const std::string& sou
   impl->virtual_main = std::string(detail::kVirtualInputDir) + "/host.c";
 
   detail::InMemorySource src{source, file, impl->virtual_main, &detail::host_stub_headers()};
-  auto unit = detail::parse_in_memory(src, {"clang", "-fsyntax-only", "-x", "c", "-std=gnu11", "-target",
-                                            "x86_64-unknown-linux-gnu", "-nostdinc", "-w", "-ferror-limit=1",
-                                            std::string("-I") + detail::kStubIncludeDir});
+  std::vector<std::string> args = {"clang", "-fsyntax-only", "-x", "c", "-std=gnu11", "-target",
+                                   "x86_64-unknown-linux-gnu", "-nostdinc", "-w", "-ferror-limit=1",
+                                   std::string("-I") + detail::kStubIncludeDir};
+  if (host_needs_half(source)) args.insert(args.end(), {"-include", "kdflow_host_half.h"});
+  auto unit = detail::parse_in_memory(src, args);
   if (!unit) return unit.error();
   impl->unit = unit.take();
 

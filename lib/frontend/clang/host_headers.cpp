@@ -167,6 +167,9 @@ const std::vector<std::pair<std::string, std::string>>& host_stub_headers() {
       {"tvm/runtime/base.h", kRuntimeBase},
       {"tvm/ffi/c_api.h", kFfiCApi},
       {"tvm/ffi/extra/c_env_api.h", kFfiEnvApi},
+      // TVM 0.26's C host of a float16 model casts to half* without declaring half (its own
+      // export_library fails on the file): forced in where host.c needs it (host_needs_half).
+      {"kdflow_host_half.h", "typedef unsigned short half;\n"},
   };
   return headers;
 }

@@ -433,6 +433,12 @@ KDFLOW_HUN(htrunc, truncf) KDFLOW_HUN(hrint, rintf) KDFLOW_HUN(habs, fabsf)
 #undef KDFLOW_HUN
 static inline __half hrcp(__half a) { return __half(1.0f / (float)a); }
 static inline __half2 __halves2half2(__half a, __half b) { return __half2(a, b); }
+static inline __half2 make_half2(__half x, __half y) { return __half2(x, y); }  // TVM 0.26+'s fp16 code
+static inline __half2 __lows2half2(__half2 a, __half2 b) { return __half2(a.x, b.x); }
+static inline __half2 __highs2half2(__half2 a, __half2 b) { return __half2(a.y, b.y); }
+static inline __half2 __low2half2(__half2 a) { return __half2(a.x, a.x); }
+static inline __half2 __high2half2(__half2 a) { return __half2(a.y, a.y); }
+static inline __half2 __lowhigh2highlow(__half2 a) { return __half2(a.y, a.x); }
 static inline __half2 __half2half2(__half a) { return __half2(a, a); }
 static inline __half2 __float2half2_rn(float a) { return __half2(__half(a), __half(a)); }
 static inline __half2 __floats2half2_rn(float a, float b) { return __half2(__half(a), __half(b)); }
