@@ -176,14 +176,15 @@ def reference(tvm: Any, mod: Any, params: Dict[str, np.ndarray], inputs: Dict[st
             m.set_input(**cp)
         for k, a in inputs.items():
             m.set_input(k, a)
-        m.run()
-        outputs = [as_numpy(m.get_output(i)) for i in range(m.get_num_outputs())]
-        for i, o in enumerate(outputs):
-            st.write_npy(f"output_{i}.npy", o)
         cg = json.loads(cuda_graph_json)
         pg = json.loads(cpu.get_graph_json())
         mapping = map_nodes(cg, pg)
         row = pg.get("node_row_ptr") or list(range(len(pg["nodes"]) + 1))
+        wanted = {j: i for i, j in mapping.items()}  # CPU node -> CUDA node
+        got = _node_outputs(tvm, m, pg, row, set(wanted))
+        outputs = [as_numpy(m.get_output(i)) for i in range(m.get_num_outputs())]
+        for i, o in enumerate(outputs):
+            st.write_npy(f"output_{i}.npy", o)
         nodes, unmatched = [], []
         for i, n in enumerate(cg["nodes"]):
             if n.get("op") == "null":
@@ -193,15 +194,11 @@ def reference(tvm: Any, mod: Any, params: Dict[str, np.ndarray], inputs: Dict[st
                 unmatched.append({"graph_node": i, "function": fn,
                                   "reason": "the CPU build has no node with the same function, inputs and types"})
                 continue
-            j = mapping[i]
             outs = []
-            for out_index in range(row[j + 1] - row[j]):
-                got = _node_output(m, j, out_index, tvm)
-                if got is None:
-                    continue
+            for out_index, arr in enumerate(got.get(mapping[i], [])):
                 fname = f"n{i}_{out_index}.npy"  # relative to reference/
-                st.write_npy("reference/" + fname, got)
-                outs.append({"output": out_index, "file": fname, "dtype": str(got.dtype), "shape": list(got.shape)})
+                st.write_npy("reference/" + fname, arr)
+                outs.append({"output": out_index, "file": fname, "dtype": str(arr.dtype), "shape": list(arr.shape)})
             nodes.append({"graph_node": i, "function": fn, "outputs": outs})
         st.write_json("reference/nodes.json", {
             "format": "kdflow-node-reference/1",
@@ -219,11 +216,14 @@ def reference(tvm: Any, mod: Any, params: Dict[str, np.ndarray], inputs: Dict[st
         shutil.rmtree(dump, ignore_errors=True)
 
 
-def _node_output(m: Any, node: int, k: int, tvm: Any) -> Optional[np.ndarray]:
-    by_layer = getattr(m, "_get_output_by_layer", None)
-    if by_layer is not None:  # 0.9+
-        return as_numpy(by_layer(node, k))
-    get = getattr(m, "debug_get_output", None)
-    if get is not None and k == 0:  # 0.8: the node's first output
-        return as_numpy(get(node))
-    return None
+def _node_outputs(tvm: Any, m: Any, graph: Dict[str, Any], row: List[int], nodes: set) -> Dict[int, List[np.ndarray]]:
+    """Each wanted node's outputs as TVM's debug executor computed them. Entries share storage,
+    so each node's outputs are read right after it runs: execute_node(i) node by node and
+    get_node_output(i, k) (which TVM allows only for the node just executed), as the debug
+    executor's own _run_per_layer does in every release from 0.8 to 0.19."""
+    out: Dict[int, List[np.ndarray]] = {}
+    for i in range(len(graph["nodes"])):
+        m._execute_node(i)
+        if i in nodes:
+            out[i] = [as_numpy(m._get_node_output(i, k)).copy() for k in range(row[i + 1] - row[i])]
+    return out
