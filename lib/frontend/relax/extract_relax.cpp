@@ -288,8 +288,8 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
   // Bytecode mode: run the function's instructions. Compiled mode (it is a "tir" function): the
   // host C's __vmtir__<function> performs the same steps; they are recovered from it, then run alike.
   const std::string function = in.function.empty() ? std::string("main") : in.function;
-  const int main_index = ex->find(function);
-  if (main_index < 0 || ex->functions[main_index].kind == VmFunction::Kind::Packed) {
+  const int fn_index = ex->find(function);
+  if (fn_index < 0 || ex->functions[fn_index].kind == VmFunction::Kind::Packed) {
     std::vector<std::string> listed;
     for (const VmFunction& f : ex->functions)
       if (f.kind != VmFunction::Kind::Packed)
@@ -303,7 +303,7 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
   std::string vm_function = function;
   VmExecutable recovered;
   const VmExecutable* run_ex = &*ex;
-  if (ex->functions[main_index].kind == VmFunction::Kind::Tir) {
+  if (ex->functions[fn_index].kind == VmFunction::Kind::Tir) {
     vm_function = "__vmtir__" + function;
     if (!(*program)->has_function(vm_function))
       return file_error(in.host, fmt::format("{}'s {} is a compiled-mode (TIR) function, but this file defines no "
@@ -311,7 +311,7 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
                                              base_name(in.vm_exec), function, vm_function));
     Expected<std::vector<VmHostCall>> steps = (*program)->run_vm(vm_function);
     if (!steps) return steps.error();
-    const VmFunction& m = ex->functions[main_index];
+    const VmFunction& m = ex->functions[fn_index];
     recovered.file = in.host + ":" + vm_function;
     recovered.version = ex->version;
     recovered.constants = ex->constants;
