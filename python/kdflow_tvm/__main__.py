@@ -48,6 +48,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         print("kdflow_tvm: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # TVM's own failure while building or running the model: one line
+        last = (str(e).strip().splitlines() or [""])[-1][:300]
+        print(f"kdflow_tvm: error: TVM failed on this model ({type(e).__name__}: {last}); nothing was written",
+              file=sys.stderr)
+        return 70
     d = shlex.quote(args.out)
     ref = "" if args.no_reference else " --backend cpu"
     print(f"next:\n  kdflow show {d}\n  kdflow costs {d}\n  kdflow extract {d} -o {shlex.quote(os.path.basename(os.path.normpath(args.out)) + '.json')}\n"

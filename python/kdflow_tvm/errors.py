@@ -7,6 +7,7 @@ USAGE = 2          # a wrong argument: a target that is not CUDA, a shape that d
 DATA_ERROR = 65    # the model or build cannot be exported as it is (symbolic shapes not given, ...)
 NO_INPUT = 66      # a file named on the command line is missing
 UNAVAILABLE = 69   # TVM (or onnx) is not importable, or this TVM release is not supported
+SOFTWARE = 70      # TVM itself failed on the model (the command line's last resort)
 CANT_CREATE = 73   # the output folder exists and is not empty, or cannot be written
 
 
