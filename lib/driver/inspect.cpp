@@ -172,8 +172,10 @@ Status inspect_library(const std::string& bytes, const std::string& path, std::o
       for (const auto& c : ex->constants)
         if (c.kind == VmConstant::Kind::Tensor) ++tensors, bytes += c.nbytes;
       std::vector<std::string> kinds;
+      // Each VM function with its parameters (`kdflow extract --function NAME` runs it).
       for (const auto& f : ex->functions)
-        if (f.kind != VmFunction::Kind::Packed) kinds.push_back(f.name + " (" + to_string(f.kind) + ")");
+        if (f.kind != VmFunction::Kind::Packed)
+          kinds.push_back(fmt::format("{}({}) ({})", f.name, join(f.param_names, ", "), to_string(f.kind)));
       out << fmt::format("module {}: relax.VMExecutable version {}: {} functions ({}), {} constants ({} tensors, {} "
                          "bytes), {} instructions\n",
                          i, ex->version, ex->functions.size(), join(kinds, ", "), ex->constants.size(), tensors, bytes,

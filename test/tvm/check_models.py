@@ -96,6 +96,8 @@ def check_model(kdflow: str, d: str, shared: Optional[str], tmp: str) -> None:
         r = run([kdflow, "inspect", os.path.join(d, "model.so")])
         expect(r.returncode == 0 and "__tvm_ffi__library_bin (TVM 0.22+, tvm-ffi)" in r.stdout.splitlines()[0],
                f"{name}: inspect names model.so's blob symbol ({r.stdout.splitlines()[0] if r.stdout else r.stderr})")
+        listed = (fn[1] if fn else "main") + "("
+        expect(listed in r.stdout, f"{name}: inspect lists the VM function {listed}...) with its parameters")
     for cmd in ("show", "costs"):
         r = run([kdflow, cmd, d, *fn])
         expect(r.returncode == 0 and r.stdout.strip() != "", f"{name}: {cmd} ({r.stderr.strip()})")
