@@ -105,3 +105,33 @@ TEST_CASE("compare_arrays: a reference a constant array would pass is uninformat
   c = compare_arrays(f32({0.5f}), f32({0.5f}), 1e-3, 1e-5);
   CHECK_FALSE(c.uninformative);
 }
+
+TEST_CASE("node references: a call the CPU build names otherwise is matched by position between matched ones",
+          "[replay][node-reference]") {
+  Dataflow df = ffi_mlp();  // nodes 9, 10, 11: fused_matmul_add_relu, ..._1 [1, 1000], ..._2 [1, 2000]
+  // As TVM's CPU build names a CUDA-only dispatch (gpu_2d_continuous_cumsum there, cumsum here).
+  std::string f = write_refs(std::string(kHead) + R"(
+    {"function": "fused_matmul_add_relu", "occurrence": 0, "outputs": []},
+    {"function": "cpu_name", "occurrence": 0,
+     "outputs": [{"arg": 3, "file": "m.npy", "dtype": "float32", "shape": [1, 1000]}]},
+    {"function": "fused_matmul2_add2_relu2", "occurrence": 0, "outputs": []}]})");
+  auto r = read_node_references(f, df);
+  REQUIRE(r);
+  REQUIRE(r->checks.size() == 1);
+  CHECK(r->checks[0].node == 10);
+  CHECK(r->checks[0].buffer == df.nodes[10].outputs[0]);
+  CHECK(r->checks[0].label.find("TVM's CPU build calls it cpu_name; matched by position") != std::string::npos);
+  // Two unknown calls where one node is free: nothing is guessed.
+  f = write_refs(std::string(kHead) + R"(
+    {"function": "fused_matmul_add_relu", "occurrence": 0, "outputs": []},
+    {"function": "a", "occurrence": 0, "outputs": [{"file": "a.npy", "dtype": "float32", "shape": [1, 1000]}]},
+    {"function": "b", "occurrence": 0, "outputs": [{"file": "b.npy", "dtype": "float32", "shape": [1, 1000]}]},
+    {"function": "fused_matmul2_add2_relu2", "occurrence": 0, "outputs": []}]})");
+  r = read_node_references(f, df);
+  REQUIRE(r);
+  CHECK(r->checks.empty());
+  std::string said;
+  for (const std::string& s : r->not_compared) said += s + "\n";
+  CHECK(said.find("reference call 0 of a: the flow has no such call") != std::string::npos);
+  CHECK(said.find("node 10 fused_matmul1_add1_relu1: no reference for it") != std::string::npos);
+}
