@@ -61,6 +61,8 @@ class Rewriter {
       find_pairs();
       if (pair_equality() || same_quotient() || strip_remainder() || relinearize() || absorb() || drop_pinned()) continue;
       if (!ok_ || s_.empty) break;
+      if (merge_digits()) continue;
+      if (!ok_ || s_.empty) break;
       if (propagate() || invert()) continue;
       break;
     }
@@ -527,6 +529,91 @@ class Rewriter {
     }
     s_.atoms = std::move(kept);
     return changed;
+  }
+
+  /// A digit and the digits above it as one number: where r's box is [lo, lo + g − 1] and
+  /// every atom that reads r reads A with g times r's coefficient (c·(g·A + r)), and every
+  /// other atom that reads A reads it with ±1, (A, r) ↦ w = g·A + (r − lo) is a bijection
+  /// onto [g·A_lo, g·A_hi + g − 1]: c·(g·A + r) is c·(w + lo); A + S ≥ 0 is w + g·S ≥ 0
+  /// (⌊w/g⌋ ≥ −S); −A + S ≥ 0 is g·S + g − 1 − w ≥ 0 (⌊w/g⌋ ≤ S). The inversions leave
+  /// such digits (a vector lane under a thread index); merged, one level counts g·|A|
+  /// values as one interval instead of |A| steps of g.
+  bool merge_digits() {
+    for (size_t r = 0; r < s_.box.size(); ++r) {
+      if (!s_.live[r]) continue;
+      auto [lo, hi] = s_.box[r];
+      if (lo <= -kCountInf || hi >= kCountInf || hi <= lo) continue;
+      __int128 g = __int128(hi) - lo + 1;
+      if (g > (__int128(1) << 20)) continue;
+      int a = -1;
+      bool ok = true, any = false;
+      for (const AffCond& at : s_.atoms) {
+        if (!mentions(at, static_cast<int>(r))) continue;
+        if (at.op != Op::Ge0 && at.op != Op::Eq0) {
+          ok = false;
+          break;
+        }
+        any = true;
+        __int128 c = coef_of(at.e, static_cast<int>(r));
+        int found = -1;
+        for (const auto& [v, k] : at.e.terms)
+          if (v != static_cast<int>(r) && k == g * c && (a < 0 || v == a)) found = v;
+        if (found < 0 || (a >= 0 && found != a)) {
+          ok = false;
+          break;
+        }
+        a = found;
+      }
+      if (!ok || !any || a < 0) continue;
+      auto [alo, ahi] = s_.box[static_cast<size_t>(a)];
+      if (alo <= -kCountInf || ahi >= kCountInf) continue;
+      for (const AffCond& at : s_.atoms) {
+        if (!mentions(at, a) || mentions(at, static_cast<int>(r))) continue;
+        int64_t k = at.op == Op::Ge0 ? coef_of(at.e, a) : 0;
+        if (k != 1 && k != -1) {
+          ok = false;
+          break;
+        }
+      }
+      if (!ok) continue;
+      __int128 wlo = g * alo, whi = g * ahi + g - 1;
+      if (wlo < -kCoefLimit || whi > kCoefLimit) continue;
+      int w = new_var(static_cast<int64_t>(wlo), static_cast<int64_t>(whi));
+      for (AffCond& at : s_.atoms) {
+        LinExpr& e = at.e;
+        int64_t c = coef_of(e, static_cast<int>(r));
+        int64_t k = coef_of(e, a);
+        if (c == 0 && k == 0) continue;
+        LinExpr out;
+        __int128 cst = e.c;
+        __int128 scale = 1;
+        if (c != 0) {
+          // c·g·A + c·r + S  →  c·w + c·lo + S
+          cst += static_cast<__int128>(c) * lo;
+          out.terms.push_back({w, c});
+        } else {
+          // k·A + S with k = ±1: w + g·S ≥ 0 (k = 1) or g·S + g − 1 − w ≥ 0 (k = −1).
+          scale = g;
+          cst = static_cast<__int128>(e.c) * g + (k < 0 ? g - 1 : 0);
+          out.terms.push_back({w, k});
+        }
+        for (const auto& [v, kv] : e.terms) {
+          if (v == a || v == static_cast<int>(r)) continue;
+          __int128 nk = static_cast<__int128>(kv) * scale;
+          if (nk > kCoefLimit || nk < -kCoefLimit) return ok_ = false, true;
+          out.terms.push_back({v, static_cast<int64_t>(nk)});
+        }
+        if (cst > kCoefLimit || cst < -kCoefLimit) return ok_ = false, true;
+        out.c = static_cast<int64_t>(cst);
+        std::sort(out.terms.begin(), out.terms.end());
+        e = std::move(out);
+      }
+      s_.live[r] = 0;
+      s_.live[static_cast<size_t>(a)] = 0;
+      s_.box[r] = s_.box[static_cast<size_t>(a)] = {-kCountInf, kCountInf};
+      return true;
+    }
+    return false;
   }
 
   /// A quotient of the model whose R has a ±1 variable x: r = R − d·q ∈ [0, d−1] replaces x.

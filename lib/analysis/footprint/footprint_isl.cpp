@@ -198,7 +198,7 @@ class Computer {
   static constexpr int64_t kMaxCountPoints = int64_t(1) << 21;  // points visited per count
   static constexpr int64_t kMaxCountBitmap = int64_t(1) << 26;  // bytes of range per count    // pieces of a union compared with its range
   static constexpr size_t kMaxDisjuncts = 64;  // conjunctions searched per access before isl decides
-  static constexpr long kSearchNodes = 20'000;   // branch-and-bound nodes per conjunction
+  static constexpr long kSearchNodes = 50'000;   // branch-and-bound nodes per conjunction
 
   struct Access {
     SetPtr domain;  ///< { [vars] : domain and launch bounds }

@@ -22,6 +22,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <limits>
 #include <functional>
 #include <map>
 #include <numeric>
@@ -263,7 +265,10 @@ class Counter {
         const auto& b = s.box[static_cast<size_t>(v)];
         return static_cast<__int128>(b.second) - b.first;
       };
-      if (by_width) std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return width(a) < width(b); });
+      if (by_width) {
+        std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return width(a) < width(b); });
+        cheapest_order(s, order);
+      }
       std::vector<size_t> pos(s.box.size(), 0);
       for (size_t i = 0; i < order.size(); ++i) pos[static_cast<size_t>(order[i])] = i;
       std::vector<std::vector<const AffCond*>> at(order.size());
@@ -288,6 +293,82 @@ class Counter {
       if (total == 0) return 0;
     }
     return total;
+  }
+
+  /// Reorders `order` (one component, narrowest box first) to the order of least estimated
+  /// enumeration: a level's values are its box, or fewer where a pair of atoms
+  /// lo ≤ k·x + S ≤ hi whose other variables are all outer bands x to (hi − lo)/|k| + 1
+  /// values; a level is entered once per combination of the outer levels' values, and the
+  /// innermost is one interval whatever its width. The estimate, the levels' entries summed,
+  /// is minimised over subsets (2^n·n steps, n ≤ 14): a quotient pinned by the digits above
+  /// it goes right after them, not before them.
+  void cheapest_order(const detail::CountSystem& s, std::vector<int>& order) const {
+    const size_t n = order.size();
+    if (n < 3 || n > 14) return;
+    std::map<int, size_t> at;
+    for (size_t i = 0; i < n; ++i) at[order[i]] = i;
+    struct Band {
+      size_t x;
+      uint32_t others;  // bit mask of the other variables
+      double values;
+    };
+    std::vector<Band> bands;
+    for (size_t i = 0; i < s.atoms.size(); ++i) {
+      const AffCond& a = s.atoms[i];
+      if (a.op != AffCond::Op::Ge0 && a.op != AffCond::Op::Eq0) continue;
+      if (a.e.terms.empty() || !at.count(a.e.terms.front().first)) continue;
+      uint32_t mask = 0;
+      for (const auto& t : a.e.terms) mask |= uint32_t(1) << at[t.first];
+      double w = -1;
+      if (a.op == AffCond::Op::Eq0) {
+        w = 0;
+      } else {
+        for (size_t j = i + 1; j < s.atoms.size() && w < 0; ++j) {
+          const AffCond& b = s.atoms[j];
+          if (b.op != AffCond::Op::Ge0 || b.e.terms.size() != a.e.terms.size()) continue;
+          bool neg = true;
+          for (size_t t = 0; t < a.e.terms.size() && neg; ++t)
+            neg = a.e.terms[t].first == b.e.terms[t].first && a.e.terms[t].second == -b.e.terms[t].second;
+          if (neg) w = static_cast<double>(a.e.c) + static_cast<double>(b.e.c);
+        }
+      }
+      if (w < 0) continue;
+      for (const auto& [v, k] : a.e.terms)
+        bands.push_back({at[v], mask & ~(uint32_t(1) << at[v]), std::floor(w / std::fabs(static_cast<double>(k))) + 1});
+    }
+    if (bands.empty()) return;
+    std::vector<double> box(n);
+    for (size_t i = 0; i < n; ++i) {
+      const auto& b = s.box[static_cast<size_t>(order[i])];
+      box[i] = static_cast<double>(b.second) - static_cast<double>(b.first) + 1;
+    }
+    auto values = [&](size_t x, uint32_t placed) {
+      double v = box[x];
+      for (const Band& b : bands)
+        if (b.x == x && (b.others & ~placed) == 0) v = std::min(v, b.values);
+      return std::max(v, 1.0);
+    };
+    const uint32_t full = (uint32_t(1) << n) - 1;
+    std::vector<double> prod(size_t(full) + 1, 0), cost(size_t(full) + 1, std::numeric_limits<double>::infinity());
+    std::vector<int8_t> last(size_t(full) + 1, -1);
+    prod[0] = 1, cost[0] = 0;
+    for (uint32_t m = 0; m < full; ++m) {
+      if (!std::isfinite(cost[m])) continue;
+      for (size_t x = 0; x < n; ++x) {
+        if (m & (uint32_t(1) << x)) continue;
+        uint32_t to = m | (uint32_t(1) << x);
+        double p = to == full ? 0 : prod[m] * values(x, m), c = cost[m] + prod[m];
+        if (c + p < cost[to] + prod[to]) cost[to] = c, prod[to] = p, last[to] = static_cast<int8_t>(x);
+      }
+    }
+    std::vector<int> out(n);
+    uint32_t m = full;
+    for (size_t i = n; i-- > 0;) {
+      size_t x = static_cast<size_t>(last[m]);
+      out[i] = order[x];
+      m &= ~(uint32_t(1) << x);
+    }
+    order = std::move(out);
   }
 
   static uint64_t mul(uint64_t a, uint64_t b) { return a != 0 && b > UINT64_MAX / a ? UINT64_MAX : a * b; }

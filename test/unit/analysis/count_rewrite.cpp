@@ -243,3 +243,63 @@ TEST_CASE("kernel ops: the rewrites make a pooling domain cheap to count", "[ker
   // that pass the guards: 2 at the first row (column), 3 elsewhere → (2 + 55·3)² = 167².
   CHECK(*n == 64u * 167u * 167u);
 }
+
+TEST_CASE("kernel ops: a padded im2col load's domain is counted in few steps", "[kernel_ops]") {
+  // The shape of a TVM 0.27 Inception block's shared-memory load (fused_conv2d3_add3_relu2,
+  // 35 × 35 × 288, padded; written here from the counting problem the rewrites left): a
+  // lane digit under the thread index (x7 ∈ [0, 1] read as 2·x1 + x7), a vector digit
+  // (x6 ∈ [0, 3] read as 4·x2 + x6), and quotients by 35, 3 and 9 of sums of them. Counted
+  // narrowest box first this took 618,203 steps; with the digits merged and the pinned
+  // quotients placed right after what pins them, it fits 10,000.
+  // x0 block, x1 thread, x2 loop, x3 = ⌊R/35⌋, x4 = ⌊(16x2 + 4x6)/3⌋, x5 = ⌊(16x2 + 4x6)/9⌋.
+  std::vector<AffVar> vars(8, {AffVar::Kind::Local, 0});
+  auto ge = [](int64_t c, std::vector<std::pair<int, int64_t>> t) { return cond(AffCond::Op::Ge0, lin(c, std::move(t))); };
+  AffCond d;
+  d.op = AffCond::Op::And;
+  const int64_t hi[8] = {38, 229, 26, 35, 142, 47, 3, 1};
+  for (int v = 0; v < 8; ++v) {
+    d.kids.push_back(ge(0, {{v, 1}}));
+    d.kids.push_back(ge(hi[v], {{v, -1}}));
+  }
+  const std::vector<std::pair<int, int64_t>> R = {{0, 32}, {1, 2}, {2, -16}, {6, -4}, {7, 1}};
+  auto with = [](std::vector<std::pair<int, int64_t>> t, int64_t s, std::vector<std::pair<int, int64_t>> more) {
+    for (auto& p : t) p.second *= s;
+    t.insert(t.end(), more.begin(), more.end());
+    return t;
+  };
+  d.kids.push_back(ge(1224, with(R, -1, {})));
+  d.kids.push_back(ge(-1, {{3, 1}, {4, 1}, {5, -3}}));
+  d.kids.push_back(ge(35, {{3, -1}, {4, -1}, {5, 3}}));
+  d.kids.push_back(ge(0, with(R, 1, {{3, -35}})));
+  d.kids.push_back(ge(34, with(R, -1, {{3, 35}})));
+  d.kids.push_back(ge(0, {{2, 16}, {4, -3}, {6, 4}}));
+  d.kids.push_back(ge(2, {{2, -16}, {4, 3}, {6, -4}}));
+  d.kids.push_back(ge(0, {{2, 16}, {5, -9}, {6, 4}}));
+  d.kids.push_back(ge(8, {{2, -16}, {5, 9}, {6, -4}}));
+  d.kids.push_back(ge(0, {{1, 1}, {2, -8}, {6, -2}}));
+  d.kids.push_back(ge(15, {{1, -1}, {2, 8}, {6, 2}}));
+  d.kids.push_back(ge(-1, {{0, 32}, {1, 2}, {3, -35}, {4, -3}, {7, 1}}));
+  d.kids.push_back(ge(35, {{0, -32}, {1, -2}, {3, 35}, {4, 3}, {7, -1}}));
+  for (AffCond& k : d.kids) std::sort(k.e.terms.begin(), k.e.terms.end());
+  // Brute force over the free variables; the quotients follow from them.
+  uint64_t expect = 0;
+  std::vector<int64_t> x(8);
+  for (x[0] = 0; x[0] <= hi[0]; ++x[0])
+    for (x[1] = 0; x[1] <= hi[1]; ++x[1])
+      for (x[2] = 0; x[2] <= hi[2]; ++x[2])
+        for (x[6] = 0; x[6] <= hi[6]; ++x[6])
+          for (x[7] = 0; x[7] <= hi[7]; ++x[7]) {
+            x[3] = floor_div(32 * x[0] + 2 * x[1] - 16 * x[2] - 4 * x[6] + x[7], 35);
+            x[4] = floor_div(16 * x[2] + 4 * x[6], 3);
+            x[5] = floor_div(16 * x[2] + 4 * x[6], 9);
+            expect += holds(d, x);
+          }
+  REQUIRE(expect > 0);
+  LaunchShape l;
+  l.grid = l.block = {1, 1, 1};
+  std::string why;
+  std::optional<uint64_t> n = count_domain_points(d, vars, l, 10'000, &why);
+  INFO(why);
+  REQUIRE(n);
+  CHECK(*n == expect);
+}
