@@ -69,9 +69,11 @@ std::string temp_dir() {
   return buf.data();
 }
 
-RunResult run_kdflow(const std::vector<std::string>& args) {
+RunResult run_kdflow(const std::vector<std::string>& args) { return run_kdflow_in("", args); }
+
+RunResult run_kdflow_in(const std::string& cwd, const std::vector<std::string>& args) {
   std::string dir = temp_dir();
-  std::string cmd = shell_quote(KDFLOW_BINARY);
+  std::string cmd = (cwd.empty() ? std::string() : "cd " + shell_quote(cwd) + " && ") + shell_quote(KDFLOW_BINARY);
   for (const auto& a : args) cmd += " " + shell_quote(a);
   cmd += " >" + shell_quote(dir + "/out") + " 2>" + shell_quote(dir + "/err") + " </dev/null";
   int status = std::system(cmd.c_str());

@@ -23,6 +23,8 @@ std::string temp_dir();
 /// Runs the kdflow binary with `args` (shell-quoted here), capturing stdout and stderr.
 struct RunResult { int exit_code; std::string out; std::string err; };
 RunResult run_kdflow(const std::vector<std::string>& args);
+/// run_kdflow with `cwd` as the working folder.
+RunResult run_kdflow_in(const std::string& cwd, const std::vector<std::string>& args);
 /// Runs `body` in a forked child whose stderr comes back through a pipe; the child exits 0
 /// when `body` returns. Throws std::runtime_error when the pipe, fork or wait fails.
 struct Child {

@@ -101,7 +101,7 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   else return report(usage(fmt::format("--backend {}: expected cuda or cpu", cmd.backend)), err);
   if (!cmd.trace.empty() && cmd.dry_run) return report(usage("--trace needs a run; drop --dry-run"), err);
   if (!cmd.timing_json.empty() && cmd.dry_run) return report(usage("--timing-json needs a run; drop --dry-run"), err);
-  if (!(cmd.time_limit >= 0)) return report(usage("--time-limit must be 0 or more"), err);
+  if (!(cmd.time_limit >= 0) && cmd.time_limit != -1) return report(usage("--time-limit must be 0 or more"), err);
   if (!(cmd.rtol >= 0) || !(cmd.atol >= 0)) return report(usage("--rtol and --atol must be 0 or more"), err);
 
   for (const std::string& s : cmd.inputs) {
@@ -209,7 +209,9 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   opt.kernel = cmd.kernel;
   opt.rtol = cmd.rtol;
   opt.atol = cmd.atol;
-  opt.time_limit_s = cmd.time_limit;
+  opt.time_limit_s = cmd.time_limit >= 0                    ? cmd.time_limit
+                     : opt.backend == ReplayBackend::Cpu ? kDefaultTimeLimitCpuS
+                                                         : kDefaultTimeLimitCudaS;
 
   // No output may overwrite an input (as extract refuses): --trace and the output_<i>.npy
   // files of --output-dir, checked against every file the run reads (DIR/output_<i>.npy are

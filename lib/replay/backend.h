@@ -142,6 +142,7 @@ struct BackendOptions {
   std::string label;              ///< names the IR in diagnostics
   int threads = 0;                ///< CPU: worker threads (0: hardware concurrency)
   bool guard = false;             ///< --guard. CPU: buffers against guard pages, faults reported at once
+  double launch_time_limit_s = 0; ///< CPU: a launch running longer ends the process (exit 65, naming it); 0: none
 };
 
 class Backend {

@@ -185,8 +185,9 @@ int main(int argc, char** argv) {
   replay->add_flag("--no-node-reference", rp.no_node_reference, "Compare the outputs only, not every node");
   replay->add_option("--trace", rp.trace, "Chrome trace (Perfetto) of the kernel timeline");
   replay->add_option("--timing-json", rp.timing_json, "Per-kernel and per-run times as JSON (docs/schema.md)");
-  replay->add_option("--time-limit", rp.time_limit, "Give up (exit 65, naming the kernel) when one wait for GPU work "
-                     "takes longer than this many seconds; 0: no limit")->capture_default_str();
+  replay->add_option("--time-limit", rp.time_limit,
+                     "Give up (exit 65, naming the kernel) when one wait for GPU work (--backend cpu: one kernel "
+                     "launch) takes longer than this many seconds; 0: no limit [default: 600, cpu: 60]");
   replay->add_option("--output-dir", rp.output_dir, "Write the outputs as output_<i>.npy");
   replay->add_option("--rtol", rp.rtol, "Relative tolerance for float outputs")->capture_default_str();
   replay->add_option("--atol", rp.atol, "Absolute tolerance for float outputs")->capture_default_str();

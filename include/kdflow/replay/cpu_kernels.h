@@ -51,6 +51,9 @@ class CpuDevice {
   Status launch(const CpuKernel& k, const std::array<uint32_t, 3>& grid, const std::array<uint32_t, 3>& block,
                 uint64_t dynamic_shared, void** args);
   unsigned threads() const;
+  /// The blocks of the launch running now, "block (x,y,z), ..." (safe from any thread while
+  /// launch() runs: the time limit's watchdog names them).
+  std::string running_blocks() const;
 
  private:
   CpuDevice();

@@ -186,7 +186,7 @@ struct ReplayOptions {
   std::string cuda_library;          ///< empty: $KDFLOW_CUDA_LIBRARY, else libcuda.so.1
   std::string cublas_library;        ///< empty: $KDFLOW_CUBLAS_LIBRARY, else libcublas.so.13/.12/.11/libcublas.so
   double time_limit_s = 600;         ///< give up (exit 65, naming the kernel) when the GPU work waited on
-                                     ///< takes longer; 0: no limit
+                                     ///< takes longer (CPU back end: when one launch does); 0: no limit
   bool locate = false;               ///< internal: every run synchronised after each kernel, untimed
   /// --nodes: run only kernels slice_first..slice_last (kernel ids, inclusive; -1: whole model),
   /// their live-ins loaded from the dumps in inputs_from (params and inputs from their files),
@@ -353,6 +353,12 @@ std::string chrome_trace(const ReplayReport& r, const Dataflow& df);
 // ---------------------------------------------------------------------------------------
 // The `kdflow replay` command.
 
+/// --time-limit when not given: a wait for GPU work (CUDA), one launch (CPU back end; a
+/// kernel of resnet18 takes at most a few seconds there, one that spins should not keep the
+/// user for ten minutes).
+inline constexpr double kDefaultTimeLimitCudaS = 600;
+inline constexpr double kDefaultTimeLimitCpuS = 60;
+
 struct ReplayCommand {
   std::string dir;                   ///< sample folder: extracted (unless --flow), default files from it
   std::string flow;                  ///< --flow FLOW.json: read the IR instead of extracting
@@ -365,7 +371,7 @@ struct ReplayCommand {
   std::string mode = "eager";        ///< --mode eager|graph|dag
   std::string backend = "cuda";      ///< --backend cuda|cpu
   std::string timing_json;           ///< --timing-json FILE
-  double time_limit = 600;           ///< --time-limit SECONDS (0: none)
+  double time_limit = -1;            ///< --time-limit SECONDS (0: none; unset (< 0): kDefaultTimeLimit*)
   int warmup = 1;                    ///< --warmup N
   int repeat = 10;                   ///< --repeat N (>= 1)
   int device = 0;                    ///< --gpu N (CUDA device ordinal; --device names device.cu, as for extract)

@@ -22,6 +22,7 @@
 #include "kdflow/support/progress.h"
 #include "guarded_memory.h"
 #include "kernel_safety.h"
+#include "kernel_watchdog.h"
 #include "kdflow/replay/cpu_kernels.h"
 
 namespace kdflow::replay_backend {
@@ -53,7 +54,8 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, in
 
 class CpuBackend : public Backend {
  public:
-  CpuBackend(const BackendOptions& opt, std::ostream& log) : opt_(opt), log_(log) {
+  CpuBackend(const BackendOptions& opt, std::ostream& log)
+      : opt_(opt), log_(log), watchdog_(opt.launch_time_limit_s) {
     // Progress per launch on a terminal (kernels of a large model take seconds on the CPU):
     // the same one-line display as extract's, only when stderr is a terminal and the log
     // is not silenced (-q gives the engine a null stream).
@@ -244,7 +246,9 @@ class CpuBackend : public Backend {
                        ExitCode::Software};
         p.args[i] = p.packed.data() + a.position;
       }
-      if (guarded_) {
+      {
+        // Every launch gets its fault line (a stack overflow or a wild pointer is reported
+        // with or without --guard); the buffers are named only with --guard.
         cpu::LaunchContext ctx;
         ctx.where = opt_.label;
         ctx.kernel = p.launch->name;
@@ -255,8 +259,10 @@ class CpuBackend : public Backend {
           cpu::LaunchArgument la;
           la.index = static_cast<unsigned>(i);
           if (a.kind == PlanArg::Kind::Pointer && i < kl.pointers.size()) {
-            auto g = guarded_ids_.find(kl.pointers[i] - a.offset);
-            if (g != guarded_ids_.end()) la.buffer_id = g->second;
+            if (guarded_) {
+              auto g = guarded_ids_.find(kl.pointers[i] - a.offset);
+              if (g != guarded_ids_.end()) la.buffer_id = g->second;
+            }
             la.offset = a.offset;
           }
           ctx.args.push_back(la);
@@ -264,7 +270,7 @@ class CpuBackend : public Backend {
         p.fault_line = std::make_unique<cpu::PreparedLaunch>(std::move(ctx));
       }
     }
-    if (guarded_ && !armed_) {
+    if (!armed_) {
       if (Status s = cpu::arm_fault_reporter(guarded_.get()); !s) return s;
       armed_ = true;
     }
@@ -282,7 +288,13 @@ class CpuBackend : public Backend {
       if (launch_index + 1 == launches_.size()) print_terminal_progress(&progress_, 1, 1, "");
     }
     cpu::CurrentLaunchScope scope(p.fault_line.get());
+    if (watchdog_.limit() > 0) {
+      const cpu::CpuDevice* dev = device_.get();
+      watchdog_.start(p.fault_line ? p.fault_line->prefix() + p.fault_line->kernel() : p.launch->name,
+                      [dev] { return dev->running_blocks(); });
+    }
     Status s = device_->launch(p.kernel, p.launch->grid, p.launch->block, p.launch->shared_memory, p.args.data());
+    watchdog_.stop();
     if (!s) return fault("cpu kernel", s.error().message);
     return Fault::none();
   }
@@ -349,6 +361,7 @@ class CpuBackend : public Backend {
   std::ostream& log_;
   DeviceInfo info_;
   std::unique_ptr<cpu::CpuDevice> device_;
+  cpu::KernelWatchdog watchdog_;  ///< after device_: stopped before the device goes
   std::vector<int> module_ids_;
   std::map<DevicePtr, uint64_t> allocations_;
   std::set<std::string> logged_;  ///< kernels whose way of running was logged (KDFLOW_CPU_FIBERS)

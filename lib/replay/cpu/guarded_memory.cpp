@@ -1,6 +1,8 @@
 // guarded_memory.cpp — guard-page allocator, registry and fault reporter (see guarded_memory.h).
 #include "guarded_memory.h"
 
+#include "kernel_safety.h"
+
 #include <signal.h>
 #include <sys/mman.h>
 #include <ucontext.h>
@@ -71,6 +73,14 @@ std::atomic<const GuardedMemory*> g_mem{nullptr};
 std::atomic<const PreparedLaunch*> g_launch{nullptr};
 // initial-exec: reading it in the handler never allocates (no lazy TLS block).
 __attribute__((tls_model("initial-exec"))) thread_local const PreparedLaunch* t_launch = nullptr;
+// Where the calling thread runs kernel code: its stack's lowest usable byte and the block.
+struct Position {
+  uintptr_t stack_low = 0;  // 0: unknown
+  uint32_t block[3] = {0, 0, 0};
+  bool in_block = false;
+};
+__attribute__((tls_model("initial-exec"))) thread_local Position t_position;
+constexpr uintptr_t kOverflowWindow = uintptr_t(1) << 20;  // below a stack: its guard (and Linux's gap)
 
 struct sigaction g_old_segv, g_old_bus;
 std::atomic<bool> g_reporting{false};  // one line per process: the first faulting thread writes it
@@ -241,14 +251,43 @@ class FaultLine {
     return proven ? kGuardKdflowBugExit : kGuardKernelDefectExit;
   }
 
+  static void block(LineBuf& out) {
+    if (!t_position.in_block) return;
+    out.put(" in block (");
+    out.num(t_position.block[0]);
+    out.put(",");
+    out.num(t_position.block[1]);
+    out.put(",");
+    out.num(t_position.block[2]);
+    out.put(")");
+  }
+
+  /// Whether `addr` lies just below the calling thread's stack (its guard page; the JIT
+  /// compiles with stack-clash protection, so a deep frame probes every page on the way).
+  static bool stack_overflow(const void* addr) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(addr), low = t_position.stack_low;
+    return low != 0 && a < low && a >= (low > kOverflowWindow ? low - kOverflowWindow : 0);
+  }
+
   /// A fault during the launch outside every guard page.
   static void wild(LineBuf& out, const PreparedLaunch& p, int sig, const void* addr) {
     out.put(p.prefix_);
     out.put(p.kernel_);
+    if (stack_overflow(addr)) {
+      out.put(" overflowed its stack");
+      block(out);
+      out.put(" (");
+      out.num(kCpuThreadStackBytes / 1024);
+      out.put(
+          " KiB per CUDA thread on the CPU back end): its local variables or calls go deeper than the static check "
+          "bounded");
+      return;
+    }
     out.put(sig == SIGBUS ? " faulted (SIGBUS) at address " : " faulted (SIGSEGV) at address ");
     out.hex(reinterpret_cast<uintptr_t>(addr));
+    block(out);
     out.put(
-        ", outside every replay buffer and its guard pages (a wild pointer in the kernel, a stack overflow, "
+        ", outside every replay buffer and its guard pages (a wild pointer in the kernel, "
         "or a kdflow bug)");
   }
 
@@ -403,7 +442,7 @@ void on_fault(int sig, siginfo_t* info, void* uctx) {
     code = kGuardKdflowBugExit;
   } else if (launch) {
     FaultLine::wild(line, *launch, sig, info->si_addr);
-    code = kWildFaultExit;
+    code = FaultLine::stack_overflow(info->si_addr) ? kStackOverflowExit : kWildFaultExit;
   } else {
     errno = saved_errno;
     chain(sig, info, uctx);
@@ -462,5 +501,14 @@ void disarm_fault_reporter() {
 void set_current_launch(const PreparedLaunch* launch) { g_launch.store(launch, std::memory_order_release); }
 
 void set_thread_launch(const PreparedLaunch* launch) { t_launch = launch; }
+
+void set_thread_stack(const void* lowest) { t_position.stack_low = reinterpret_cast<uintptr_t>(lowest); }
+
+void set_thread_block(uint32_t x, uint32_t y, uint32_t z) {
+  t_position.block[0] = x, t_position.block[1] = y, t_position.block[2] = z;
+  t_position.in_block = true;
+}
+
+void clear_thread_block() { t_position.in_block = false; }
 
 }  // namespace kdflow::cpu

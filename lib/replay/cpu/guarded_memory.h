@@ -43,6 +43,7 @@ namespace kdflow::cpu {
 inline constexpr int kGuardKernelDefectExit = 1;  ///< out of its buffer, static footprint unknown: the kernel's defect
 inline constexpr int kGuardKdflowBugExit = 70;    ///< out of a buffer kdflow proved in bounds: kdflow's bug
 inline constexpr int kWildFaultExit = 70;         ///< a fault during a launch outside every guard page
+inline constexpr int kStackOverflowExit = 65;     ///< a launch overflowed a thread's stack (the kernel is too deep)
 
 /// Byte written into every slack byte between a buffer and its guard page.
 inline constexpr unsigned char kPoisonByte = 0xA5;
@@ -149,6 +150,8 @@ class PreparedLaunch {
  public:
   explicit PreparedLaunch(LaunchContext ctx);
   const LaunchContext& context() const { return ctx_; }
+  const std::string& prefix() const { return prefix_; }  ///< "WHERE: error: "
+  const std::string& kernel() const { return kernel_; }  ///< "kernel K 'NAME' (launch L)"
   /// The line the fault handler writes for an access at `loc` (the same code builds it;
   /// this copy is for a poison hit found after the launch, and for tests). `write` is 1
   /// for a write, 0 a read, -1 unknown. No trailing newline.
@@ -188,6 +191,13 @@ Status prepare_thread_for_faults();
 void set_current_launch(const PreparedLaunch* launch);
 /// The launch the calling thread runs; overrides set_current_launch for this thread.
 void set_thread_launch(const PreparedLaunch* launch);
+
+/// The lowest usable byte of the stack the calling thread runs kernel code on (a fiber's, or
+/// the thread's own), so that a fault just below it is reported as a stack overflow.
+void set_thread_stack(const void* lowest);
+/// The block the calling thread runs (named in a fault's line), until clear_thread_block().
+void set_thread_block(uint32_t x, uint32_t y, uint32_t z);
+void clear_thread_block();
 
 /// RAII: set_current_launch(p) for a scope, nullptr after.
 class CurrentLaunchScope {

@@ -304,6 +304,7 @@ CpuDevice::CpuDevice() : impl_(std::make_unique<Impl>()) {}
 CpuDevice::~CpuDevice() = default;
 
 unsigned CpuDevice::threads() const { return impl_->pool->size(); }
+std::string CpuDevice::running_blocks() const { return impl_->pool->running(); }
 
 Expected<std::unique_ptr<CpuDevice>> CpuDevice::create(const CpuDeviceOptions& options) {
   static std::once_flag once;
@@ -356,7 +357,7 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
     fs->addFile(std::string(kIncludeDir) + "/" + name, 0, llvm::MemoryBuffer::getMemBufferCopy(text, name));
 
   std::vector<std::string> args = {"-triple", d.triple, "-target-cpu", d.cpu, "-x", "c++", "-std=c++17", "-O2",
-                                   "-disable-llvm-passes", "-ffp-contract=off", "-fno-threadsafe-statics",
+                                   "-disable-llvm-passes", "-fstack-clash-protection", "-ffp-contract=off", "-fno-threadsafe-statics",
                                    "-fno-rtti", "-nostdsysteminc", "-nobuiltininc", "-I", kIncludeDir, "-include",
                                    kPreludeName, "-ferror-limit", "1", "-w", "-mrelocation-model", "pic",
                                    "-pic-level", "2", "-fgnuc-version=4.2.1", path};

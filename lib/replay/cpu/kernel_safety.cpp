@@ -12,9 +12,12 @@
 #include <algorithm>
 #include <cctype>
 #include <deque>
+#include <functional>
 #include <map>
 #include <set>
 #include <unordered_set>
+
+#include <fmt/format.h>
 
 // GCC 12 reports a null `this` inside LLVM 15's LazyOffsetPtr once RecursiveASTVisitor's
 // record traversal is inlined (-Wnonnull; a false positive also seen in device_analyzer.cpp).
@@ -247,7 +250,12 @@ struct Finding {
 struct FunctionFacts {
   std::vector<Finding> findings;
   std::vector<const FunctionDecl*> callees;  // definitions in the main file
+  std::vector<SourceLocation> call_sites;    // where each callee is called (first call)
   std::set<std::string> builtins;            // table names it uses
+  uint64_t frame_bytes = 0;                  // its local variables, summed (an upper bound on its frame's data)
+  SourceLocation largest;                    // its largest local variable
+  std::string largest_name;
+  uint64_t largest_bytes = 0;
 };
 
 class Checker {
@@ -312,7 +320,10 @@ class Checker {
         f.findings.push_back({at, "calls host function '" + name + "' (not __device__)"});
         return;
       }
-      f.callees.push_back(def);
+      if (std::find(f.callees.begin(), f.callees.end(), def) == f.callees.end()) {
+        f.callees.push_back(def);
+        f.call_sites.push_back(at);
+      }
       return;
     }
     bool from_stub = false;
@@ -427,6 +438,21 @@ class Checker {
       return true;
     }
     bool VisitVarDecl(VarDecl* vd) {
+      if (vd->hasLocalStorage() && !vd->hasAttr<CUDASharedAttr>() && !isa<ParmVarDecl>(vd)) {
+        QualType t = vd->getType();
+        if (c_.ctx_.getAsVariableArrayType(t)) {
+          add(vd->getLocation(), "declares variable-length array '" + vd->getNameAsString() +
+                                     "' (a stack size decided at run time)");
+        } else if (!t->isDependentType() && !t->isIncompleteType() && !t->isReferenceType()) {
+          uint64_t bytes = static_cast<uint64_t>(c_.ctx_.getTypeSizeInChars(t).getQuantity());
+          f_.frame_bytes += bytes;
+          if (bytes > f_.largest_bytes) {
+            f_.largest_bytes = bytes;
+            f_.largest = vd->getLocation();
+            f_.largest_name = vd->getNameAsString();
+          }
+        }
+      }
       if (vd->isStaticLocal() && !vd->hasAttr<CUDASharedAttr>() && !c_.constant_data(vd))
         add(vd->getLocation(), "declares static local variable '" + vd->getNameAsString() + "'");
       if (vd->getTLSKind() != VarDecl::TLS_None) add(vd->getLocation(), "declares a thread_local variable");
@@ -609,11 +635,68 @@ class EnclosingFunctions : public RecursiveASTVisitor<EnclosingFunctions> {
   std::vector<const FunctionDecl*> fns_;
 };
 
+/// Recursion and stack size, for one kernel: a call chain that returns to a function on it
+/// is refused (TVM emits no recursion, and a recursion the back end cannot bound could
+/// overflow a thread's stack), and so is a kernel whose local variables along its deepest
+/// call chain exceed kCpuMaxLocalBytes (each CUDA thread runs on a stack of
+/// kCpuThreadStackBytes). Both are refusals with ExitCode::DataError: the kernel is valid
+/// CUDA, too large for this back end.
+template <typename ToLoc, typename Refuse>
+void check_stack(Checker& checker, const FunctionDecl* kernel, ToLoc&& to_loc, Refuse&& refuse) {
+  const std::string kname = kernel->getNameAsString();
+  struct Depth {
+    uint64_t bytes = 0;             // locals along the deepest chain from this function
+    const FunctionDecl* holder = nullptr;  // the function holding the chain's largest local
+    uint64_t largest = 0;
+  };
+  std::map<const FunctionDecl*, Depth> memo;
+  std::vector<const FunctionDecl*> path;
+  bool refused = false;
+  std::function<Depth(const FunctionDecl*)> walk = [&](const FunctionDecl* fd) -> Depth {
+    if (auto it = memo.find(fd); it != memo.end()) return it->second;
+    const FunctionFacts& f = checker.facts(fd);
+    path.push_back(fd);
+    Depth best;
+    for (size_t i = 0; i < f.callees.size() && !refused; ++i) {
+      const FunctionDecl* c = f.callees[i];
+      auto on = std::find(path.begin(), path.end(), c);
+      if (on != path.end()) {
+        std::string chain;
+        for (auto p = on; p != path.end(); ++p) chain += (*p)->getNameAsString() + " → ";
+        chain += c->getNameAsString();
+        refuse(to_loc(f.call_sites[i]), kname, fd == kernel ? "" : fd->getQualifiedNameAsString(),
+               "recurses (" + chain + "): the CPU back end runs no recursive device function (TVM emits none, and "
+               "its depth could not be bounded)",
+               ExitCode::DataError);
+        refused = true;
+        break;
+      }
+      Depth d = walk(c);
+      if (d.bytes > best.bytes) best = d;
+    }
+    path.pop_back();
+    Depth mine = best;
+    mine.bytes += f.frame_bytes;
+    if (f.largest_bytes > mine.largest) mine.largest = f.largest_bytes, mine.holder = fd;
+    memo[fd] = mine;
+    return mine;
+  };
+  Depth d = walk(kernel);
+  if (refused || d.bytes <= kCpuMaxLocalBytes || !d.holder) return;
+  const FunctionFacts& h = checker.facts(d.holder);
+  refuse(to_loc(h.largest), kname, d.holder == kernel ? "" : d.holder->getQualifiedNameAsString(),
+         fmt::format("needs {} bytes of local variables per CUDA thread (the largest, '{}', {} bytes), more than the "
+                     "CPU back end's {} KiB ({} KiB stack per thread)",
+                     d.bytes, h.largest_name, h.largest_bytes, kCpuMaxLocalBytes / 1024,
+                     kCpuThreadStackBytes / 1024),
+         ExitCode::DataError);
+}
+
 }  // namespace
 
 Status KernelSafetyReport::status() const {
   if (refusals.empty()) return Status::ok();
-  return Error{refusals.front().line, ExitCode::Unavailable};
+  return Error{refusals.front().line, refusals.front().code};
 }
 
 bool is_cpu_prelude_function(std::string_view name) {
@@ -669,18 +752,29 @@ Expected<KernelSafetyReport> check_kernel_safety(const std::string& source, cons
   for (const FunctionDecl* k : kernels) out.kernels.push_back(k->getNameAsString());
 
   auto line_for = [&](const SourceLoc& l, const std::string& kernel, const std::string& via,
-                      const std::string& construct) {
+                      const std::string& construct, ExitCode code) {
     std::string who = kernel.empty() ? "the module" : "kernel '" + kernel + "'";
     if (!via.empty()) who += " (in '" + via + "', which it calls)";
     std::string msg = who + " cannot run on the CPU: it " + construct;
-    return l.valid() ? source_error(l.file, l.line, l.col, msg, ExitCode::Unavailable).message
-                     : file_error(l.file, msg, ExitCode::Unavailable).message;
+    return l.valid() ? source_error(l.file, l.line, l.col, msg, code).message : file_error(l.file, msg, code).message;
   };
   std::set<std::tuple<std::string, unsigned, unsigned, std::string, std::string>> seen;
+  auto refuse_code = [&](SourceLoc l, const std::string& kernel, const std::string& via, const std::string& construct,
+                         ExitCode code) {
+    if (!seen.insert({kernel, l.line, l.col, via, construct}).second) return;
+    SafetyRefusal r;
+    r.code = code;
+    r.line = line_for(l, kernel, via, construct, code);
+    r.loc = std::move(l);
+    r.kernel = kernel;
+    r.via = via;
+    r.construct = construct;
+    out.refusals.push_back(std::move(r));
+  };
   auto refuse = [&](SourceLoc l, const std::string& kernel, const std::string& via, const std::string& construct) {
     if (!seen.insert({kernel, l.line, l.col, via, construct}).second) return;
     SafetyRefusal r;
-    r.line = line_for(l, kernel, via, construct);
+    r.line = line_for(l, kernel, via, construct, ExitCode::Unavailable);
     r.loc = std::move(l);
     r.kernel = kernel;
     r.via = via;
@@ -743,6 +837,7 @@ Expected<KernelSafetyReport> check_kernel_safety(const std::string& source, cons
       for (const FunctionDecl* c : f.callees)
         if (visited.insert(c).second) work.push_back(c);
     }
+    check_stack(checker, k, to_loc, refuse_code);
   }
   out.builtins_used.assign(used.begin(), used.end());
   return out;

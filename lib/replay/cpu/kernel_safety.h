@@ -15,6 +15,7 @@
 // pointer argument); guarded_memory.h catches the near misses, not arbitrary offsets.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -25,6 +26,12 @@
 
 namespace kdflow::cpu {
 
+/// The stack each CUDA thread runs on in the CPU back end (a fiber's, or the worker's own),
+/// and what a kernel's local variables may take of it along its deepest call chain (the
+/// rest is the compiled code's spills and the runtime's frames).
+inline constexpr uint64_t kCpuThreadStackBytes = 256 * 1024;
+inline constexpr uint64_t kCpuMaxLocalBytes = kCpuThreadStackBytes / 2;
+
 /// One construct that keeps a kernel (or the whole module) off the CPU.
 struct SafetyRefusal {
   SourceLoc loc;          ///< where the construct is (file is the caller's label)
@@ -32,6 +39,9 @@ struct SafetyRefusal {
   std::string via;        ///< the module __device__ function holding it; "" when in the kernel itself
   std::string construct;  ///< what was found, e.g. "calls 'system', which ..."
   std::string line;       ///< the whole one-line diagnostic `file:line:col: error: ...`
+  /// Unavailable (69): a construct the back end will not run; DataError (65): a kernel the
+  /// back end could run but that is too large for it (its locals past the stack, recursion).
+  ExitCode code = ExitCode::Unavailable;
 };
 
 /// What check_kernel_safety found.

@@ -13,6 +13,7 @@
 // block's shared memory are reached through thread_local pointers.
 #include "runtime.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -28,6 +29,7 @@
 #include <fmt/format.h>
 
 #include "guarded_memory.h"
+#include "kernel_safety.h"
 
 // Under AddressSanitizer every switch between the scheduler's stack and a fiber's is announced
 // (__sanitizer_start_switch_fiber before, __sanitizer_finish_switch_fiber after), as Boost's
@@ -48,7 +50,7 @@ namespace kdflow::cpu {
 
 namespace {
 
-constexpr size_t kStackBytes = 256 * 1024;  // per CUDA thread; TVM's locals are small arrays
+constexpr size_t kStackBytes = kCpuThreadStackBytes;  // per CUDA thread (kernel_safety.h bounds the locals)
 constexpr int kMaxSlot = 32;                // bytes one lane may shuffle at once
 
 /// Fiber stacks from mmap with a PROT_NONE guard page below, reused across blocks.
@@ -182,6 +184,21 @@ namespace {
 
 thread_local BlockRunner::Impl* t_runner = nullptr;
 thread_local ThreadContext* t_ctx = nullptr;
+
+/// The lowest usable byte of the calling OS thread's own stack (pthread_getattr_np; for the
+/// main thread, as far as its stack may grow), or nullptr where it cannot be told.
+const void* own_stack_low() {
+  thread_local const void* low = [] {
+    pthread_attr_t a;
+    if (pthread_getattr_np(pthread_self(), &a) != 0) return static_cast<const void*>(nullptr);
+    void* addr = nullptr;
+    size_t size = 0;
+    int rc = pthread_attr_getstack(&a, &addr, &size);
+    pthread_attr_destroy(&a);
+    return rc == 0 ? static_cast<const void*>(addr) : nullptr;
+  }();
+  return low;
+}
 
 /// Stops the running kernel: records why and jumps out of it. `why` is a literal: nothing may
 /// own memory in the frames the jump leaves (their destructors never run; ASan found a
@@ -351,6 +368,11 @@ std::string BlockRunner::run_block(KernelEntry entry, void** args, const LaunchS
   };
   r.trap.clear();
   t_runner = &r;
+  set_thread_block(base.block_idx.x, base.block_idx.y, base.block_idx.z);
+  set_thread_stack(own_stack_low());
+  struct ClearBlock {
+    ~ClearBlock() { clear_thread_block(); }
+  } clear_block;
   if (!shape.fibers) {
     r.in_fibers = false;
     r.contexts.resize(1);
@@ -407,7 +429,9 @@ std::string BlockRunner::run_block(KernelEntry entry, void** args, const LaunchS
       r.current = t;
       t_ctx = &r.contexts[t];
       KDFLOW_FIBER_SWITCH_START(&r.scheduler_fake_stack, f.stack_bottom, f.stack_size);
+      set_thread_stack(f.stack_bottom);
       f.self = std::move(f.self).resume();
+      set_thread_stack(own_stack_low());
       KDFLOW_FIBER_SWITCH_FINISH(r.scheduler_fake_stack, nullptr, nullptr);
       ++resumed;
       if (f.done) --live;
@@ -433,6 +457,8 @@ std::string BlockRunner::run_block(KernelEntry entry, void** args, const LaunchS
 
 WorkerPool::WorkerPool(unsigned threads) {
   if (threads == 0) threads = 1;
+  current_ = std::make_unique<std::atomic<uint64_t>[]>(threads);
+  for (unsigned i = 0; i < threads; ++i) current_[i].store(kIdle);
   for (unsigned i = 0; i < threads; ++i) runners_.push_back(std::make_unique<BlockRunner>());
   for (unsigned i = 1; i < threads; ++i) threads_.emplace_back([this, i] { work(i); });
 }
@@ -451,7 +477,9 @@ void WorkerPool::run_blocks(unsigned worker) {
   for (;;) {
     uint64_t b = next_.fetch_add(1);
     if (b >= blocks_ || failed_.load()) return;
+    current_[worker].store(b);
     std::string why = runner.run_block(entry_, args_, shape_, b);
+    current_[worker].store(kIdle);
     if (!why.empty()) {
       std::lock_guard<std::mutex> lock(mu_);
       if (!failed_.load() || b < fail_block_) {
@@ -490,6 +518,8 @@ std::string WorkerPool::run(KernelEntry entry, void** args, const LaunchShape& s
     args_ = args;
     shape_ = shape;
     blocks_ = static_cast<uint64_t>(shape.grid.x) * shape.grid.y * shape.grid.z;
+    grid_x_.store(shape.grid.x);
+    grid_y_.store(shape.grid.y);
     next_.store(0);
     failed_.store(false);
     fail_text_.clear();
@@ -504,6 +534,17 @@ std::string WorkerPool::run(KernelEntry entry, void** args, const LaunchShape& s
   const uint64_t gx = shape.grid.x, gy = shape.grid.y;
   return fmt::format("block ({},{},{}): {}", fail_block_ % gx, (fail_block_ / gx) % gy, fail_block_ / (gx * gy),
                      fail_text_);
+}
+
+std::string WorkerPool::running() const {
+  const uint64_t gx = std::max<uint32_t>(grid_x_.load(), 1), gy = std::max<uint32_t>(grid_y_.load(), 1);
+  std::string out;
+  for (size_t i = 0; i < runners_.size(); ++i) {
+    uint64_t b = current_[i].load();
+    if (b == kIdle) continue;
+    out += fmt::format("{}block ({},{},{})", out.empty() ? "" : ", ", b % gx, (b / gx) % gy, b / (gx * gy));
+  }
+  return out;
 }
 
 }  // namespace kdflow::cpu

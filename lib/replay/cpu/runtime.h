@@ -75,10 +75,15 @@ class WorkerPool {
   unsigned size() const { return static_cast<unsigned>(runners_.size()); }
   /// Runs every block; the first failure (lowest block index) comes back as text.
   std::string run(KernelEntry entry, void** args, const LaunchShape& shape);
+  /// The blocks the workers run now, "(x,y,z)" each (any thread may ask: atomics only).
+  std::string running() const;
 
  private:
   void work(unsigned index);
   std::vector<std::unique_ptr<BlockRunner>> runners_;
+  std::unique_ptr<std::atomic<uint64_t>[]> current_;  ///< per worker: its block, or kIdle
+  std::atomic<uint32_t> grid_x_{1}, grid_y_{1};
+  static constexpr uint64_t kIdle = ~uint64_t(0);
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::condition_variable wake_, done_;

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <chrono>
 #include <iostream>
 #include <map>
 #include <regex>
@@ -394,4 +396,96 @@ TEST_CASE("replay --backend cpu: resnet18_tuned computes resnet18's reference fr
       CHECK(r.out.find("MISMATCH") != std::string::npos);
     }
   }
+}
+
+namespace {
+
+/// A copy of mlp (with its params) whose device.cu has `edit` applied (a hand-written
+/// one-line change: a labelled unit test of one construct, not TVM output); "" when the
+/// params are only in ../shared/samples and it is absent.
+std::string hostile_mlp(const std::function<std::string(std::string)>& edit) {
+  std::string src = folder("mlp");
+  if (src.empty()) return "";
+  std::string dir = kdflow::test::temp_dir() + "/mlp";
+  fs::create_directories(dir);
+  for (const auto& e : fs::directory_iterator(src)) fs::copy(e.path(), fs::path(dir) / e.path().filename());
+  std::string text = edit(kdflow::test::slurp(dir + "/device.cu"));
+  fs::permissions(dir + "/device.cu", fs::perms::owner_write, fs::perm_options::add);
+  std::ofstream(dir + "/device.cu", std::ios::binary | std::ios::trunc) << text;
+  return dir;
+}
+
+/// Replays `dir` on the CPU from an empty working folder; the folder must stay empty.
+kdflow::test::RunResult replay_hostile(const std::string& dir, const std::vector<std::string>& extra = {}) {
+  std::string cwd = kdflow::test::temp_dir() + "/cwd";
+  fs::create_directories(cwd);
+  std::vector<std::string> args = {"replay", dir, "--backend", "cpu", "--warmup", "0", "--repeat", "1", "-q"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto r = kdflow::test::run_kdflow_in(cwd, args);
+  CHECK(fs::is_empty(cwd));
+  return r;
+}
+
+const char* kFirstKernel = "extern \"C\" __global__ void __launch_bounds__(64) tvmgen_default_fused_nn_dense_add_nn_relu_2_kernel";
+
+}  // namespace
+
+TEST_CASE("replay --backend cpu refuses a kernel whose locals pass the stack, before anything runs", "[cpu-replay]") {
+  std::string dir = hostile_mlp([](std::string s) {
+    size_t at = s.find("  float T_matmul_NT_rf[1];\n");
+    REQUIRE(at != std::string::npos);
+    return s.replace(at, 27, "  float T_matmul_NT_rf[1 << 26];\n");
+  });
+  if (dir.empty()) {
+    WARN("skipped: mlp's params.bin is only in ../shared/samples");
+    return;
+  }
+  auto r = replay_hostile(dir);
+  INFO(r.err);
+  CHECK(r.exit_code == 65);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(r.err.find("device.cu:35:9: error: kernel 'tvmgen_default_fused_nn_dense_add_nn_relu_2_kernel' cannot run "
+                   "on the CPU: it needs 268435484 bytes of local variables per CUDA thread") != std::string::npos);
+  CHECK(r.out.find("output_0.npy") == std::string::npos);
+}
+
+TEST_CASE("replay --backend cpu refuses a recursive device function, before anything runs", "[cpu-replay]") {
+  std::string dir = hostile_mlp([](std::string s) {
+    size_t at = s.find(kFirstKernel);
+    REQUIRE(at != std::string::npos);
+    s.insert(at, "__device__ float kd_rec(float x) { return kd_rec(x + 1.0f) * 0.5f; }\n");
+    at = s.find("  T_matmul_NT_rf[0] = 0.000000e+00f;\n");
+    return s.replace(at, 37, "  T_matmul_NT_rf[0] = kd_rec(0.0f);\n");
+  });
+  if (dir.empty()) {
+    WARN("skipped: mlp's params.bin is only in ../shared/samples");
+    return;
+  }
+  auto r = replay_hostile(dir);
+  INFO(r.err);
+  CHECK(r.exit_code == 65);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(r.err.find("(in 'kd_rec', which it calls) cannot run on the CPU: it recurses (kd_rec → kd_rec)") !=
+        std::string::npos);
+}
+
+TEST_CASE("replay --backend cpu stops a kernel that spins at --time-limit, naming it and its block", "[cpu-replay]") {
+  std::string dir = hostile_mlp([](std::string s) {
+    size_t at = s.find("  T_matmul_NT_rf[0] = 0.000000e+00f;\n");
+    REQUIRE(at != std::string::npos);
+    return s.insert(at, "  volatile int spin = (blockIdx.x == 3); while (spin) {}\n");
+  });
+  if (dir.empty()) {
+    WARN("skipped: mlp's params.bin is only in ../shared/samples");
+    return;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = replay_hostile(dir, {"--time-limit", "2"});
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.err);
+  CHECK(r.exit_code == 65);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(r.err.find(": error: kernel 2 'tvmgen_default_fused_nn_dense_add_nn_relu_2_kernel' (launch 2) did not finish "
+                   "within 2 s (--time-limit); still running: block (3,0,0)") != std::string::npos);
+  CHECK(took < 60);  // stopped at the limit, not at the default
 }

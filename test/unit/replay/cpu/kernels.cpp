@@ -278,3 +278,72 @@ extern "C" __global__ void gather(float* __restrict__ out, const float* __restri
   CHECK(bad_err.find("a defect of the kernel") != std::string::npos);
   CHECK(std::count(bad_err.begin(), bad_err.end(), '\n') == 1);
 }
+
+namespace {
+
+/// Runs `src`'s kernel `name` (grid 4 × block 64, one float* argument) in a forked child
+/// with the fault reporter armed and no guarded buffers (as `replay --backend cpu` without
+/// --guard); returns (exit status or −signal, stderr).
+std::pair<int, std::string> run_unchecked(const char* src, const char* name, unsigned workers) {
+  kdflow::test::Child c = kdflow::test::run_child([&] {
+    auto d = CpuDevice::create({workers});
+    if (!d) _exit(98);
+    // compile_module alone skips the safety check (kernel_safety.h) that refuses these
+    // kernels before a replay runs them: this is the runtime's own line of defence.
+    auto m = (*d)->compile_module(src, "hand.cu");
+    if (!m) _exit(97);
+    auto k = (*d)->kernel(*m, name);
+    if (!k) _exit(96);
+    std::vector<float> out(4 * 64, 0.0f);
+    kdflow::cpu::LaunchContext ctx;
+    ctx.where = "hand.json";
+    ctx.kernel = name;
+    kdflow::cpu::PreparedLaunch launch(std::move(ctx));
+    if (!kdflow::cpu::arm_fault_reporter(nullptr)) _exit(94);
+    kdflow::cpu::set_current_launch(&launch);
+    float* p = out.data();
+    void* args[] = {&p};
+    if (!(*d)->launch(*k, {4, 1, 1}, {64, 1, 1}, 0, args)) _exit(93);
+    _exit(0);
+  });
+  return {c.signal ? -c.signal : c.exit_code, c.err};
+}
+
+}  // namespace
+
+TEST_CASE("a recursion past a fiber's stack is one line naming the kernel and the block, exit 65", "[cpu]") {
+  // Hand-written: unbounded recursion in a kernel that synchronises (one fiber per thread,
+  // 256 KiB stacks with a guard page below each).
+  const char* src = R"(
+__device__ float deeper(float x, int n) { volatile float pad[64]; pad[n & 63] = x; return deeper(pad[(n + 1) & 63] + x, n + 1) * 0.5f; }
+extern "C" __global__ void recurse(float* out) {
+  __shared__ float s[64];
+  s[threadIdx.x] = 1.0f;
+  __syncthreads();
+  out[blockIdx.x * 64 + threadIdx.x] = blockIdx.x == 1 && threadIdx.x == 7 ? deeper(s[0], 0) : s[threadIdx.x];
+})";
+  auto [code, err] = run_unchecked(src, "recurse", 1);
+  INFO(err);
+  CHECK(code == 65);
+  CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+  CHECK(err.find("hand.json: error: kernel 0 'recurse' (launch 0) overflowed its stack in block (1,0,0) (256 KiB per "
+                 "CUDA thread on the CPU back end)") == 0);
+}
+
+TEST_CASE("a local array past a worker's own stack is one line naming the kernel and the block, exit 65", "[cpu]") {
+  // Hand-written: 64 MiB of locals in a kernel without barriers (its blocks run as loops on
+  // the workers' own stacks; the JIT probes every page, so the guard is hit, not skipped).
+  const char* src = R"(
+extern "C" __global__ void huge(float* out) {
+  volatile float big[1 << 24];
+  big[threadIdx.x * 4096] = 1.0f;
+  out[blockIdx.x * 64 + threadIdx.x] = big[threadIdx.x * 4096];
+})";
+  for (unsigned workers : {1u, 2u}) {
+    auto [code, err] = run_unchecked(src, "huge", workers);
+    INFO(workers << " workers: " << err);
+    CHECK(code == 65);
+    CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+    CHECK(err.find("hand.json: error: kernel 0 'huge' (launch 0) overflowed its stack in block (") == 0);
+  }
+}
