@@ -1,0 +1,233 @@
+// engine_device.cpp — the device's lifecycle for the engine (engine_internal.h): modules, prepare,
+// the memory check, allocation, binding, uploads and downloads, waits against the time limit.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "engine_internal.h"
+#include "kdflow/analysis/launch_graph.h"
+#include "kdflow/support/io.h"
+
+namespace kdflow::engine_detail {
+
+/// Waits for marker `m` by polling, at most the time limit for this wait. On a timeout,
+/// `hung_what` names what is being waited on; the back end is then abandoned.
+Status Engine::wait(size_t m, const std::function<Error()>& hung_what, Fault* result) {
+  *result = Fault::none();
+  auto start = std::chrono::steady_clock::now();
+  for (int spins = 0;; ++spins) {
+    Fault f;
+    Poll p = b_.poll(m, &f);
+    if (p == Poll::Done) return Status::ok();
+    if (p == Poll::Failed) {
+      *result = f;
+      return Status::ok();
+    }
+    if (opt_.time_limit_s > 0 &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > opt_.time_limit_s) {
+      abandon();
+      return hung_what();
+    }
+    if (spins > 100) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+Error Engine::hung_kernel(size_t i) const {
+  const PlanLaunch& l = plan_.launches[i];
+  return json_error(label(), fmt::format("/kernels/{}", l.kernel),
+                    fmt::format("kernel {} ({}) did not finish within {:g} s (--time-limit); it may be hung "
+                                "(wrong scalars?); nothing was written",
+                                l.kernel, l.name, opt_.time_limit_s),
+                    ExitCode::DataError);
+}
+
+Error Engine::hung_step(const Step& s) const {
+  if (!s.call) return hung_kernel(s.index);
+  const PlanLibraryCall& p = plan_.library_calls[s.index];
+  return json_error(label(), fmt::format("/library_calls/{}", p.call),
+                    fmt::format("library call {} ({} of node {}) did not finish within {:g} s (--time-limit); it "
+                                "may be hung; nothing was written",
+                                p.call, p.name, p.node, opt_.time_limit_s),
+                    ExitCode::DataError);
+}
+
+/// Uploads and memsets may land after they return (the NULL stream, for CUDA): let them
+/// land before anything is launched.
+Status Engine::settle() {
+  if (Fault f = b_.synchronize(); !f.ok()) return fail(f, " (after the uploads)");
+  return Status::ok();
+}
+
+/// The module files, grouped into device modules: files named alike but for the extension
+/// (device.cubin, device.ptx) are one module's alternatives; files named otherwise
+/// (device_0.cubin, device_1.cubin: a Relax build) are separate modules, all loaded.
+Status Engine::load_modules() {
+  std::vector<std::string> stems;
+  std::vector<ModuleAlternatives> groups;
+  std::vector<ModuleFormat> accepted = b_.module_formats();
+  for (const std::string& path : opt_.modules) {
+    Expected<std::string> bytes = read_file(path);
+    if (!bytes) return bytes.error();
+    ModuleFormat f = detect_module_format(*bytes);
+    if (std::find(accepted.begin(), accepted.end(), f) == accepted.end()) {
+      if (std::find(accepted.begin(), accepted.end(), ModuleFormat::CudaSource) != accepted.end())
+        return file_error(path, fmt::format("not CUDA source (the {} back end compiles device.cu)", b_.name()));
+      return file_error(path, "not a cubin (ELF), fatbin or PTX file");
+    }
+    std::string stem = std::filesystem::path(path).replace_extension().string();
+    size_t g = std::find(stems.begin(), stems.end(), stem) - stems.begin();
+    if (g == stems.size()) {
+      stems.push_back(stem);
+      groups.emplace_back();
+    }
+    groups[g].files.push_back({path, bytes.take(), f});
+  }
+  if (groups.empty())
+    return file_error(label(), "no device module: pass --module FILE (a cubin, fatbin or PTX)", ExitCode::NoInput);
+  return b_.load_modules(groups, &rep_.module, &rep_.module_format);
+}
+
+/// Every kernel that will run resolved in the modules and checked against the device.
+Status Engine::prepare() {
+  std::vector<KernelLaunch> ls;
+  for (size_t i = 0; i < plan_.launches.size(); ++i) {
+    if (opt_.kernel >= 0 && plan_.launches[i].kernel != opt_.kernel) continue;
+    KernelLaunch k;
+    k.index = i;
+    k.launch = &plan_.launches[i];
+    ls.push_back(std::move(k));
+  }
+  std::vector<LibraryCallArgs> calls;
+  for (size_t c = 0; c < plan_.library_calls.size(); ++c) {
+    LibraryCallArgs a;
+    a.index = c;
+    a.call = &plan_.library_calls[c];
+    calls.push_back(a);
+  }
+  return b_.prepare(ls, calls);
+}
+
+/// Hostile flows stop before allocation: the allocations must fit the memory the back end
+/// has (the device's total memory; the host's available memory on the CPU).
+Status Engine::check_memory() {
+  uint64_t have = b_.info().memory_bytes;
+  if (have == 0) return Status::ok();
+  uint64_t guard = opt_.guard ? opt_.guard_bytes : 0, total = 0;
+  for (const PlanAllocation& a : plan_.allocations) {
+    uint64_t bytes = (a.bytes ? a.bytes : 4) + guard;
+    if (bytes > have || !checked_add(total, bytes, &total) || total > have) {
+      int buffer = a.buffers.empty() ? 0 : a.buffers[0];
+      return json_error(label(), fmt::format("/buffers/{}/bytes", buffer),
+                        bytes > have
+                            ? fmt::format("allocation {} (buffer {} '{}') needs {} bytes; the {} back end has {} "
+                                          "bytes ({}); nothing was allocated",
+                                          a.id, buffer, df_.buffers[buffer].name, bytes, b_.name(), have,
+                                          b_.info().name)
+                            : fmt::format("the model's allocations need more than the {} bytes the {} back end has "
+                                          "({}), passed at allocation {} (buffer {} '{}'); nothing was allocated",
+                                          have, b_.name(), b_.info().name, a.id, buffer, df_.buffers[buffer].name),
+                        ExitCode::DataError);
+    }
+  }
+  return Status::ok();
+}
+
+Status Engine::allocate() {
+  bases_.assign(plan_.allocations.size(), 0);
+  uint64_t guard = opt_.guard ? opt_.guard_bytes : 0;
+  std::set<int> touched;  // --nodes allocates only what the slice touches
+  if (opt_.slice_first >= 0)
+    for (const PlanLaunch& l : plan_.launches)
+      if (l.kernel >= opt_.slice_first && l.kernel <= opt_.slice_last)
+        for (const PlanArg& a : l.args)
+          if (a.kind == PlanArg::Kind::Pointer) touched.insert(a.allocation);
+  for (const PlanAllocation& a : plan_.allocations) {
+    if (opt_.slice_first >= 0 && !touched.count(a.id)) continue;
+    uint64_t bytes = a.bytes ? a.bytes : 4;
+    DevicePtr p = 0;
+    if (Fault f = b_.alloc(bytes + guard, &p); !f.ok())
+      return json_error(label(), fmt::format("/buffers/{}", a.buffers.empty() ? 0 : a.buffers[0]),
+                        fmt::format("{} of {} bytes for allocation {} failed: {}", f.api, bytes + guard, a.id,
+                                    f.text),
+                        ExitCode::Software);
+    bases_[a.id] = p;
+    if (guard) {
+      if (Fault f = b_.memset(p + a.bytes, kGuardByte, guard); !f.ok()) return fail(f, " (redzone)");
+    }
+  }
+  return Status::ok();
+}
+
+/// Arguments resolved against the allocations, handed to the back end with the library calls.
+Status Engine::bind() {
+  std::vector<uint64_t> bases(bases_.begin(), bases_.end());
+  std::vector<KernelLaunch> ls;
+  for (size_t i = 0; i < plan_.launches.size(); ++i) {
+    if (opt_.kernel >= 0 && plan_.launches[i].kernel != opt_.kernel) continue;
+    const PlanLaunch& l = plan_.launches[i];
+    KernelLaunch k;
+    k.index = i;
+    k.launch = &l;
+    for (const PlanArg& a : l.args)
+      k.pointers.push_back(a.kind == PlanArg::Kind::Pointer && a.allocation >= 0 ? bases_[a.allocation] + a.offset
+                                                                                 : 0);
+    k.packed = pack_arguments(l, bases);
+    ls.push_back(std::move(k));
+  }
+  std::vector<LibraryCallArgs> calls;
+  for (size_t c = 0; c < plan_.library_calls.size(); ++c) {
+    const PlanLibraryCall& p = plan_.library_calls[c];
+    LibraryCallArgs a;
+    a.index = c;
+    a.call = &p;
+    auto dev = [&](const PlanOperand& o) { return o.allocation >= 0 ? bases_[o.allocation] + o.offset : 0; };
+    a.a = dev(p.a);
+    a.b = dev(p.b);
+    a.c = dev(p.c);
+    calls.push_back(a);
+  }
+  if (!calls.empty()) {
+    if (!b_.caps().library_calls)
+      return file_error(label(), fmt::format("the {} back end cannot run library call {} ('{}')", b_.name(),
+                                             plan_.library_calls[0].call, plan_.library_calls[0].name),
+                        ExitCode::Unavailable);
+    rep_.cublas = b_.info().library_calls;
+  }
+  if (Status s = b_.bind(ls, calls); !s) return s;
+  // The sequence of one run: library calls before the first kernel, then each kernel and
+  // the calls that follow it.
+  std::vector<std::vector<size_t>> after(df_.kernels.size() + 1);
+  for (size_t c = 0; c < plan_.library_calls.size(); ++c)
+    after[static_cast<size_t>(plan_.library_calls[c].after_kernel + 1)].push_back(c);
+  for (size_t c : after[0]) seq_.push_back({true, c});
+  for (size_t i = 0; i < plan_.launches.size(); ++i) {
+    seq_.push_back({false, i});
+    for (size_t c : after[static_cast<size_t>(plan_.launches[i].kernel + 1)]) seq_.push_back({true, c});
+  }
+  return Status::ok();
+}
+
+Status Engine::upload(const PlanUpload& u) {
+  if (Fault f = b_.upload(bases_[u.allocation], u.data.data(), u.data.size()); !f.ok())
+    return fail(f, fmt::format(" of {} ({} bytes)", u.source, u.data.size()));
+  return Status::ok();
+}
+
+Status Engine::download(DevicePtr src, uint64_t bytes, std::string* out) {
+  out->assign(bytes, '\0');
+  if (bytes == 0) return Status::ok();
+  if (Fault f = b_.download(out->data(), src, bytes); !f.ok()) return fail(f, fmt::format(" ({} bytes)", bytes));
+  return Status::ok();
+}
+
+}  // namespace kdflow::engine_detail
