@@ -205,6 +205,7 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   opt.device = cmd.device;
   opt.dry_run = cmd.dry_run;
   opt.guard = cmd.guard;
+  opt.cpu_threads = cmd.jobs;
   opt.dump_dir = cmd.dump_dir;
   opt.kernel = cmd.kernel;
   opt.rtol = cmd.rtol;

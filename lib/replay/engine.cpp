@@ -93,6 +93,7 @@ Expected<std::unique_ptr<Backend>> make_backend(const ReplayOptions& opt, const 
   bo.library_calls = !plan.library_calls.empty();
   bo.label = plan.label;
   bo.guard = opt.guard;
+  bo.threads = opt.cpu_threads;
   bo.launch_time_limit_s = opt.time_limit_s;
   if (opt.backend == ReplayBackend::Cpu) return make_cpu_backend(bo, log);
   return make_cuda_backend(bo, log);

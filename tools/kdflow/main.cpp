@@ -165,6 +165,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   replay->add_option("--warmup", rp.warmup, "Warm-up runs")->capture_default_str();
   replay->add_option("--repeat", rp.repeat, "Timed runs")->capture_default_str();
+  replay->add_option("--jobs,-j", rp.jobs,
+                     "--backend cpu: threads that run a launch's blocks (the results are the same for any value) "
+                     "[default: the cores]")
+      ->check(CLI::Range(1, 1024));
   replay->add_option("--gpu", rp.device, "CUDA device ordinal")->capture_default_str();
   replay->add_flag("--dry-run", rp.dry_run, "Print and check the plan; do not touch the driver");
   replay->add_flag("--guard", rp.guard, "Redzones after each allocation; report the first kernel writing past its buffer");

@@ -177,6 +177,7 @@ struct ReplayOptions {
   int device = 0;                    ///< CUDA device ordinal
   bool dry_run = false;              ///< plan and validate only; no driver needed
   bool guard = false;                ///< redzones after each allocation, checked after each kernel (eager)
+  int cpu_threads = 0;               ///< CPU back end: OS threads running blocks (0: the hardware's concurrency)
   uint64_t guard_bytes = 256;
   std::string dump_dir;              ///< eager: after each kernel, its written buffers as .npy
   int kernel = -1;                   ///< >= 0: run this kernel alone, its buffers restored from dump_dir
@@ -377,6 +378,7 @@ struct ReplayCommand {
   int device = 0;                    ///< --gpu N (CUDA device ordinal; --device names device.cu, as for extract)
   bool dry_run = false;              ///< --dry-run: print the plan, run nothing
   bool guard = false;                ///< --guard
+  int jobs = 0;                      ///< --jobs N: the CPU back end's worker threads (0: the cores)
   std::string dump_dir;              ///< --dump-dir DIR
   int kernel = -1;                   ///< --kernel ID (needs --dump-dir from an earlier full run)
   std::string nodes;                 ///< --nodes FROM..TO: graph node ids (n12) or function/node names

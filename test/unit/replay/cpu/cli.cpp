@@ -489,3 +489,28 @@ TEST_CASE("replay --backend cpu stops a kernel that spins at --time-limit, namin
                    "within 2 s (--time-limit); still running: block (3,0,0)") != std::string::npos);
   CHECK(took < 60);  // stopped at the limit, not at the default
 }
+
+TEST_CASE("replay --backend cpu --jobs: one thread and three give the same bytes", "[cpu-replay]") {
+  std::string dir = folder("sort_scan");
+  if (dir.empty()) {
+    WARN("skipped: sort_scan's params are only in ../shared/samples");
+    return;
+  }
+  std::map<std::string, std::string> first;
+  for (const char* jobs : {"1", "3"}) {
+    std::string out = kdflow::test::temp_dir() + "/out" + jobs;
+    auto r = run_kdflow({"replay", dir, "--backend", "cpu", "--jobs", jobs, "--warmup", "0", "--repeat", "1", "-q",
+                         "--output-dir", out});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    for (int i = 0; i < 3; ++i) {
+      std::string name = fmt::format("output_{}.npy", i);
+      std::string bytes = kdflow::test::slurp(out + "/" + name);
+      REQUIRE(!bytes.empty());
+      if (first.count(name)) CHECK(first[name] == bytes);
+      else first[name] = bytes;
+    }
+  }
+  auto bad = run_kdflow({"replay", dir, "--backend", "cpu", "--jobs", "0"});
+  CHECK(bad.exit_code == 64);
+}
