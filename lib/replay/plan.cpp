@@ -270,6 +270,14 @@ class Planner {
   Status library_call(const LibraryCall& c, size_t i) {
     const std::string cp = ptr("library_calls", i);
     const bool matmul = c.name == "tvm.contrib.cublas.matmul", batched = c.name == "tvm.contrib.cublas.batch_matmul";
+    if (c.name.rfind("vm.builtin.attention_kv_cache_", 0) == 0)
+      return err(cp, fmt::format("replay cannot run library call '{}' of node {} (layer {}): TVM's KV cache does this "
+                                 "attention inside its runtime, with state from earlier steps; replaying LLM sessions "
+                                 "is not implemented yet",
+                                 c.name, c.node, !c.args.empty() && c.args[0].kind == Arg::Kind::Int
+                                                     ? std::to_string(c.args[0].int_value)
+                                                     : std::string("?")),
+                 ExitCode::Unavailable);
     if (!matmul && !batched)
       return err(cp, fmt::format("replay cannot run library call '{}' of node {}: only tvm.contrib.cublas.matmul and "
                                  "tvm.contrib.cublas.batch_matmul are replayed",

@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, List
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -168,7 +168,41 @@ def models(tvm: Any) -> Dict[str, Callable[[str], None]]:
         "block": build("block", Block(), {"x": nn.spec.Tensor((1, "n", 32), "float32")},
                        inputs={"x": rng.standard_normal((1, 8, 32)).astype("float32")}),
         "onnx": onnx_model,
+        "llm": lambda out: llm_model_build(tvm, out),
     }
+
+
+def vm_calls(text: str) -> Dict[str, List[str]]:
+    """Per VM function, the callees of its `call` instructions in order, from TVM's own text
+    of the executable (VMExecutable.as_text): what kdflow's decoding must reproduce."""
+    out: Dict[str, List[str]] = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith("@") and line.rstrip().endswith(":"):
+            current = line[1:].rstrip()[:-1]
+            out[current] = []
+        elif current and line.strip().startswith("call"):
+            out[current].append(line.split()[1])
+        elif not line.strip():
+            current = None
+    return out
+
+
+def llm_model_build(tvm: Any, out: str) -> None:
+    """A small language model with TVM's paged KV cache (llm_model.py), exported, and beside it
+    vm_calls.json: each VM function's calls as TVM prints them."""
+    import json
+    sys.path.insert(0, HERE)
+    import llm_model
+    target = tvm.target.Target({"kind": "cuda", "arch": "sm_90"}, host={"kind": "c"})
+    with target:
+        mod, params = llm_model.decoder_lm(tvm)
+        ex = tvm.compile(mod, target)
+    kdflow_tvm.export(ex, out, params=params, arch="sm_90", quiet=True)
+    from tvm import relax
+    vmex = ex if hasattr(ex, "as_text") else relax.VMExecutable(ex.mod)
+    with open(os.path.join(out, "vm_calls.json"), "w") as f:
+        json.dump(vm_calls(vmex.as_text()), f, indent=1)
 
 
 def onnx_model(out: str) -> None:

@@ -125,6 +125,41 @@ def check_model(kdflow: str, d: str, shared: Optional[str], tmp: str) -> None:
            f"({(m.group(0) if m else r.stdout.strip()[-300:] + r.stderr.strip())})")
 
 
+def check_llm(kdflow: str, d: str, tmp: str) -> None:
+    """A language model with TVM's paged KV cache: embed, prefill and decode extract; the flow's
+    calls, in order, are those of TVM's own text of each VM function (vm_calls.json: host
+    functions, and the KV cache's attention as a runtime call; host-only shape functions
+    aside); show and costs work; replay refuses the KV cache's attention in one line."""
+    name = os.path.basename(d)
+    expected = json.load(open(os.path.join(d, "vm_calls.json")))
+    shapes = {"embed": ["--input-shape", "ids=7"], "prefill": ["--input-shape", "x=1x7x64"], "decode": []}
+    for fn, extra in shapes.items():
+        flow = os.path.join(tmp, f"{name}_{fn}.json")
+        r = run([kdflow, "extract", d, "-q", "--function", fn, *extra, "-o", flow])
+        expect(r.returncode == 0, f"{name}: extract --function {fn} ({r.stderr.strip()})")
+        if r.returncode != 0:
+            continue
+        df = json.load(open(flow))
+        got = [n["function"] for n in df["nodes"] if n["op"] == "tvm_op" and n["function"] != "__nop"]
+        want = [c for c in expected[fn] if not c.startswith("vm.builtin.") or "attention_kv_cache" in c]
+        want = [c for c in want if not c.startswith("shape_func") and c != "compute_symbolic_expr"]
+        expect(got == want and len(got) > 0,
+               f"{name} {fn}: {len(got)} calls in TVM's order, {got.count('vm.builtin.attention_kv_cache_attention_with_fused_qkv')} of them the KV cache's attention (TVM: {want if got != want else 'same'})")
+        kernels = sum(len(n["kernels"]) for n in df["nodes"])
+        expect(kernels > 0 and len(df["library_calls"]) == got.count("vm.builtin.attention_kv_cache_attention_with_fused_qkv"),
+               f"{name} {fn}: {kernels} kernels, {len(df['library_calls'])} runtime calls")
+        for cmd in ("show", "costs"):
+            r = run([kdflow, cmd, flow])
+            expect(r.returncode == 0 and r.stdout.strip() != "", f"{name} {fn}: {cmd} ({r.stderr.strip()})")
+    embed = np.zeros((1, 1, 64), dtype="float32")
+    np.save(os.path.join(tmp, "x.npy"), embed)
+    r = run([kdflow, "replay", d, "--function", "decode", "--backend", "cpu", "-q", "--input",
+             "x=" + os.path.join(tmp, "x.npy")])
+    expect(r.returncode == 69 and "TVM's KV cache does this attention inside its runtime" in r.stderr and
+           r.stderr.count("\n") == 1, f"{name}: replay refuses the KV cache's attention in one line, exit 69 "
+           f"({r.returncode}: {r.stderr.strip()})")
+
+
 def check_swap(kdflow: str, d: str, tmp: str) -> None:
     """Two read arguments of one kernel, distinct buffers of the same size, swapped in the flow."""
     name = os.path.basename(d)
@@ -189,6 +224,9 @@ def main() -> int:
     try:
         names = sorted(n for n in os.listdir(models) if os.path.isdir(os.path.join(models, n)))
         for n in names:
+            if n == "llm":
+                check_llm(kdflow, os.path.join(models, n), tmp)
+                continue
             check_model(kdflow, os.path.join(models, n), shared, tmp)
         check_swap(kdflow, os.path.join(models, "two_branch"), tmp)
         check_params_beside(kdflow, os.path.join(models, "mlp"), tmp)

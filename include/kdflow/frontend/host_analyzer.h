@@ -14,6 +14,13 @@
 
 namespace kdflow {
 
+/// A scalar a host function returned (HostProgram::run_scalar_function).
+struct HostScalar {
+  bool is_float = false;
+  int64_t i = 0;
+  double f = 0;
+};
+
 /// Bounds so hostile input cannot hang or exhaust the interpreter.
 struct InterpreterLimits {
   uint64_t max_steps = 50'000'000;       ///< expressions + statements evaluated per function call
@@ -59,6 +66,10 @@ class HostProgram {
   /// returns the heap after the call. Slots not `known` are unset (reading one is an error).
   Expected<std::vector<int64_t>> run_shape_function(const std::string& function, const std::vector<int64_t>& heap,
                                                     const std::vector<bool>& known) const;
+
+  /// Interprets a tvm-ffi host function that takes no argument and returns a scalar (Relax's
+  /// compute_symbolic_expr: an attention scale computed from shapes): its result.
+  Expected<HostScalar> run_scalar_function(const std::string& function) const;
 
   /// Interprets a compiled-mode Relax VM function `function(ctx, r, c, f)`: VM values are
   /// opaque; TVMBackendAnyListSetPackedArg / ResetItem / MoveFromPackedReturn move them between

@@ -14,6 +14,7 @@
 
 #include "kdflow/support/diag.h"
 #include "kdflow/formats/graph_json.h"
+#include "kdflow/formats/params.h"
 #include "kdflow/formats/vm_exec.h"
 
 namespace kdflow {
@@ -24,6 +25,7 @@ struct RelaxProgram {
   Graph graph;                     ///< synthesized; storage ids: alloc_storage k → k, then inputs, then constants
   std::vector<int> input_index;    ///< per graph node: the VM parameter it is, or -1
   std::vector<int> constant_index; ///< per graph node: the constant-pool index it is, or -1
+  std::vector<int> packed_index;   ///< per graph node: its position in the packed params (RelaxVmEnv::packed), or -1
   std::vector<uint64_t> call_instr;  ///< per graph node: the instruction that called it (-1 for arg nodes)
   int64_t num_storages = 0;        ///< vm.builtin.alloc_storage calls executed
   std::vector<uint64_t> storage_bytes;  ///< per storage id < num_storages: the bytes allocated
@@ -39,6 +41,9 @@ struct RelaxVmLimits {
 
 /// Symbolic shapes: what the VM program cannot know by itself.
 struct RelaxVmEnv {
+  /// The packed params (an nn.Module build's `param_mode="packed"`: one VM parameter that is a
+  /// tuple of tensors), in the tuple's order: the params file beside the build. Null: none.
+  const ParamsFile* packed = nullptr;
   /// Shapes of the VM function's parameters (by index) whose match_shape stores a dimension
   /// into the shape heap (a symbolic dimension such as `n`): from the input files or
   /// `--input-shape`. Parameters with static shapes need none.
@@ -48,6 +53,9 @@ struct RelaxVmEnv {
   std::function<Expected<std::vector<int64_t>>(const std::string& function, const std::vector<int64_t>& heap,
                                                const std::vector<bool>& known)>
       shape_function;
+  /// Runs a host function that takes no argument and returns a scalar (compute_symbolic_expr):
+  /// false when it cannot; `*is_float` tells which of `*i`, `*f` holds the value.
+  std::function<Status(const std::string& function, bool* is_float, int64_t* i, double* f)> scalar_function;
 };
 
 /// Runs `function` of `ex`. Errors name the executable, the instruction index and the

@@ -141,6 +141,14 @@ class Interpreter {
 
   void run(const FunctionDecl* fn, const std::vector<TensorArg>& tensors);
   /// After run() with a host tensor argument: its int64 elements (an unset one is an error).
+  /// What a tvm-ffi function stored in its result (TVMFFIAny): (type index, value); type 1
+  /// int, 2 bool, 3 float. Only after run() of a tvm-ffi function.
+  std::pair<int64_t, Value> ffi_result(SourceLocation loc) {
+    if (result_obj_ < 0) fail(loc, "the function has no tvm-ffi result");
+    int64_t type = load(Ptr{Ptr::Base::Object, result_obj_, 0}, ctx_.IntTy, loc).i;
+    QualType t = type == 3 ? ctx_.DoubleTy : ctx_.LongLongTy;
+    return {type, load(Ptr{Ptr::Base::Object, result_obj_, 8}, t, loc)};
+  }
   std::vector<int64_t> host_tensor_values(size_t n, SourceLocation loc) {
     std::vector<int64_t> out;
     for (size_t i = 0; i < n; ++i)
@@ -151,6 +159,8 @@ class Interpreter {
   void run_vm(const FunctionDecl* fn, std::vector<VmHostCall>* calls);
 
  private:
+  int64_t result_obj_ = -1;  ///< the tvm-ffi result of the function run() called
+
   // --- memory
   int64_t new_object(int64_t size, std::string what, ObjRole role = ObjRole::Plain) {
     if (objects_.size() >= prog_.limits.max_memory_cells) fail(cur_loc_, "too many objects (limit reached)");
@@ -1706,6 +1716,7 @@ void Interpreter::run(const FunctionDecl* fn, const std::vector<TensorArg>& tens
   std::vector<Value> args;
   if (ffi_) {
     int64_t result_obj = new_object(16, "result");
+    result_obj_ = result_obj;
     args = {Value::of_ptr(Ptr{}), Value::of_ptr(Ptr{Ptr::Base::Object, args_obj, 0}), Value::of_int(n_args),
             Value::of_ptr(Ptr{Ptr::Base::Object, result_obj, 0})};
   } else {
@@ -1841,6 +1852,39 @@ Expected<std::vector<int64_t>> HostProgram::run_shape_function(const std::string
     if (!trace.calls.empty())
       throw Failure{it->second->getLocation(), "a shape function makes a packed call (" + trace.calls.front().name + ")"};
     return interp.host_tensor_values(heap.size(), it->second->getLocation());
+  } catch (const Failure& f) {
+    SourceLoc l = impl_->to_loc(f.loc);
+    std::string msg = f.msg + " [in " + function + "]";
+    if (!l.valid()) return Error{file_error(impl_->label, msg).message};
+    return Error{source_error(l.file, l.line, l.col, msg).message};
+  } catch (const std::bad_alloc&) {
+    return Error{file_error(impl_->label, "out of memory while interpreting '" + function + "'").message};
+  }
+}
+
+Expected<HostScalar> HostProgram::run_scalar_function(const std::string& function) const {
+  auto it = impl_->functions.find(function);
+  if (it == impl_->functions.end())
+    return Error{file_error(impl_->label, "no function '" + function + "' is defined in this file").message};
+  HostTrace trace;
+  trace.function = function;
+  try {
+    Interpreter interp(*impl_, trace);
+    interp.run(it->second, {});
+    if (!trace.calls.empty())
+      throw Failure{it->second->getLocation(), "a scalar function makes a packed call (" + trace.calls.front().name + ")"};
+    auto [type, v] = interp.ffi_result(it->second->getLocation());
+    HostScalar out;
+    if (type == 3 && v.kind == Value::Kind::Float) {
+      out.is_float = true;
+      out.f = v.f;
+    } else if ((type == 1 || type == 2) && v.kind == Value::Kind::Int) {
+      out.i = v.i;
+    } else {
+      throw Failure{it->second->getLocation(), "the function returns neither an integer nor a float (type index " +
+                                                   std::to_string(type) + ")"};
+    }
+    return out;
   } catch (const Failure& f) {
     SourceLoc l = impl_->to_loc(f.loc);
     std::string msg = f.msg + " [in " + function + "]";

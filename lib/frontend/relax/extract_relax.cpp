@@ -222,6 +222,48 @@ void record_shape_expressions(const std::map<int, std::vector<std::vector<std::s
 
 }  // namespace
 
+/// A VM builtin that does its work inside TVM's runtime (the KV cache's attention): one
+/// packed call of that name, the node's tensors (inputs, then outputs) and its scalar
+/// arguments (kv_layer, sm_scale), so that the flow holds it as a library call of the node.
+static HostTrace runtime_call_trace(const GraphNode& n, const std::vector<TensorArg>& tensors) {
+  HostTrace t;
+  t.function = n.func_name;
+  PackedCall c;
+  c.name = n.func_name;
+  auto attr = n.attrs.find("kv_layer");
+  if (attr != n.attrs.end()) {
+    PackedArg layer;
+    layer.kind = PackedArg::Kind::Int;
+    layer.int_value = std::stoll(attr->second);
+    c.args.push_back(layer);
+  }
+  attr = n.attrs.find("sm_scale");
+  if (attr != n.attrs.end()) {
+    PackedArg scale;
+    scale.kind = PackedArg::Kind::Float;
+    scale.type_code = 2;
+    scale.float_value = std::stod(attr->second);
+    c.args.push_back(scale);
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    PackedArg a;
+    a.kind = PackedArg::Kind::Tensor;
+    a.type_code = 13;
+    a.tensor_arg = static_cast<int>(i);
+    a.pointer.kind = PointerTarget::Kind::Entry;
+    a.pointer.index = tensors[i].entry_id;
+    a.tensor_shape = tensors[i].shape;
+    a.tensor_dtype_code = tensors[i].dtype_code;
+    a.tensor_dtype_bits = tensors[i].dtype_bits;
+    a.tensor_dtype_lanes = tensors[i].dtype_lanes;
+    c.args.push_back(std::move(a));
+  }
+  t.calls.push_back(std::move(c));
+  t.args_used = static_cast<int>(tensors.size());
+  return t;
+}
+
+
 Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLimits& limits, ProgressFn progress,
                                  void* progress_ctx) {
   // The executable and the function tables: from the folder's vm_exec.bin and
@@ -368,10 +410,48 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
       env.input_shapes[static_cast<int>(i)] = a->shape;
     }
   }
+  // Packed params (an nn.Module build's one tuple parameter): the params file beside the build
+  // (or --params), whose arrays are the tuple's items in order, bound by position and named
+  // by the file.
+  std::optional<ParamsFile> packed;
+  {
+    const int mi = run_ex->find(function);
+    bool tuple_param = false;
+    if (mi >= 0) {
+      const VmFunction& f = run_ex->functions[mi];
+      for (int64_t pc = f.start_instr; pc >= 0 && pc < f.end_instr && static_cast<size_t>(pc) < run_ex->code.size();
+           ++pc) {
+        const VmInstruction& ins = run_ex->code[static_cast<size_t>(pc)];
+        if (ins.op == VmInstruction::Op::Call && ins.func >= 0 &&
+            static_cast<size_t>(ins.func) < run_ex->functions.size() &&
+            run_ex->functions[static_cast<size_t>(ins.func)].name == "vm.builtin.check_tuple_info")
+          tuple_param = true;
+      }
+    }
+    const fs::path dir = in.dir.empty() ? fs::path(in.host).parent_path()
+                         : fs::is_directory(in.dir) ? fs::path(in.dir) : fs::path(in.dir).parent_path();
+    const std::string path = !in.params.empty() ? in.params : (dir / "params.bin").string();
+    if (tuple_param && file_exists(path)) {
+      Expected<MappedFile> bytes = map_file(path, kMaxParamsFileBytes);
+      if (!bytes) return bytes.error();
+      Expected<ParamsFile> pf = parse_params(bytes->bytes(), path);
+      if (!pf) return pf.error();
+      packed = pf.take();
+      env.packed = &*packed;
+    }
+  }
   const HostProgram* host_program = program->get();
   env.shape_function = [host_program](const std::string& f, const std::vector<int64_t>& heap,
                                       const std::vector<bool>& known) {
     return host_program->run_shape_function(f, heap, known);
+  };
+  env.scalar_function = [host_program](const std::string& f, bool* is_float, int64_t* i, double* x) -> Status {
+    Expected<HostScalar> r = host_program->run_scalar_function(f);
+    if (!r) return r.error();
+    *is_float = r->is_float;
+    *i = r->i;
+    *x = r->f;
+    return Status::ok();
   };
   Expected<RelaxProgram> vm = run_relax_vm(*run_ex, (*program)->functions(), function, {}, env);
   if (!vm) return vm.error();
@@ -387,7 +467,7 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
   detect_tvm_version(*ex, vm_label, *host_text, base_name(in.host), blob_symbol, &options.sources);
   options.params_known = true;  // the pool's tensors are the bound weights
   for (size_t nid = 0; nid < graph.nodes.size(); ++nid)
-    if (vm->constant_index[nid] >= 0) options.param_names.insert(graph.nodes[nid].name);
+    if (vm->constant_index[nid] >= 0 || vm->packed_index[nid] >= 0) options.param_names.insert(graph.nodes[nid].name);
 
   size_t total = 0, done = 0;
   for (const GraphNode& n : graph.nodes) total += node_calls_function(n) ? 1 : 0;
@@ -399,6 +479,7 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
     ++done;
     std::vector<TensorArg> args = node_tensor_args(graph, nid);
     for (TensorArg& a : args) a.type_code = 13;  // kTVMNDArrayHandle: the VM passes NDArrays
+    if (n.func_name.rfind("vm.builtin.", 0) == 0) return runtime_call_trace(n, args);
     // Symbolic shapes (tvm-ffi): the dimensions the signature names, so that the integers the
     // host computes from them (kernel scalars, grid and block) carry their expressions.
     std::vector<std::vector<int64_t>> shapes;

@@ -57,9 +57,10 @@ const char* kind_name(Value::Kind k) {
 
 /// A tensor the program handles.
 struct TensorObj {
-  enum class Home { Input, Constant, Storage, View };
+  enum class Home { Input, Constant, Storage, View, Packed };
   Home home = Home::Storage;
-  int index = 0;             ///< Input: VM parameter; Constant: pool index; Storage: storage id; View: source tensor
+  int index = 0;             ///< Input: VM parameter; Constant: pool index; Storage: storage id; View: source
+                             ///< tensor; Packed: position in the packed params (RelaxVmEnv::packed)
   bool known = false;        ///< Input: shape and dtype stated by check_tensor_info + match_shape
   bool dtype_known = false;
   int ndim = -1;             ///< Input: from check_tensor_info before match_shape
@@ -70,10 +71,18 @@ struct TensorObj {
 };
 
 struct PendingNode {
-  std::string func;          ///< host function, or "__nop" for a reshape
+  std::string func;          ///< host function, "__nop" for a reshape, or a runtime builtin (KV cache)
   std::vector<int> inputs, outputs;  ///< tensor objects
   uint64_t instr = 0;
+  std::map<std::string, std::string> attrs;  ///< a runtime builtin's scalar arguments, as text
 };
+
+/// The KV-cache builtins whose work happens inside TVM's runtime (paged_kv_cache.cc): each is
+/// a node of the flow (a runtime call with the tensors it reads and writes), its kernels not
+/// yet modelled — never a silent omission.
+bool is_kv_cache_attention(const std::string& n) {
+  return n == "vm.builtin.attention_kv_cache_attention_with_fused_qkv";
+}
 
 class Runner {
  public:
@@ -219,6 +228,16 @@ class Runner {
     if (f.kind == VmFunction::Kind::Packed && host_.count(n) && n.rfind("vm.builtin.", 0) != 0) {
       for (const Value& v : a)
         if (v.kind == Value::Kind::Heap) return shape_function(ins, a);
+      if (a.empty() && env_.scalar_function) {  // compute_symbolic_expr(): a scalar from the host
+        Value v;
+        bool is_float = false;
+        if (Status st = env_.scalar_function(n, &is_float, &v.i, &v.f); !st) {
+          error_ = st.error();
+          return false;
+        }
+        v.kind = is_float ? Value::Kind::Float : Value::Kind::Int;
+        return set(ins.dst, std::move(v));
+      }
       return fused(ins, a);
     }
     if (n == "vm.builtin.alloc_shape_heap") return alloc_shape_heap(ins, a);
@@ -227,6 +246,14 @@ class Runner {
     if (n == "vm.builtin.alloc_storage") return alloc_storage(ins, a);
     if (n == "vm.builtin.alloc_tensor") return alloc_tensor(ins, a);
     if (n == "vm.builtin.check_tensor_info") return check_tensor_info(a);
+    if (n == "vm.builtin.check_tuple_info") return check_tuple_info(a);
+    if (n == "vm.builtin.check_shape_info") return check_shape_info(a);
+    if (is_kv_cache_attention(n)) return kv_attention(ins, a);
+    if (n.rfind("vm.builtin.attention_kv_cache_", 0) == 0 || n.rfind("vm.builtin.kv_state_", 0) == 0 ||
+        n.rfind("vm.builtin.paged_attention_kv_cache", 0) == 0)
+      return fail("a KV-cache builtin kdflow does not model yet (of TVM's paged KV cache, only "
+                  "attention_kv_cache_attention_with_fused_qkv is a node of the flow)"),
+             false;
     if (n == "vm.builtin.match_shape") return match_shape(a);
     if (n == "vm.builtin.reshape") return reshape(ins, a);
     if (n == "vm.builtin.copy") {  // returns its argument (builtin.cc: *rv = args[0])
@@ -329,6 +356,111 @@ class Runner {
                               dtype_to_string(a[2].dtype))),
              false;
     return true;
+  }
+
+  /// Every register holding tensor `id` holds `v` instead (a VM parameter found to be a tuple).
+  void replace_everywhere(int64_t id, const Value& v) {
+    for (Value& r : regs_)
+      if (r.kind == Value::Kind::Tensor && r.i == id) r = v;
+  }
+
+  /// vm.builtin.check_tuple_info(value, size, error context): the VM parameter is a tuple of
+  /// `size` tensors — the packed params of an nn.Module build (param_mode="packed"), bound by
+  /// position to the arrays of the params file (RelaxVmEnv::packed, in the tuple's order).
+  bool check_tuple_info(const std::vector<Value>& a) {
+    if (a.size() != 3) return fail(fmt::format("{} arguments, expected 3", a.size())), false;
+    if (!want(a, 1, Value::Kind::Int, "the size")) return false;
+    if (a[0].kind == Value::Kind::Tuple) {
+      if (static_cast<int64_t>(a[0].items.size()) != a[1].i)
+        return fail(fmt::format("the tuple has {} items, the check states {}", a[0].items.size(), a[1].i)), false;
+      return true;
+    }
+    if (!want(a, 0, Value::Kind::Tensor, "the tuple")) return false;
+    const int64_t id = a[0].i;
+    const TensorObj& arg = tensors_[id];
+    if (arg.home != TensorObj::Home::Input || arg.known)
+      return fail("the value checked as a tuple is a tensor"), false;
+    const std::string pname = static_cast<size_t>(arg.index) < param_names_.size() ? param_names_[arg.index] : "";
+    if (!env_.packed)
+      return fail(fmt::format("VM parameter {} ({}) is a tuple of {} tensors (packed params): give the params file "
+                              "that holds them in the tuple's order (DIR/params.bin, or --params)",
+                              arg.index, detail::quote_input(pname), a[1].i)),
+             false;
+    if (static_cast<int64_t>(env_.packed->arrays.size()) != a[1].i)
+      return fail(fmt::format("VM parameter {} ({}) is a tuple of {} tensors, but {} holds {} arrays", arg.index,
+                              detail::quote_input(pname), a[1].i, env_.packed->file, env_.packed->arrays.size())),
+             false;
+    if (!packed_.empty() && packed_arg_ != arg.index)
+      return fail(fmt::format("VM parameters {} and {} are both tuples of params: only one packed tuple is modelled",
+                              packed_arg_, arg.index)),
+             false;
+    if (packed_.empty()) {
+      packed_arg_ = arg.index;
+      for (size_t k = 0; k < env_.packed->arrays.size(); ++k) {
+        const ParamArray& pa = env_.packed->arrays[k];
+        TensorObj t;
+        t.home = TensorObj::Home::Packed;
+        t.index = static_cast<int>(k);
+        t.known = t.dtype_known = true;
+        t.shape = pa.shape;
+        t.dtype = pa.dtype;
+        packed_.push_back(static_cast<int>(tensors_.size()));
+        tensors_.push_back(t);
+      }
+    }
+    Value tuple;
+    tuple.kind = Value::Kind::Tuple;
+    for (int t : packed_) {
+      Value v;
+      v.kind = Value::Kind::Tensor;
+      v.i = t;
+      tuple.items.push_back(v);
+    }
+    replace_everywhere(id, tuple);
+    return true;
+  }
+
+  /// vm.builtin.check_shape_info(value, ndim, error context): a shape argument (a
+  /// ShapeTuple), as create_tir_paged_kv_cache takes. Only a known shape passes.
+  bool check_shape_info(const std::vector<Value>& a) {
+    if (a.size() != 3) return fail(fmt::format("{} arguments, expected 3", a.size())), false;
+    if (a[0].kind == Value::Kind::Shape) return true;
+    if (a[0].kind == Value::Kind::Tensor && tensors_[a[0].i].home == TensorObj::Home::Input &&
+        !tensors_[a[0].i].known)
+      return fail(fmt::format("VM parameter {} is a shape (a ShapeTuple): functions that take shapes are run in a "
+                              "session, not alone",
+                              tensors_[a[0].i].index)),
+             false;
+    return fail(fmt::format("the value is {}, not a shape", kind_name(a[0].kind))), false;
+  }
+
+  /// vm.builtin.attention_kv_cache_attention_with_fused_qkv(cache, layer, sm_scale, qkv, o):
+  /// TVM's runtime splits qkv, applies rotary embedding, appends k and v to the layer's pages
+  /// and runs attention into o (paged_kv_cache.cc). A node of the flow that reads qkv and
+  /// writes o, with the layer and the scale.
+  bool kv_attention(const VmInstruction& ins, const std::vector<Value>& a) {
+    if (a.size() != 5) return fail(fmt::format("{} arguments, expected 5", a.size())), false;
+    if (!want(a, 1, Value::Kind::Int, "the layer") || !want(a, 3, Value::Kind::Tensor, "qkv") ||
+        !want(a, 4, Value::Kind::Tensor, "the output"))
+      return false;
+    if (a[2].kind != Value::Kind::Float && a[2].kind != Value::Kind::Int)
+      return fail(fmt::format("argument 2 (the attention scale) is {}, not a number", kind_name(a[2].kind))), false;
+    const int qkv = static_cast<int>(a[3].i), out = static_cast<int>(a[4].i);
+    if (!usable(qkv, 3) || !usable(out, 4)) return false;
+    TensorObj& o = tensors_[out];
+    if (o.home != TensorObj::Home::Storage || o.written)
+      return fail("the output is not a freshly allocated tensor"), false;
+    PendingNode node;
+    node.func = callee_;
+    node.instr = static_cast<uint64_t>(pc_);
+    node.inputs = {qkv};
+    node.outputs = {out};
+    node.attrs["kv_layer"] = std::to_string(a[1].i);
+    node.attrs["sm_scale"] = a[2].kind == Value::Kind::Float ? fmt::format("{}", a[2].f) : std::to_string(a[2].i);
+    o.written = true;
+    o.producer = static_cast<int>(nodes_.size());
+    nodes_.push_back(std::move(node));
+    return set(ins.dst, void_value());
   }
 
   /// vm.builtin.match_shape(tensor or shape, heap or NULL, ndim, (code, value) × ndim, error
@@ -533,7 +665,10 @@ class Runner {
   }
 
   void collect_heads(const Value& v, std::vector<int>* out) {
-    if (v.kind == Value::Kind::Tensor) out->push_back(static_cast<int>(v.i));
+    // A VM parameter no check stated is an object passed through (the KV cache), not a tensor.
+    if (v.kind == Value::Kind::Tensor &&
+        !(tensors_[v.i].home == TensorObj::Home::Input && !tensors_[v.i].known))
+      out->push_back(static_cast<int>(v.i));
     for (const Value& it : v.items) collect_heads(it, out);
   }
 
@@ -569,7 +704,9 @@ class Runner {
         const TensorObj& r = tensors_[root];
         e.storage_id = r.home == TensorObj::Home::Storage  ? r.index
                        : r.home == TensorObj::Home::Input ? p.num_storages + r.index
-                                                          : p.num_storages + num_args_ + const_rank_.at(r.index);
+                       : r.home == TensorObj::Home::Packed
+                           ? p.num_storages + num_args_ + static_cast<int64_t>(const_rank_.size()) + r.index
+                           : p.num_storages + num_args_ + const_rank_.at(r.index);
         tensor_bytes(e.shape, e.type, &e.bytes);
         entry_of[outs[k]] = static_cast<int>(g.entries.size());
         g.entries.push_back(std::move(e));
@@ -577,6 +714,7 @@ class Runner {
       g.nodes.push_back(std::move(n));
       p.input_index.push_back(input);
       p.constant_index.push_back(constant);
+      p.packed_index.push_back(-1);
       p.call_instr.push_back(instr);
       return nid;
     };
@@ -603,6 +741,14 @@ class Runner {
       n.name = fmt::format("const{}", c);
       g.arg_nodes.push_back(add_node(std::move(n), {t}, -1, static_cast<int>(c), uint64_t(-1)));
     }
+    for (size_t k = 0; k < packed_.size(); ++k) {
+      GraphNode n;
+      n.op = "null";
+      n.name = env_.packed->arrays[k].name;
+      const int nid = add_node(std::move(n), {packed_[k]}, -1, -1, uint64_t(-1));
+      p.packed_index[static_cast<size_t>(nid)] = static_cast<int>(k);
+      g.arg_nodes.push_back(nid);
+    }
     std::map<std::string, int> seen;
     for (const PendingNode& pn : nodes_) {
       GraphNode n;
@@ -612,6 +758,7 @@ class Runner {
       n.name = k == 0 ? pn.func : fmt::format("{}_{}", pn.func, k);
       ++k;
       n.attrs["func_name"] = pn.func;
+      for (const auto& [k, v] : pn.attrs) n.attrs[k] = v;
       for (int in : pn.inputs) {
         auto it = entry_of.find(in);
         if (it == entry_of.end()) return fail(fmt::format("internal: tensor {} has no producer", in));
@@ -644,6 +791,8 @@ class Runner {
   std::vector<PendingNode> nodes_;
   std::vector<uint64_t> storage_bytes_;
   std::vector<std::string> param_names_;
+  std::vector<int> packed_;  ///< tensor objects of the packed params (check_tuple_info), in order
+  int packed_arg_ = -1;      ///< the VM parameter they came from
   int64_t num_args_ = 0;
   int64_t pc_ = 0;
   std::string callee_;
