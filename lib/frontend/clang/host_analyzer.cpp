@@ -1745,6 +1745,15 @@ void Interpreter::run(const FunctionDecl* fn, const std::vector<TensorArg>& tens
 // ---------------------------------------------------------------------------
 // HostProgram
 
+/// An interpretation failure as one line: file:line:col of where it happened, and the function.
+template <typename ProgramImpl>
+static Error failure_error(const ProgramImpl& impl, const Failure& f, const std::string& function) {
+  SourceLoc l = impl.to_loc(f.loc);
+  std::string msg = f.msg + " [in " + function + "]";
+  if (!l.valid()) return Error{file_error(impl.label, msg).message};
+  return Error{source_error(l.file, l.line, l.col, msg).message};
+}
+
 HostProgram::HostProgram(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 HostProgram::~HostProgram() = default;
 
@@ -1820,10 +1829,7 @@ Expected<std::vector<VmHostCall>> HostProgram::run_vm(const std::string& functio
     Interpreter interp(*impl_, trace);
     interp.run_vm(it->second, &calls);
   } catch (const Failure& f) {
-    SourceLoc l = impl_->to_loc(f.loc);
-    std::string msg = f.msg + " [in " + function + "]";
-    if (!l.valid()) return Error{file_error(impl_->label, msg).message};
-    return Error{source_error(l.file, l.line, l.col, msg).message};
+    return failure_error(*impl_, f, function);
   } catch (const std::bad_alloc&) {
     return Error{file_error(impl_->label, "out of memory while interpreting '" + function + "'").message};
   }
@@ -1853,10 +1859,7 @@ Expected<std::vector<int64_t>> HostProgram::run_shape_function(const std::string
       throw Failure{it->second->getLocation(), "a shape function makes a packed call (" + trace.calls.front().name + ")"};
     return interp.host_tensor_values(heap.size(), it->second->getLocation());
   } catch (const Failure& f) {
-    SourceLoc l = impl_->to_loc(f.loc);
-    std::string msg = f.msg + " [in " + function + "]";
-    if (!l.valid()) return Error{file_error(impl_->label, msg).message};
-    return Error{source_error(l.file, l.line, l.col, msg).message};
+    return failure_error(*impl_, f, function);
   } catch (const std::bad_alloc&) {
     return Error{file_error(impl_->label, "out of memory while interpreting '" + function + "'").message};
   }
@@ -1886,10 +1889,7 @@ Expected<HostScalar> HostProgram::run_scalar_function(const std::string& functio
     }
     return out;
   } catch (const Failure& f) {
-    SourceLoc l = impl_->to_loc(f.loc);
-    std::string msg = f.msg + " [in " + function + "]";
-    if (!l.valid()) return Error{file_error(impl_->label, msg).message};
-    return Error{source_error(l.file, l.line, l.col, msg).message};
+    return failure_error(*impl_, f, function);
   } catch (const std::bad_alloc&) {
     return Error{file_error(impl_->label, "out of memory while interpreting '" + function + "'").message};
   }
@@ -1910,10 +1910,7 @@ Expected<HostTrace> HostProgram::run(const std::string& function, const std::vec
     Interpreter interp(*impl_, trace);
     interp.run(it->second, tensors);
   } catch (const Failure& f) {
-    SourceLoc l = impl_->to_loc(f.loc);
-    std::string msg = f.msg + " [in " + function + "]";
-    if (!l.valid()) return Error{file_error(impl_->label, msg).message};
-    return Error{source_error(l.file, l.line, l.col, msg).message};
+    return failure_error(*impl_, f, function);
   } catch (const std::bad_alloc&) {
     return Error{file_error(impl_->label, "out of memory while interpreting '" + function + "'").message};
   }
