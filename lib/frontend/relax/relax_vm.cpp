@@ -624,7 +624,7 @@ class Runner {
     t.producer = static_cast<int>(nodes_.size());
     const int id = static_cast<int>(tensors_.size());
     tensors_.push_back(t);
-    nodes_.push_back(PendingNode{"__nop", {static_cast<int>(a[0].i)}, {id}, static_cast<uint64_t>(pc_)});
+    nodes_.push_back(PendingNode{"__nop", {static_cast<int>(a[0].i)}, {id}, static_cast<uint64_t>(pc_), {}});
     Value v;
     v.kind = Value::Kind::Tensor;
     v.i = id;

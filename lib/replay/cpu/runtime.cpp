@@ -370,9 +370,6 @@ std::string BlockRunner::run_block(KernelEntry entry, void** args, const LaunchS
   t_runner = &r;
   set_thread_block(base.block_idx.x, base.block_idx.y, base.block_idx.z);
   set_thread_stack(own_stack_low());
-  struct ClearBlock {
-    ~ClearBlock() { clear_thread_block(); }
-  } clear_block;
   if (!shape.fibers) {
     r.in_fibers = false;
     r.contexts.resize(1);
@@ -386,6 +383,7 @@ std::string BlockRunner::run_block(KernelEntry entry, void** args, const LaunchS
     }
     t_ctx = nullptr;
     t_runner = nullptr;
+    clear_thread_block();
     return r.trap;
   }
 
@@ -450,6 +448,7 @@ std::string BlockRunner::run_block(KernelEntry entry, void** args, const LaunchS
   t_ctx = nullptr;
   t_runner = nullptr;
   r.in_fibers = false;
+  clear_thread_block();
   return r.trap;
 }
 
