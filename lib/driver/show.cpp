@@ -399,6 +399,7 @@ std::string render_show(const Dataflow& df, const ShowStyle& style) {
     first[0] = {fmt::format("n{}", n.id), Color::Magenta};
     std::string fn = clean(n.function.empty() ? n.name : n.function);
     if (!n.function.empty() && n.name != n.function) fn += fmt::format(" [{}]", clean(n.name));
+    if (!n.cuda_graph.empty()) fn += fmt::format(" (graph {})", clean(n.cuda_graph));
     first[1] = {fn, Color::Bold};
     std::string ops = n.relay_ops.empty() ? "-" : relay_ops_text(n);
     if (n.relay_source == "name") ops += " *", decoded = true;

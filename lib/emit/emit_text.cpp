@@ -100,6 +100,7 @@ class TextWriter {
     std::string head = fmt::format("node {}  {}", n.id, clean(n.function.empty() ? n.name : n.function));
     if (!n.function.empty() && n.name != n.function) head += fmt::format(" [{}]", clean(n.name));
     line(fmt::format("{}  ({})", head, fmt::join(counts, ", ")));
+    if (!n.cuda_graph.empty()) line(fmt::format("  in CUDA graph {}", clean(n.cuda_graph)));
     line(fmt::format("  reads {}  writes {}", refs(n.inputs), refs(n.outputs)));
     if (!n.relay_ops.empty()) {
       std::vector<std::string> ops;

@@ -546,6 +546,7 @@ Dataflow Reader::document(const json& root) const {
       }
       n.relay_source = string(member(j, p, "relay_source"), at(p, "relay_source"));
     }
+    if (const json* g = optional(j, "cuda_graph")) n.cuda_graph = string(*g, at(p, "cuda_graph"));
     df.nodes.push_back(std::move(n));
   }
 

@@ -169,6 +169,7 @@ def models(tvm: Any) -> Dict[str, Callable[[str], None]]:
                        inputs={"x": rng.standard_normal((1, 8, 32)).astype("float32")}),
         "onnx": onnx_model,
         "llm": lambda out: llm_model_build(tvm, out),
+        "llm_graph": lambda out: llm_model_build(tvm, out, cuda_graph=True),
     }
 
 
@@ -182,20 +183,26 @@ def vm_calls(text: str) -> Dict[str, List[str]]:
             current = line[1:].rstrip()[:-1]
             out[current] = []
         elif current and line.strip().startswith("call"):
-            out[current].append(line.split()[1])
+            callee = line.split()[1]
+            if callee.startswith("vm.builtin.cuda_graph."):  # the closure it runs: f[NAME]
+                start = line.find("f[")
+                callee += "(" + line[start + 2:line.find("]", start)] + ")" if start >= 0 else ""
+            out[current].append(callee)
         elif not line.strip():
             current = None
     return out
 
 
-def llm_model_build(tvm: Any, out: str) -> None:
+def llm_model_build(tvm: Any, out: str, cuda_graph: bool = False) -> None:
     """A small language model with TVM's paged KV cache (llm_model.py), exported, and beside it
-    vm_calls.json: each VM function's calls as TVM prints them."""
+    vm_calls.json: each VM function's calls as TVM prints them. `cuda_graph`: built with
+    relax.backend.use_cuda_graph (regions of each function run through capture functions)."""
     import json
     sys.path.insert(0, HERE)
     import llm_model
     target = tvm.target.Target({"kind": "cuda", "arch": "sm_90"}, host={"kind": "c"})
-    with target:
+    config = {"relax.backend.use_cuda_graph": True} if cuda_graph else {}
+    with target, tvm.transform.PassContext(config=config):
         mod, params = llm_model.decoder_lm(tvm)
         ex = tvm.compile(mod, target)
     kdflow_tvm.export(ex, out, params=params, arch="sm_90", quiet=True)

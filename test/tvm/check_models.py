@@ -132,6 +132,21 @@ def check_llm(kdflow: str, d: str, tmp: str) -> None:
     aside); show and costs work; replay refuses the KV cache's attention in one line."""
     name = os.path.basename(d)
     expected = json.load(open(os.path.join(d, "vm_calls.json")))
+
+    def flat(fn: str, region: str = "") -> List[Tuple[str, str]]:
+        """TVM's calls of `fn` in order, a CUDA-graph capture function's inlined where it runs
+        (run_or_capture: once, its kernels executing), each with the capture it is in."""
+        out: List[Tuple[str, str]] = []
+        for c in expected[fn]:
+            if c.startswith("vm.builtin.cuda_graph.run_or_capture("):
+                out += flat(c[c.index("(") + 1:-1], c[c.index("(") + 1:-1])
+            elif c.startswith("vm.builtin.cuda_graph.get_cached_alloc("):
+                out += flat(c[c.index("(") + 1:-1], region)
+            elif (not c.startswith("vm.builtin.") or "attention_kv_cache" in c) and \
+                    not c.startswith("shape_func") and c != "compute_symbolic_expr":
+                out.append((c, region))
+        return out
+
     shapes = {"embed": ["--input-shape", "ids=7"], "prefill": ["--input-shape", "x=1x7x64"], "decode": []}
     for fn, extra in shapes.items():
         flow = os.path.join(tmp, f"{name}_{fn}.json")
@@ -140,11 +155,15 @@ def check_llm(kdflow: str, d: str, tmp: str) -> None:
         if r.returncode != 0:
             continue
         df = json.load(open(flow))
-        got = [n["function"] for n in df["nodes"] if n["op"] == "tvm_op" and n["function"] != "__nop"]
-        want = [c for c in expected[fn] if not c.startswith("vm.builtin.") or "attention_kv_cache" in c]
-        want = [c for c in want if not c.startswith("shape_func") and c != "compute_symbolic_expr"]
+        got = [(n["function"], n.get("cuda_graph", "").split("#")[0]) for n in df["nodes"]
+               if n["op"] == "tvm_op" and n["function"] != "__nop"]
+        want = flat(fn)
+        in_graphs = sum(1 for _, g in got if g)
         expect(got == want and len(got) > 0,
-               f"{name} {fn}: {len(got)} calls in TVM's order, {got.count('vm.builtin.attention_kv_cache_attention_with_fused_qkv')} of them the KV cache's attention (TVM: {want if got != want else 'same'})")
+               f"{name} {fn}: {len(got)} calls in TVM's order, "
+               f"{[f for f, _ in got].count('vm.builtin.attention_kv_cache_attention_with_fused_qkv')} of them the KV "
+               f"cache's attention, {in_graphs} in CUDA-graph captures (TVM: {want if got != want else 'same'})")
+        got = [f for f, _ in got]
         kernels = sum(len(n["kernels"]) for n in df["nodes"])
         expect(kernels > 0 and len(df["library_calls"]) == got.count("vm.builtin.attention_kv_cache_attention_with_fused_qkv"),
                f"{name} {fn}: {kernels} kernels, {len(df['library_calls'])} runtime calls")
@@ -224,7 +243,7 @@ def main() -> int:
     try:
         names = sorted(n for n in os.listdir(models) if os.path.isdir(os.path.join(models, n)))
         for n in names:
-            if n == "llm":
+            if n in ("llm", "llm_graph"):
                 check_llm(kdflow, os.path.join(models, n), tmp)
                 continue
             check_model(kdflow, os.path.join(models, n), shared, tmp)

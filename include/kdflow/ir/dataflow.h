@@ -206,6 +206,9 @@ struct Node {
   SourceLoc loc;             ///< the function's definition in host.c
   std::vector<RelayOp> relay_ops;  ///< the Relay operators fused into `function`, in order
   std::string relay_source;  ///< "relay.txt" (exact) | "name" (decoded from the function name) | "" (none)
+  /// The CUDA graph this call is captured into (Relax `relax.backend.use_cuda_graph`):
+  /// "<capture function>#<entry>[@[<shape>]]"; "" outside every capture.
+  std::string cuda_graph;
   bool operator==(const Node& o) const;
 };
 

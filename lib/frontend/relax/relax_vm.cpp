@@ -21,7 +21,7 @@ namespace kdflow {
 namespace {
 
 struct Value {
-  enum class Kind { Unset, Void, Vm, Int, Float, String, DType, Shape, Tensor, Storage, Tuple, Heap };
+  enum class Kind { Unset, Void, Vm, Int, Float, String, DType, Shape, Tensor, Storage, Tuple, Heap, Func };
   Kind kind = Kind::Unset;
   int64_t i = 0;  ///< Int; Tensor: tensor object; Storage: storage id
   double f = 0;
@@ -51,6 +51,7 @@ const char* kind_name(Value::Kind k) {
     case Value::Kind::Storage: return "a storage";
     case Value::Kind::Tuple: return "a tuple";
     case Value::Kind::Heap: return "the shape heap";
+    case Value::Kind::Func: return "a function";
   }
   return "?";
 }
@@ -110,19 +111,30 @@ class Runner {
     num_args_ = f.num_args;
     param_names_ = f.param_names;
     Value result;
+    if (!execute(f, name, &result)) return error_;
+    return build(result);
+  }
+
+ private:
+  /// Runs function `f` on the current registers until it returns; false with error_ set.
+  bool execute(const VmFunction& f, const std::string& name, Value* out) {
+    Value result;
     int64_t pc = f.start_instr;
-    for (uint64_t steps = 0;; ++steps) {
-      if (steps >= limits_.max_steps)
-        return file_error(ex_.file, fmt::format("function {} runs more than {} instructions (a loop?)", name,
-                                                limits_.max_steps));
+    for (;; ++steps_) {
+      if (steps_ >= limits_.max_steps)
+        return error_ = file_error(ex_.file, fmt::format("function {} runs more than {} instructions (a loop?)", name,
+                                                         limits_.max_steps)),
+               false;
       if (pc < f.start_instr || pc >= f.end_instr)
-        return file_error(ex_.file, fmt::format("function {} jumps to instruction {}, outside its instructions [{}, {})",
-                                                name, pc, f.start_instr, f.end_instr));
+        return error_ = file_error(ex_.file, fmt::format("function {} jumps to instruction {}, outside its "
+                                                         "instructions [{}, {})",
+                                                         name, pc, f.start_instr, f.end_instr)),
+               false;
       pc_ = pc;
       const VmInstruction& ins = ex_.code[static_cast<size_t>(pc)];
       callee_ = "";
       if (ins.op == VmInstruction::Op::Ret) {
-        if (!reg(ins.reg, &result)) return error_;
+        if (!reg(ins.reg, &result)) return false;
         break;
       }
       if (ins.op == VmInstruction::Op::Goto) {
@@ -131,18 +143,87 @@ class Runner {
       }
       if (ins.op == VmInstruction::Op::If) {
         Value c;
-        if (!reg(ins.reg, &c)) return error_;
-        if (c.kind != Value::Kind::Int) return fail(fmt::format("the condition is {}, not a known integer", kind_name(c.kind)));
+        if (!reg(ins.reg, &c)) return false;
+        if (c.kind != Value::Kind::Int)
+          return fail(fmt::format("the condition is {}, not a known integer", kind_name(c.kind))), false;
         pc += c.i != 0 ? 1 : ins.offset;
         continue;
       }
-      if (!call(ins)) return error_;
+      if (!call(ins)) return false;
       ++pc;
     }
-    return build(result);
+    *out = std::move(result);
+    return true;
   }
 
- private:
+  /// Calls VM function `fi` (a closure the program passed as f[...]) with `args`, on its own
+  /// registers, as TVM's InvokeClosurePacked does; its calls join the graph in order.
+  bool invoke(int64_t fi, const std::vector<Value>& args, Value* out) {
+    if (fi < 0 || static_cast<uint64_t>(fi) >= ex_.functions.size())
+      return fail(fmt::format("calls function {}, outside the {} functions of the table", fi, ex_.functions.size())),
+             false;
+    const VmFunction& f = ex_.functions[fi];
+    if (f.kind != VmFunction::Kind::Bytecode)
+      return fail(fmt::format("calls {} function {} as a closure: only bytecode functions are followed",
+                              to_string(f.kind), detail::quote_input(f.name))),
+             false;
+    if (static_cast<int64_t>(args.size()) != f.num_args)
+      return fail(fmt::format("calls {} with {} arguments; it takes {}", detail::quote_input(f.name), args.size(),
+                              f.num_args)),
+             false;
+    if (++depth_ > 16) return fail("closure calls nest more than 16 deep"), false;
+    std::vector<Value> saved = std::move(regs_);
+    const int64_t saved_pc = pc_;
+    const std::string saved_callee = callee_;
+    regs_.assign(static_cast<size_t>(std::max<int64_t>(f.register_file_size, f.num_args)), Value{});
+    for (size_t k = 0; k < args.size(); ++k) regs_[k] = args[k];
+    const bool ok = execute(f, f.name, out);
+    --depth_;
+    if (!ok) return false;
+    regs_ = std::move(saved);
+    pc_ = saved_pc;
+    callee_ = saved_callee;
+    return true;
+  }
+
+  /// vm.builtin.cuda_graph.get_cached_alloc(vm, alloc_func, entry): the allocation function
+  /// runs once per entry; later calls get its result.
+  bool cuda_graph_alloc(const VmInstruction& ins, const std::vector<Value>& a) {
+    if (a.size() != 3 || !want(a, 1, Value::Kind::Func, "the allocation function") ||
+        !want(a, 2, Value::Kind::Int, "the entry index"))
+      return false;
+    auto it = graph_allocs_.find(a[2].i);
+    if (it == graph_allocs_.end()) {
+      Value v;
+      if (!invoke(a[1].i, {}, &v)) return false;
+      it = graph_allocs_.emplace(a[2].i, std::move(v)).first;
+    }
+    return set(ins.dst, it->second);
+  }
+
+  /// vm.builtin.cuda_graph.run_or_capture(vm, capture_func, args, entry[, shape]): at its first
+  /// call for (entry, shape) TVM runs the capture function once (a warm-up whose kernels
+  /// execute) and once more under stream capture, and keeps the graph; later calls launch the
+  /// graph. The capture function's calls join the flow in order, each marked with the region.
+  bool cuda_graph_run(const VmInstruction& ins, const std::vector<Value>& a) {
+    if ((a.size() != 4 && a.size() != 5) || !want(a, 1, Value::Kind::Func, "the capture function") ||
+        !want(a, 2, Value::Kind::Tuple, "the arguments") || !want(a, 3, Value::Kind::Int, "the entry index"))
+      return false;
+    std::string key = std::to_string(a[3].i);
+    if (a.size() == 5) {
+      if (!want(a, 4, Value::Kind::Shape, "the shape")) return false;
+      key += fmt::format("@[{}]", fmt::join(a[4].shape, ","));
+    }
+    const std::string saved = region_;
+    region_ = ex_.functions[static_cast<size_t>(a[1].i)].name + "#" + key;
+    Value v;
+    const bool ok = invoke(a[1].i, a[2].items, &v);
+    region_ = saved;
+    if (!ok) return false;
+    return set(ins.dst, std::move(v));
+  }
+
+
   Error fail(const std::string& msg) {
     error_ = file_error(ex_.file, callee_.empty() ? fmt::format("instruction {}: {}", pc_, msg)
                                                   : fmt::format("instruction {} ({}): {}", pc_, callee_, msg));
@@ -164,7 +245,12 @@ class Runner {
       case VmOperand::Kind::Register: return reg(a.value, out);
       case VmOperand::Kind::Immediate: out->kind = Value::Kind::Int, out->i = a.value; return true;
       case VmOperand::Kind::Function:
-        return fail(fmt::format("a function operand (f[{}]) is not modelled", a.value)), false;
+        if (a.value < 0 || static_cast<uint64_t>(a.value) >= ex_.functions.size())
+          return fail(fmt::format("function operand f[{}] is outside the {} functions of the table", a.value,
+                                  ex_.functions.size())),
+                 false;
+        out->kind = Value::Kind::Func, out->i = a.value;
+        return true;
       case VmOperand::Kind::Constant: break;
     }
     if (a.value < 0 || static_cast<uint64_t>(a.value) >= ex_.constants.size())
@@ -247,6 +333,8 @@ class Runner {
     if (n == "vm.builtin.alloc_tensor") return alloc_tensor(ins, a);
     if (n == "vm.builtin.check_tensor_info") return check_tensor_info(a);
     if (n == "vm.builtin.check_tuple_info") return check_tuple_info(a);
+    if (n == "vm.builtin.cuda_graph.get_cached_alloc") return cuda_graph_alloc(ins, a);
+    if (n == "vm.builtin.cuda_graph.run_or_capture") return cuda_graph_run(ins, a);
     if (n == "vm.builtin.check_shape_info") return check_shape_info(a);
     if (is_kv_cache_attention(n)) return kv_attention(ins, a);
     if (n.rfind("vm.builtin.attention_kv_cache_", 0) == 0 || n.rfind("vm.builtin.kv_state_", 0) == 0 ||
@@ -459,6 +547,7 @@ class Runner {
     node.attrs["sm_scale"] = a[2].kind == Value::Kind::Float ? fmt::format("{}", a[2].f) : std::to_string(a[2].i);
     o.written = true;
     o.producer = static_cast<int>(nodes_.size());
+    if (!region_.empty()) node.attrs["cuda_graph"] = region_;
     nodes_.push_back(std::move(node));
     return set(ins.dst, void_value());
   }
@@ -625,6 +714,7 @@ class Runner {
     const int id = static_cast<int>(tensors_.size());
     tensors_.push_back(t);
     nodes_.push_back(PendingNode{"__nop", {static_cast<int>(a[0].i)}, {id}, static_cast<uint64_t>(pc_), {}});
+    if (!region_.empty()) nodes_.back().attrs["cuda_graph"] = region_;
     Value v;
     v.kind = Value::Kind::Tensor;
     v.i = id;
@@ -660,6 +750,7 @@ class Runner {
     if (node.outputs.empty())
       return fail("no argument is a freshly allocated tensor: the call's output is unknown"), false;
     for (int id : node.outputs) tensors_[id].written = true, tensors_[id].producer = static_cast<int>(nodes_.size());
+    if (!region_.empty()) node.attrs["cuda_graph"] = region_;
     nodes_.push_back(std::move(node));
     return set(ins.dst, void_value());
   }
@@ -792,6 +883,10 @@ class Runner {
   std::vector<uint64_t> storage_bytes_;
   std::vector<std::string> param_names_;
   std::vector<int> packed_;  ///< tensor objects of the packed params (check_tuple_info), in order
+  std::map<int64_t, Value> graph_allocs_;  ///< cuda_graph.get_cached_alloc: entry → its allocation
+  std::string region_;       ///< the CUDA-graph capture running ("capture_function#entry[@shape]"), or ""
+  int depth_ = 0;            ///< closure calls in progress
+  uint64_t steps_ = 0;       ///< instructions executed, closures included
   int packed_arg_ = -1;      ///< the VM parameter they came from
   int64_t num_args_ = 0;
   int64_t pc_ = 0;
