@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <ostream>
 #include <sstream>
@@ -210,6 +211,30 @@ Status inspect_device_file(const std::string& bytes, const std::string& path, st
 }  // namespace
 
 int run_inspect_command(const std::string& path, std::ostream& out, std::ostream& err) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    // A build folder: its model.so when there is one, else every device binary in it.
+    std::vector<std::string> files;
+    const std::filesystem::path dir(path);
+    if (std::filesystem::is_regular_file(dir / "model.so", ec)) {
+      files.push_back((dir / "model.so").string());
+    } else {
+      for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+        const std::string ext = e.path().extension().string();
+        if (e.is_regular_file(ec) && (ext == ".cubin" || ext == ".fatbin" || ext == ".ptx"))
+          files.push_back(e.path().string());
+      }
+      std::sort(files.begin(), files.end());
+    }
+    if (files.empty())
+      return report(file_error(path, "a folder without model.so or a device binary (.cubin, .fatbin, .ptx): inspect "
+                                     "reads those",
+                               ExitCode::NoInput),
+                    err);
+    for (const std::string& f : files)
+      if (int rc = run_inspect_command(f, out, err); rc != 0) return rc;
+    return 0;
+  }
   auto bytes = read_file(path);
   if (!bytes) return report(bytes.error(), err);
   // Everything goes to a buffer first: no partial output when a later part fails.

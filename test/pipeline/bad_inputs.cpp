@@ -151,3 +151,22 @@ TEST_CASE("replay: an output that would overwrite an input is refused before the
     CHECK(slurp(dir + "/output_0.npy") == reference);
   }
 }
+
+TEST_CASE("inspect: a build folder is its model.so; a folder without one or a device binary is one line",
+          "[errors][cli]") {
+  std::string dir = shared_sample_dir("mlp");
+  if (dir.empty() || !fs::exists(fs::path(dir) / "model.so")) {
+    WARN("skipped: no ../shared/samples/mlp/model.so");
+    return;
+  }
+  auto folder = run_kdflow({"inspect", dir});
+  auto file = run_kdflow({"inspect", dir + "/model.so"});
+  REQUIRE(file.exit_code == 0);
+  CHECK(folder.exit_code == 0);
+  CHECK(folder.out == file.out);
+  std::string empty = temp_dir();
+  auto none = run_kdflow({"inspect", empty});
+  CHECK(none.exit_code == 66);
+  CHECK(none.err == empty + ": error: a folder without model.so or a device binary (.cubin, .fatbin, .ptx): inspect "
+                            "reads those\n");
+}

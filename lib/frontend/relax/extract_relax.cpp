@@ -514,8 +514,17 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
     known = relax_ops_in_text(*text);
     if (!known.empty()) break;
   }
-  for (Node& n : df->nodes)
+  for (Node& n : df->nodes) {
+    if (n.function.rfind("vm.builtin.attention_kv_cache_", 0) == 0) {
+      // A runtime call, not a fused function: its operator is the KV cache's attention.
+      RelayOp op;
+      op.name = "kv_cache." + n.function.substr(std::string("vm.builtin.attention_kv_cache_").size());
+      n.relay_ops = {op};
+      n.relay_source = "name";
+      continue;
+    }
     if (n.relay_source == "name") n.relay_ops = decode_relax_name(n.function, known);
+  }
   return df;
 }
 #endif
