@@ -253,6 +253,9 @@ struct FunctionFacts {
   std::vector<SourceLocation> call_sites;    // where each callee is called (first call)
   std::set<std::string> builtins;            // table names it uses
   uint64_t frame_bytes = 0;                  // its local variables, summed (an upper bound on its frame's data)
+  uint64_t shared_bytes = 0;                 // its static __shared__ variables, summed
+  SourceLocation largest_shared;             // the largest of them
+  std::string largest_shared_name;
   SourceLocation largest;                    // its largest local variable
   std::string largest_name;
   uint64_t largest_bytes = 0;
@@ -438,6 +441,14 @@ class Checker {
       return true;
     }
     bool VisitVarDecl(VarDecl* vd) {
+      if (vd->hasAttr<CUDASharedAttr>() && !vd->hasExternalStorage()) {
+        QualType t = vd->getType();
+        if (!t->isDependentType() && !t->isIncompleteType() && !c_.ctx_.getAsVariableArrayType(t)) {
+          uint64_t bytes = static_cast<uint64_t>(c_.ctx_.getTypeSizeInChars(t).getQuantity());
+          if (bytes >= f_.shared_bytes) f_.largest_shared = vd->getLocation(), f_.largest_shared_name = vd->getNameAsString();
+          f_.shared_bytes += bytes;
+        }
+      }
       if (vd->hasLocalStorage() && !vd->hasAttr<CUDASharedAttr>() && !isa<ParmVarDecl>(vd)) {
         QualType t = vd->getType();
         if (c_.ctx_.getAsVariableArrayType(t)) {
@@ -838,6 +849,23 @@ Expected<KernelSafetyReport> check_kernel_safety(const std::string& source, cons
         if (visited.insert(c).second) work.push_back(c);
     }
     check_stack(checker, k, to_loc, refuse_code);
+    // Static shared memory: a block's, so every function the kernel reaches counts. CUDA
+    // allows 48 KiB of it (nvcc refuses more); the CPU back end would allocate it per worker.
+    uint64_t shared = 0;
+    const FunctionDecl* holder = nullptr;
+    for (const FunctionDecl* fd : visited) {
+      const FunctionFacts& f = checker.facts(fd);
+      shared += f.shared_bytes;
+      if (f.shared_bytes > 0 && (!holder || f.shared_bytes > checker.facts(holder).shared_bytes)) holder = fd;
+    }
+    if (shared > kCudaStaticSharedBytes && holder) {
+      const FunctionFacts& h = checker.facts(holder);
+      refuse_code(to_loc(h.largest_shared), kname, holder == k ? "" : holder->getQualifiedNameAsString(),
+                  fmt::format("declares {} bytes of static __shared__ memory (with '{}'), more than the {} KiB CUDA "
+                              "allows a block",
+                              shared, h.largest_shared_name, kCudaStaticSharedBytes / 1024),
+                  ExitCode::DataError);
+    }
   }
   out.builtins_used.assign(used.begin(), used.end());
   return out;

@@ -31,6 +31,8 @@ namespace kdflow::cpu {
 /// rest is the compiled code's spills and the runtime's frames).
 inline constexpr uint64_t kCpuThreadStackBytes = 256 * 1024;
 inline constexpr uint64_t kCpuMaxLocalBytes = kCpuThreadStackBytes / 2;
+/// Statically declared __shared__ memory a block may have (CUDA; nvcc refuses more).
+inline constexpr uint64_t kCudaStaticSharedBytes = 48 * 1024;
 
 /// One construct that keeps a kernel (or the whole module) off the CPU.
 struct SafetyRefusal {

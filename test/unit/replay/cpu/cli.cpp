@@ -514,3 +514,22 @@ TEST_CASE("replay --backend cpu --jobs: one thread and three give the same bytes
   auto bad = run_kdflow({"replay", dir, "--backend", "cpu", "--jobs", "0"});
   CHECK(bad.exit_code == 64);
 }
+
+TEST_CASE("replay --backend cpu refuses a kernel with more static shared memory than CUDA allows", "[cpu-replay]") {
+  std::string dir = hostile_mlp([](std::string s) {
+    size_t at = s.find("  __shared__ float red_result[1];\n");
+    REQUIRE(at != std::string::npos);
+    return s.replace(at, 34, "  __shared__ float red_result[1 << 28];\n");
+  });
+  if (dir.empty()) {
+    WARN("skipped: mlp's params.bin is only in ../shared/samples");
+    return;
+  }
+  auto r = replay_hostile(dir);
+  INFO(r.err);
+  CHECK(r.exit_code == 65);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(r.err.find("device.cu:36:20: error: kernel 'tvmgen_default_fused_nn_dense_add_nn_relu_2_kernel' cannot run "
+                   "on the CPU: it declares 1073741836 bytes of static __shared__ memory (with 'red_result'), more "
+                   "than the 48 KiB CUDA allows a block") != std::string::npos);
+}
