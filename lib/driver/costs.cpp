@@ -288,6 +288,7 @@ int run_costs_command(const CostsCommand& cmd, std::ostream& out, std::ostream& 
     ExtractInputs in;
     in.dir = cmd.inputs[i];
     in.function = cmd.function;
+    in.session = cmd.session;
     Expected<Dataflow> df = load_dataflow(in, print_terminal_progress, &progress);
     if (!df) return report(df.error(), err);
     flows.push_back(df.take());

@@ -400,6 +400,7 @@ std::string render_show(const Dataflow& df, const ShowStyle& style) {
     std::string fn = clean(n.function.empty() ? n.name : n.function);
     if (!n.function.empty() && n.name != n.function) fn += fmt::format(" [{}]", clean(n.name));
     if (!n.cuda_graph.empty()) fn += fmt::format(" (graph {})", clean(n.cuda_graph));
+    if (!n.session_step.empty()) fn = fmt::format("[{}] {}", clean(n.session_step), fn);
     first[1] = {fn, Color::Bold};
     std::string ops = n.relay_ops.empty() ? "-" : relay_ops_text(n);
     if (n.relay_source == "name") ops += " *", decoded = true;

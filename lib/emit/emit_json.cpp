@@ -221,6 +221,7 @@ ojson build(const Dataflow& df) {
     j["library_calls"] = int_array(n.library_calls);
     if (n.loc.valid()) j["loc"] = loc_json(n.loc);
     if (!n.cuda_graph.empty()) j["cuda_graph"] = n.cuda_graph;
+    if (!n.session_step.empty()) j["session_step"] = n.session_step;
     if (!n.relay_source.empty()) {
       ojson ops = ojson::array();
       for (const RelayOp& op : n.relay_ops) {

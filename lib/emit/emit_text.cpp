@@ -101,6 +101,7 @@ class TextWriter {
     if (!n.function.empty() && n.name != n.function) head += fmt::format(" [{}]", clean(n.name));
     line(fmt::format("{}  ({})", head, fmt::join(counts, ", ")));
     if (!n.cuda_graph.empty()) line(fmt::format("  in CUDA graph {}", clean(n.cuda_graph)));
+    if (!n.session_step.empty()) line(fmt::format("  session step: {}", clean(n.session_step)));
     line(fmt::format("  reads {}  writes {}", refs(n.inputs), refs(n.outputs)));
     if (!n.relay_ops.empty()) {
       std::vector<std::string> ops;

@@ -125,6 +125,7 @@ Expected<Dataflow> build_dataflow(const Graph& g, const FunctionTable& table,
     node.name = gn.name;
     node.function = gn.op == "null" ? "" : gn.func_name;
     if (auto g = gn.attrs.find("cuda_graph"); g != gn.attrs.end()) node.cuda_graph = g->second;
+    if (auto g = gn.attrs.find("session_step"); g != gn.attrs.end()) node.session_step = g->second;
     for (const auto& in : gn.inputs) node.inputs.push_back(g.entry_id(in));
     for (int i = 0; i < gn.num_outputs; ++i) node.outputs.push_back(g.entry_id(static_cast<int>(nid), i));
     if (gn.op == "tvm_op") {

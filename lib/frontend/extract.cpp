@@ -303,6 +303,11 @@ Expected<Dataflow> extract(const ExtractInputs& given, const InterpreterLimits& 
     if (*relax) return extract_relax(in, limits, progress, progress_ctx);
   }
 #endif
+  if (!in.session.empty())
+    return Error{fmt::format("error: --session {}: sessions run a Relax LLM build's VM functions, but this is a "
+                             "Relay build",
+                             in.session),
+                 ExitCode::Usage};
   if (!in.function.empty())
     return Error{fmt::format("error: --function {}: names a Relax VM function, but this is a Relay build (graph.json: "
                              "one graph, no VM functions)",

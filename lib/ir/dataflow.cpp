@@ -113,7 +113,8 @@ bool Node::operator==(const Node& o) const {
   return id == o.id && op == o.op && name == o.name && function == o.function &&
          inputs == o.inputs && outputs == o.outputs && kernels == o.kernels &&
          workspaces == o.workspaces && library_calls == o.library_calls && loc == o.loc &&
-         relay_ops == o.relay_ops && relay_source == o.relay_source && cuda_graph == o.cuda_graph;
+         relay_ops == o.relay_ops && relay_source == o.relay_source && cuda_graph == o.cuda_graph &&
+         session_step == o.session_step;
 }
 
 }  // namespace kdflow

@@ -547,6 +547,7 @@ Dataflow Reader::document(const json& root) const {
       n.relay_source = string(member(j, p, "relay_source"), at(p, "relay_source"));
     }
     if (const json* g = optional(j, "cuda_graph")) n.cuda_graph = string(*g, at(p, "cuda_graph"));
+    if (const json* g = optional(j, "session_step")) n.session_step = string(*g, at(p, "session_step"));
     df.nodes.push_back(std::move(n));
   }
 

@@ -361,3 +361,27 @@ TEST_CASE("Relax: replay plans the flow with the weights from the constant pool"
         std::string::npos);
   CHECK(r.out.find("alloc 0: storage 0, 8000 bytes") != std::string::npos);  // alloc_storage's 8000 bytes
 }
+
+TEST_CASE("relax: --session specs", "[relax][session]") {
+  auto s = kdflow::parse_session("prefill:7,decode:2");
+  REQUIRE(s);
+  CHECK(s->prefill == 7);
+  CHECK(s->decode == 2);
+  CHECK(s->page_size == 16);
+  CHECK(s->max_total_seq_len == 0);
+  auto t = kdflow::parse_session("decode:3,prefill:5,page_size:32,max_total_seq_len:4096,prefill_chunk_size:512");
+  REQUIRE(t);
+  CHECK(t->prefill == 5);
+  CHECK(t->decode == 3);
+  CHECK(t->page_size == 32);
+  CHECK(t->max_total_seq_len == 4096);
+  CHECK(t->prefill_chunk_size == 512);
+  for (const char* bad : {"", "prefill", "prefill:", "prefill:0", "decode:2", "prefill:-1", "prefill:7,decode:x",
+                          "prefill:7,beam:2", "prefill:12345678901", "prefill:7,,decode:1"}) {
+    auto r = kdflow::parse_session(bad);
+    INFO(bad);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == kdflow::ExitCode::Usage);
+    CHECK(r.error().message.find("--session") != std::string::npos);
+  }
+}

@@ -170,6 +170,26 @@ def check_llm(kdflow: str, d: str, tmp: str) -> None:
         for cmd in ("show", "costs"):
             r = run([kdflow, cmd, flow])
             expect(r.returncode == 0 and r.stdout.strip() != "", f"{name} {fn}: {cmd} ({r.stderr.strip()})")
+    # A session: create the cache, embed and prefill 7 tokens, then embed and decode twice.
+    flow = os.path.join(tmp, f"{name}_session.json")
+    r = run([kdflow, "extract", d, "-q", "--session", "prefill:7,decode:2", "-o", flow])
+    expect(r.returncode == 0, f"{name}: extract --session prefill:7,decode:2 ({r.stderr.strip()})")
+    if r.returncode == 0:
+        df = json.load(open(flow))
+        got = [(n["function"], n.get("session_step", "")) for n in df["nodes"]
+               if n["op"] == "tvm_op" and n["function"] != "__nop"]
+        want = [(c, "prefill") for c, _ in flat("embed") + flat("prefill")]
+        for k in range(2):
+            want += [(c, f"decode {k}") for c, _ in flat("embed") + flat("decode")]
+        inputs = [b["name"] for b in df["buffers"] if b["kind"] == "input"]
+        expect(got == want and len(df["outputs"]) == 3 and
+               inputs == ["input_ids[prefill]", "input_ids[decode 0]", "input_ids[decode 1]"],
+               f"{name} session: {len(got)} calls in TVM's order, each marked with its step; 3 token inputs, "
+               f"3 logits outputs (TVM: {want if got != want else 'same'}; inputs {inputs})")
+        for cmd in ("show", "costs"):
+            r = run([kdflow, cmd, flow])
+            expect(r.returncode == 0 and "[decode 1]" in r.stdout if cmd == "show" else r.returncode == 0,
+                   f"{name} session: {cmd} ({r.stderr.strip()})")
     embed = np.zeros((1, 1, 64), dtype="float32")
     np.save(os.path.join(tmp, "x.npy"), embed)
     r = run([kdflow, "replay", d, "--function", "decode", "--backend", "cpu", "-q", "--input",

@@ -19,6 +19,7 @@ struct CostsCommand {
   std::string format;                 ///< table | csv | jsonl; empty: from the output's extension (stdout: table)
   bool quiet = false;
   std::string function;               ///< Relax builds: the VM function to run (--function; default main)
+  std::string session;                ///< Relax LLM builds: --session prefill:N,decode:M
 };
 
 /// Exit codes as docs/errors.md: 0, 64 usage, 65 bad input, 66 missing input, 73/74 output.

@@ -32,6 +32,9 @@ struct ExtractInputs {
   /// Relax builds: the VM function to run (--function; empty: main). A build without main
   /// (an nn.Module's forward, an LLM's prefill and decode) names one.
   std::string function;
+  /// Relax LLM builds: a stated run of the host program (--session prefill:N,decode:M;
+  /// relax_vm.h RelaxSession) instead of one VM function. Empty: none.
+  std::string session;
   bool no_params = false;  ///< do not read a params file even if the folder has one
   bool no_device = false;  ///< do not read device.cu (accesses stay unknown)
   bool no_relay = false;   ///< do not read relay.txt (Relay ops decoded from function names)

@@ -35,6 +35,21 @@ struct RelaxProgram {
   std::map<int, std::vector<int64_t>> symbolic_inputs;
 };
 
+/// A stated run of a language model's host program (--session prefill:N,decode:M): one
+/// sequence, N tokens prefilled, then M decode steps of one token, as TVM's LLM tutorial and
+/// MLC's chat loop drive the VM functions.
+struct RelaxSession {
+  int64_t prefill = 0;             ///< tokens prefilled (N ≥ 1)
+  int64_t decode = 0;              ///< decode steps after it
+  int64_t max_batch_size = 1;      ///< create_tir_paged_kv_cache's arguments
+  int64_t max_total_seq_len = 0;   ///< 0: N + M
+  int64_t prefill_chunk_size = 0;  ///< 0: N
+  int64_t page_size = 16;
+};
+
+/// "prefill:N,decode:M[,page_size:P][,max_total_seq_len:T][,prefill_chunk_size:C]".
+Expected<RelaxSession> parse_session(const std::string& spec);
+
 struct RelaxVmLimits {
   uint64_t max_steps = 10'000'000;  ///< instructions executed
 };
@@ -57,6 +72,12 @@ struct RelaxVmEnv {
   /// false when it cannot; `*is_float` tells which of `*i`, `*f` holds the value.
   std::function<Status(const std::string& function, bool* is_float, int64_t* i, double* f)> scalar_function;
 };
+
+/// Runs a session (RelaxSession) of an LLM build: create_tir_paged_kv_cache, then embed and
+/// prefill, then embed and decode per step, as one graph; nodes carry attrs["session_step"].
+Expected<RelaxProgram> run_relax_session(const VmExecutable& ex, const std::vector<std::string>& host_functions,
+                                         const RelaxSession& session, const RelaxVmLimits& limits = {},
+                                         const RelaxVmEnv& env = {});
 
 /// Runs `function` of `ex`. Errors name the executable, the instruction index and the
 /// builtin (`vm_exec.bin: instruction 7 (vm.builtin.foo): error: ...`).

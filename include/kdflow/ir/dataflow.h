@@ -209,6 +209,9 @@ struct Node {
   /// The CUDA graph this call is captured into (Relax `relax.backend.use_cuda_graph`):
   /// "<capture function>#<entry>[@[<shape>]]"; "" outside every capture.
   std::string cuda_graph;
+  /// The step of a session (--session) this call belongs to: "create", "prefill", "decode K";
+  /// "" outside a session.
+  std::string session_step;
   bool operator==(const Node& o) const;
 };
 

@@ -329,8 +329,24 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
 
   // Bytecode mode: run the function's instructions. Compiled mode (it is a "tir" function): the
   // host C's __vmtir__<function> performs the same steps; they are recovered from it, then run alike.
-  const std::string function = in.function.empty() ? std::string("main") : in.function;
+  std::optional<RelaxSession> session;
+  if (!in.session.empty()) {
+    if (!in.function.empty())
+      return Error{"error: --session runs the LLM's VM functions itself: drop --function", ExitCode::Usage};
+    Expected<RelaxSession> s = parse_session(in.session);
+    if (!s) return s.error();
+    session = *s;
+  }
+  const std::string function = session ? std::string("prefill") : in.function.empty() ? std::string("main") : in.function;
   const int fn_index = ex->find(function);
+  if (session)
+    for (const char* need : {"create_tir_paged_kv_cache", "embed", "prefill", "decode"})
+      if (ex->find(need) < 0)
+        return file_error(vm_label,
+                          fmt::format("--session runs the VM functions create_tir_paged_kv_cache, embed, prefill and "
+                                      "decode of an LLM build; this executable has no {}",
+                                      need),
+                          ExitCode::Usage);
   if (fn_index < 0 || ex->functions[fn_index].kind == VmFunction::Kind::Packed) {
     std::vector<std::string> listed;
     for (const VmFunction& f : ex->functions)
@@ -431,7 +447,7 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
     const fs::path dir = in.dir.empty() ? fs::path(in.host).parent_path()
                          : fs::is_directory(in.dir) ? fs::path(in.dir) : fs::path(in.dir).parent_path();
     const std::string path = !in.params.empty() ? in.params : (dir / "params.bin").string();
-    if (tuple_param && file_exists(path)) {
+    if ((tuple_param || session) && file_exists(path)) {
       Expected<MappedFile> bytes = map_file(path, kMaxParamsFileBytes);
       if (!bytes) return bytes.error();
       Expected<ParamsFile> pf = parse_params(bytes->bytes(), path);
@@ -453,7 +469,11 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
     *x = r->f;
     return Status::ok();
   };
-  Expected<RelaxProgram> vm = run_relax_vm(*run_ex, (*program)->functions(), function, {}, env);
+  if (session && run_ex != &*ex)
+    return file_error(vm_label, "--session runs bytecode-mode builds; this one is compiled mode (exec_mode=\"compiled\")",
+                      ExitCode::Usage);
+  Expected<RelaxProgram> vm = session ? run_relax_session(*run_ex, (*program)->functions(), *session, {}, env)
+                                      : run_relax_vm(*run_ex, (*program)->functions(), function, {}, env);
   if (!vm) return vm.error();
   const Graph& graph = vm->graph;
 
@@ -462,7 +482,7 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
   options.sources.graph = vm_label;
   options.sources.meta = meta_names;
   options.sources.vm_exec = vm_label;
-  options.sources.vm_function = vm_function;
+  options.sources.vm_function = session ? "session " + in.session : vm_function;
   if (!in.library.empty()) options.sources.library = base_name(in.library);
   detect_tvm_version(*ex, vm_label, *host_text, base_name(in.host), blob_symbol, &options.sources);
   options.params_known = true;  // the pool's tensors are the bound weights

@@ -21,7 +21,7 @@ namespace kdflow {
 namespace {
 
 struct Value {
-  enum class Kind { Unset, Void, Vm, Int, Float, String, DType, Shape, Tensor, Storage, Tuple, Heap, Func };
+  enum class Kind { Unset, Void, Vm, Int, Float, String, DType, Shape, Tensor, Storage, Tuple, Heap, Func, Object };
   Kind kind = Kind::Unset;
   int64_t i = 0;  ///< Int; Tensor: tensor object; Storage: storage id
   double f = 0;
@@ -52,6 +52,7 @@ const char* kind_name(Value::Kind k) {
     case Value::Kind::Tuple: return "a tuple";
     case Value::Kind::Heap: return "the shape heap";
     case Value::Kind::Func: return "a function";
+    case Value::Kind::Object: return "a runtime object";
   }
   return "?";
 }
@@ -110,9 +111,104 @@ class Runner {
     }
     num_args_ = f.num_args;
     param_names_ = f.param_names;
+    for (int64_t a = 0; a < f.num_args; ++a) {
+      inputs_.push_back(static_cast<int>(a));
+      input_names_.push_back(static_cast<size_t>(a) < f.param_names.size() ? f.param_names[a]
+                                                                           : fmt::format("input{}", a));
+    }
     Value result;
     if (!execute(f, name, &result)) return error_;
     return build(result);
+  }
+
+  /// A session of a language model (RelaxSession): create_tir_paged_kv_cache once, then per
+  /// step embed the step's tokens, view the embeddings as (1, tokens, hidden) as the host
+  /// program does, and run prefill or decode on them with the cache and the packed params.
+  /// Every call joins one graph, in order, each node marked with its step; the logits of
+  /// every step are the outputs.
+  Expected<RelaxProgram> run_session(const RelaxSession& session) {
+    auto bytecode = [&](const char* name) -> int {
+      int fi = ex_.find(name);
+      return fi >= 0 && ex_.functions[fi].kind == VmFunction::Kind::Bytecode ? fi : -1;
+    };
+    const int create = bytecode("create_tir_paged_kv_cache"), embed = bytecode("embed"),
+              prefill = bytecode("prefill"), decode = bytecode("decode");
+    for (auto [fi, name] : {std::pair{create, "create_tir_paged_kv_cache"}, std::pair{embed, "embed"},
+                            std::pair{prefill, "prefill"}, std::pair{decode, "decode"}})
+      if (fi < 0)
+        return file_error(ex_.file, fmt::format("a session runs the bytecode VM functions create_tir_paged_kv_cache, "
+                                                "embed, prefill and decode; this executable has no {} (an LLM "
+                                                "built with tvm.relax.frontend.nn and a paged KV cache has them)",
+                                                name),
+                          ExitCode::Usage);
+    if (!env_.packed)
+      return file_error(ex_.file, "a session needs the packed params: the params file beside the build "
+                                  "(DIR/params.bin, or --params), in the tuple's order");
+    Value params;
+    params.kind = Value::Kind::Tuple;
+    make_packed();
+    for (int t : packed_) {
+      Value v;
+      v.kind = Value::Kind::Tensor;
+      v.i = t;
+      params.items.push_back(v);
+    }
+    auto shape = [](int64_t v) {
+      Value x;
+      x.kind = Value::Kind::Shape;
+      x.shape = {v};
+      return x;
+    };
+    const int64_t total = session.prefill + session.decode;
+    step_ = "create";
+    Value cache;
+    if (!invoke(create,
+                {shape(session.max_batch_size), shape(session.max_total_seq_len > 0 ? session.max_total_seq_len : total),
+                 shape(session.prefill_chunk_size > 0 ? session.prefill_chunk_size : session.prefill),
+                 shape(session.page_size)},
+                &cache))
+      return error_;
+    if (cache.kind != Value::Kind::Object)
+      return fail(fmt::format("create_tir_paged_kv_cache returns {}, not the KV cache", kind_name(cache.kind)));
+    std::vector<int> heads;
+    for (int64_t k = -1; k < session.decode; ++k) {
+      const bool is_prefill = k < 0;
+      const int64_t tokens = is_prefill ? session.prefill : 1;
+      step_ = is_prefill ? "prefill" : fmt::format("decode {}", k);
+      callee_ = "";
+      TensorObj ids;
+      ids.home = TensorObj::Home::Input;
+      ids.index = static_cast<int>(inputs_.size());
+      ids.known = ids.dtype_known = true;
+      ids.shape = {tokens};
+      ids.dtype = DType{0, 32, 1};  // int32 token ids
+      const int ids_id = static_cast<int>(tensors_.size());
+      tensors_.push_back(ids);
+      inputs_.push_back(ids_id);
+      input_names_.push_back(is_prefill ? "input_ids[prefill]" : fmt::format("input_ids[decode {}]", k));
+      Value v;
+      v.kind = Value::Kind::Tensor;
+      v.i = ids_id;
+      Value embedded;
+      if (!invoke(embed, {v, params}, &embedded)) return error_;
+      if (embedded.kind != Value::Kind::Tensor || tensors_[embedded.i].shape.size() != 2)
+        return fail(fmt::format("embed returns {}, not a (tokens, hidden) tensor", kind_name(embedded.kind)));
+      // The host program's view of the embeddings as (1, tokens, hidden): a __nop node.
+      Value view_shape;
+      view_shape.kind = Value::Kind::Shape;
+      view_shape.shape = {1, tensors_[embedded.i].shape[0], tensors_[embedded.i].shape[1]};
+      if (!view(embedded, view_shape, &v)) return error_;
+      Value result;
+      if (!invoke(is_prefill ? prefill : decode, {v, cache, params}, &result)) return error_;
+      std::vector<int> logits;
+      collect_heads(result, &logits);
+      if (logits.size() != 1)
+        return fail(fmt::format("{} returns {} tensors; a session expects the logits and the cache",
+                                is_prefill ? "prefill" : "decode", logits.size()));
+      heads.push_back(logits[0]);
+    }
+    step_.clear();
+    return build_heads(heads);
   }
 
  private:
@@ -175,11 +271,18 @@ class Runner {
     std::vector<Value> saved = std::move(regs_);
     const int64_t saved_pc = pc_;
     const std::string saved_callee = callee_;
+    // Each function call has its own shape heap (vm.builtin.alloc_shape_heap).
+    std::vector<int64_t> saved_heap = std::move(heap_);
+    std::vector<bool> saved_known = std::move(heap_known_);
+    heap_.clear();
+    heap_known_.clear();
     regs_.assign(static_cast<size_t>(std::max<int64_t>(f.register_file_size, f.num_args)), Value{});
     for (size_t k = 0; k < args.size(); ++k) regs_[k] = args[k];
     const bool ok = execute(f, f.name, out);
     --depth_;
     if (!ok) return false;
+    heap_ = std::move(saved_heap);
+    heap_known_ = std::move(saved_known);
     regs_ = std::move(saved);
     pc_ = saved_pc;
     callee_ = saved_callee;
@@ -334,6 +437,7 @@ class Runner {
     if (n == "vm.builtin.check_tensor_info") return check_tensor_info(a);
     if (n == "vm.builtin.check_tuple_info") return check_tuple_info(a);
     if (n == "vm.builtin.cuda_graph.get_cached_alloc") return cuda_graph_alloc(ins, a);
+    if (n == "vm.builtin.paged_attention_kv_cache_create" && !step_.empty()) return kv_cache_create(ins);
     if (n == "vm.builtin.cuda_graph.run_or_capture") return cuda_graph_run(ins, a);
     if (n == "vm.builtin.check_shape_info") return check_shape_info(a);
     if (is_kv_cache_attention(n)) return kv_attention(ins, a);
@@ -484,17 +588,7 @@ class Runner {
              false;
     if (packed_.empty()) {
       packed_arg_ = arg.index;
-      for (size_t k = 0; k < env_.packed->arrays.size(); ++k) {
-        const ParamArray& pa = env_.packed->arrays[k];
-        TensorObj t;
-        t.home = TensorObj::Home::Packed;
-        t.index = static_cast<int>(k);
-        t.known = t.dtype_known = true;
-        t.shape = pa.shape;
-        t.dtype = pa.dtype;
-        packed_.push_back(static_cast<int>(tensors_.size()));
-        tensors_.push_back(t);
-      }
+      make_packed();
     }
     Value tuple;
     tuple.kind = Value::Kind::Tuple;
@@ -506,6 +600,31 @@ class Runner {
     }
     replace_everywhere(id, tuple);
     return true;
+  }
+
+  /// The tensor objects of the packed params (env_.packed), made once.
+  void make_packed() {
+    if (!packed_.empty() || !env_.packed) return;
+    for (size_t k = 0; k < env_.packed->arrays.size(); ++k) {
+      const ParamArray& pa = env_.packed->arrays[k];
+      TensorObj t;
+      t.home = TensorObj::Home::Packed;
+      t.index = static_cast<int>(k);
+      t.known = t.dtype_known = true;
+      t.shape = pa.shape;
+      t.dtype = pa.dtype;
+      packed_.push_back(static_cast<int>(tensors_.size()));
+      tensors_.push_back(t);
+    }
+  }
+
+  /// vm.builtin.paged_attention_kv_cache_create(...): TVM's C++ runtime builds the cache
+  /// (paged_kv_cache.cc); here it is an object passed on, its configuration not yet read.
+  bool kv_cache_create(const VmInstruction& ins) {
+    Value v;
+    v.kind = Value::Kind::Object;
+    v.s = "paged_kv_cache";
+    return set(ins.dst, std::move(v));
   }
 
   /// vm.builtin.check_shape_info(value, ndim, error context): a shape argument (a
@@ -547,7 +666,7 @@ class Runner {
     node.attrs["sm_scale"] = a[2].kind == Value::Kind::Float ? fmt::format("{}", a[2].f) : std::to_string(a[2].i);
     o.written = true;
     o.producer = static_cast<int>(nodes_.size());
-    if (!region_.empty()) node.attrs["cuda_graph"] = region_;
+    mark(node);
     nodes_.push_back(std::move(node));
     return set(ins.dst, void_value());
   }
@@ -695,6 +814,14 @@ class Runner {
 
   bool reshape(const VmInstruction& ins, const std::vector<Value>& a) {
     if (!want(a, 0, Value::Kind::Tensor, "the tensor") || !want(a, 1, Value::Kind::Shape, "the new shape")) return false;
+    Value v;
+    if (!view(a[0], a[1], &v)) return false;
+    return set(ins.dst, std::move(v));
+  }
+
+  /// A view of tensor `src` under `new_shape` (the same bytes): a __nop node.
+  bool view(const Value& src_v, const Value& new_shape, Value* out) {
+    const std::vector<Value> a = {src_v, new_shape};
     if (!usable(static_cast<int>(a[0].i), 0)) return false;
     const TensorObj src = tensors_[a[0].i];
     uint64_t old_bytes = 0, new_bytes = 0;
@@ -714,11 +841,10 @@ class Runner {
     const int id = static_cast<int>(tensors_.size());
     tensors_.push_back(t);
     nodes_.push_back(PendingNode{"__nop", {static_cast<int>(a[0].i)}, {id}, static_cast<uint64_t>(pc_), {}});
-    if (!region_.empty()) nodes_.back().attrs["cuda_graph"] = region_;
-    Value v;
-    v.kind = Value::Kind::Tensor;
-    v.i = id;
-    return set(ins.dst, std::move(v));
+    mark(nodes_.back());
+    out->kind = Value::Kind::Tensor;
+    out->i = id;
+    return true;
   }
 
   bool fused(const VmInstruction& ins, const std::vector<Value>& a) {
@@ -750,9 +876,15 @@ class Runner {
     if (node.outputs.empty())
       return fail("no argument is a freshly allocated tensor: the call's output is unknown"), false;
     for (int id : node.outputs) tensors_[id].written = true, tensors_[id].producer = static_cast<int>(nodes_.size());
-    if (!region_.empty()) node.attrs["cuda_graph"] = region_;
+    mark(node);
     nodes_.push_back(std::move(node));
     return set(ins.dst, void_value());
+  }
+
+  /// The CUDA graph capture and the session step a new node belongs to.
+  void mark(PendingNode& n) const {
+    if (!region_.empty()) n.attrs["cuda_graph"] = region_;
+    if (!step_.empty()) n.attrs["session_step"] = step_;
   }
 
   void collect_heads(const Value& v, std::vector<int>* out) {
@@ -768,6 +900,11 @@ class Runner {
     std::vector<int> heads;
     collect_heads(result, &heads);
     if (heads.empty()) return fail(fmt::format("returns {}, not a tensor or a tuple of tensors", kind_name(result.kind)));
+    return build_heads(heads);
+  }
+
+  Expected<RelaxProgram> build_heads(const std::vector<int>& heads) {
+    callee_ = "";
 
     RelaxProgram p;
     p.shape_heap = heap_;
@@ -793,11 +930,12 @@ class Runner {
         int root = outs[k];
         while (tensors_[root].home == TensorObj::Home::View) root = tensors_[root].index;
         const TensorObj& r = tensors_[root];
+        const int64_t n_inputs = static_cast<int64_t>(inputs_.size());
         e.storage_id = r.home == TensorObj::Home::Storage  ? r.index
                        : r.home == TensorObj::Home::Input ? p.num_storages + r.index
                        : r.home == TensorObj::Home::Packed
-                           ? p.num_storages + num_args_ + static_cast<int64_t>(const_rank_.size()) + r.index
-                           : p.num_storages + num_args_ + const_rank_.at(r.index);
+                           ? p.num_storages + n_inputs + static_cast<int64_t>(const_rank_.size()) + r.index
+                           : p.num_storages + n_inputs + const_rank_.at(r.index);
         tensor_bytes(e.shape, e.type, &e.bytes);
         entry_of[outs[k]] = static_cast<int>(g.entries.size());
         g.entries.push_back(std::move(e));
@@ -811,7 +949,8 @@ class Runner {
     };
     // Constants in pool order get storage ids after the inputs'.
     for (const auto& [c, t] : const_tensor_) const_rank_[c] = static_cast<int>(const_rank_.size());
-    for (int64_t a = 0; a < num_args_; ++a) {
+    for (size_t k = 0; k < inputs_.size(); ++k) {
+      const int a = inputs_[k];
       const TensorObj& t = tensors_[a];
       if (!t.known) {
         // A parameter no check states: kept only if nothing uses it (no node, no entry).
@@ -823,8 +962,8 @@ class Runner {
       }
       GraphNode n;
       n.op = "null";
-      n.name = static_cast<size_t>(a) < param_names_.size() ? param_names_[a] : fmt::format("input{}", a);
-      g.arg_nodes.push_back(add_node(std::move(n), {static_cast<int>(a)}, static_cast<int>(a), -1, uint64_t(-1)));
+      n.name = input_names_[k];
+      g.arg_nodes.push_back(add_node(std::move(n), {a}, static_cast<int>(k), -1, uint64_t(-1)));
     }
     for (const auto& [c, t] : const_tensor_) {
       GraphNode n;
@@ -885,6 +1024,9 @@ class Runner {
   std::vector<int> packed_;  ///< tensor objects of the packed params (check_tuple_info), in order
   std::map<int64_t, Value> graph_allocs_;  ///< cuda_graph.get_cached_alloc: entry → its allocation
   std::string region_;       ///< the CUDA-graph capture running ("capture_function#entry[@shape]"), or ""
+  std::string step_;         ///< the session step running ("prefill", "decode 0"), or ""
+  std::vector<int> inputs_;  ///< the graph's inputs: tensor objects, in order
+  std::vector<std::string> input_names_;
   int depth_ = 0;            ///< closure calls in progress
   uint64_t steps_ = 0;       ///< instructions executed, closures included
   int packed_arg_ = -1;      ///< the VM parameter they came from
@@ -895,6 +1037,51 @@ class Runner {
 };
 
 }  // namespace
+
+Expected<RelaxProgram> run_relax_session(const VmExecutable& ex, const std::vector<std::string>& host_functions,
+                                         const RelaxSession& session, const RelaxVmLimits& limits,
+                                         const RelaxVmEnv& env) {
+  try {
+    return Runner(ex, host_functions, limits, env).run_session(session);
+  } catch (const std::bad_alloc&) {
+    return file_error(ex.file, "out of memory while running the VM program", ExitCode::Software);
+  }
+}
+
+Expected<RelaxSession> parse_session(const std::string& spec) {
+  RelaxSession s;
+  bool prefill = false;
+  size_t start = 0;
+  while (start <= spec.size()) {
+    size_t comma = spec.find(',', start);
+    std::string item = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    size_t colon = item.find(':');
+    int64_t v = -1;
+    if (colon != std::string::npos) {
+      const std::string num = item.substr(colon + 1);
+      if (!num.empty() && num.size() <= 9 && num.find_first_not_of("0123456789") == std::string::npos)
+        v = std::stoll(num);
+    }
+    const std::string key = colon == std::string::npos ? item : item.substr(0, colon);
+    if (v < 0 || (key != "prefill" && key != "decode" && key != "page_size" && key != "max_total_seq_len" &&
+                  key != "prefill_chunk_size"))
+      return Error{fmt::format("error: --session {}: expected prefill:N,decode:M (and optionally page_size:P, "
+                               "max_total_seq_len:T, prefill_chunk_size:C), got {}",
+                               spec, detail::quote_input(item)),
+                   ExitCode::Usage};
+    if (key == "prefill") s.prefill = v, prefill = true;
+    else if (key == "decode") s.decode = v;
+    else if (key == "page_size") s.page_size = v;
+    else if (key == "max_total_seq_len") s.max_total_seq_len = v;
+    else s.prefill_chunk_size = v;
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (!prefill || s.prefill < 1 || s.page_size < 1 || s.decode > 100000)
+    return Error{fmt::format("error: --session {}: a session starts with prefill:N (N ≥ 1 tokens)", spec),
+                 ExitCode::Usage};
+  return s;
+}
 
 Expected<RelaxProgram> run_relax_vm(const VmExecutable& ex, const std::vector<std::string>& host_functions,
                                     const std::string& function, const RelaxVmLimits& limits,
