@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <ostream>
 #include <set>
@@ -204,6 +205,24 @@ std::string render_table(const std::string& model, const Dataflow& df, const Cos
                                                "code/formula leaves them out)",
                                                num(static_cast<double>(reduction) / 1e6))
                                  : std::string());
+  // A session (--session): each step apart, in the order the steps ran (prefill, decode 0, ...).
+  std::vector<std::string> steps;
+  std::map<std::string, std::array<uint64_t, 3>> per_step;  // counted FLOPs, bytes, functions
+  for (const FunctionCost& f : r.functions) {
+    if (f.node < 0 || static_cast<size_t>(f.node) >= df.nodes.size()) continue;
+    const std::string& step = df.nodes[static_cast<size_t>(f.node)].session_step;
+    if (step.empty()) continue;
+    if (!per_step.count(step)) steps.push_back(step);
+    auto& t = per_step[step];
+    if (f.counted && f.counted->flops) t[0] += *f.counted->flops;
+    t[1] += f.bytes;
+    ++t[2];
+  }
+  for (const std::string& step : steps) {
+    const auto& t = per_step[step];
+    out += fmt::format("session step {}: {} MFLOP counted from the kernels' code, {} KB in and out of {} functions\n",
+                       step, num(static_cast<double>(t[0]) / 1e6), num(static_cast<double>(t[1]) / 1e3), t[2]);
+  }
   if (timed && measured > 0) {
     std::vector<const FunctionCost*> by_time;
     for (const FunctionCost& f : r.functions)

@@ -188,8 +188,9 @@ def check_llm(kdflow: str, d: str, tmp: str) -> None:
                f"3 logits outputs (TVM: {want if got != want else 'same'}; inputs {inputs})")
         for cmd in ("show", "costs"):
             r = run([kdflow, cmd, flow])
-            expect(r.returncode == 0 and "[decode 1]" in r.stdout if cmd == "show" else r.returncode == 0,
-                   f"{name} session: {cmd} ({r.stderr.strip()})")
+            marks = ["[decode 1]"] if cmd == "show" else ["session step prefill:", "session step decode 1:"]
+            expect(r.returncode == 0 and all(m in r.stdout for m in marks),
+                   f"{name} session: {cmd} shows the steps apart ({r.stderr.strip()})")
     embed = np.zeros((1, 1, 64), dtype="float32")
     np.save(os.path.join(tmp, "x.npy"), embed)
     r = run([kdflow, "replay", d, "--function", "decode", "--backend", "cpu", "-q", "--input",
