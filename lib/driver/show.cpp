@@ -799,6 +799,8 @@ class Explainer {
     for (const Node& o : df_.nodes)
       if (o.id != n.id && o.op == "tvm_op" && o.function == n.function) same.push_back(fmt::format("n{}", o.id));
     if (!same.empty()) line(i2, "also run by", fmt::format("{}", fmt::join(same, ", ")));
+    if (!n.session_step.empty()) line(i2, "session step", clean(n.session_step));
+    if (!n.cuda_graph.empty()) line(i2, "CUDA graph", clean(n.cuda_graph));
     relay(i2, n);
     std::vector<int> seen;
     for (size_t i = 0; i < n.inputs.size(); ++i) {

@@ -186,6 +186,13 @@ def check_llm(kdflow: str, d: str, tmp: str) -> None:
                inputs == ["input_ids[prefill]", "input_ids[decode 0]", "input_ids[decode 1]"],
                f"{name} session: {len(got)} calls in TVM's order, each marked with its step; 3 token inputs, "
                f"3 logits outputs (TVM: {want if got != want else 'same'}; inputs {inputs})")
+        last = [n for n in df["nodes"] if n["op"] == "tvm_op" and n.get("session_step") == "decode 1"][-1]
+        r = run([kdflow, "explain", flow, f"n{last['id']}"])
+        graph = last.get("cuda_graph")
+        expect(r.returncode == 0 and "session step  decode 1" in r.stdout and
+               (graph is None or f"CUDA graph    {graph}" in r.stdout),
+               f"{name} session: explain names node n{last['id']}'s step{' and CUDA graph' if graph else ''} "
+               f"({r.stderr.strip()})")
         for cmd in ("show", "costs"):
             r = run([kdflow, cmd, flow])
             marks = ["[decode 1]"] if cmd == "show" else ["session step prefill:", "session step decode 1:"]
