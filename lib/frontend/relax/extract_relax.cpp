@@ -400,6 +400,9 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
     recovered.code.push_back(ret);
     run_ex = &recovered;
   }
+  // The build's folder: input_<name>.npy and params.bin are looked for there.
+  const fs::path dir = in.dir.empty() ? fs::path(in.host).parent_path()
+                       : fs::is_directory(in.dir) ? fs::path(in.dir) : fs::path(in.dir).parent_path();
   // Symbolic shapes: the parameters' shapes from --input-shape, else from input_<name>.npy.
   RelaxVmEnv env;
   {
@@ -415,8 +418,6 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
                      ExitCode::Usage};
       env.input_shapes[static_cast<int>(it - names.begin())] = parsed->second;
     }
-    const fs::path dir = in.dir.empty() ? fs::path(in.host).parent_path()
-                         : fs::is_directory(in.dir) ? fs::path(in.dir) : fs::path(in.dir).parent_path();
     for (size_t i = 0; i < names.size(); ++i) {
       if (env.input_shapes.count(static_cast<int>(i))) continue;
       const std::string npy = (dir / ("input_" + names[i] + ".npy")).string();
@@ -444,8 +445,6 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
           tuple_param = true;
       }
     }
-    const fs::path dir = in.dir.empty() ? fs::path(in.host).parent_path()
-                         : fs::is_directory(in.dir) ? fs::path(in.dir) : fs::path(in.dir).parent_path();
     const std::string path = !in.params.empty() ? in.params : (dir / "params.bin").string();
     if ((tuple_param || session) && file_exists(path)) {
       Expected<MappedFile> bytes = map_file(path, kMaxParamsFileBytes);

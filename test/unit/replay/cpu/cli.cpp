@@ -17,6 +17,7 @@
 #include <chrono>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -426,47 +427,49 @@ kdflow::test::RunResult replay_hostile(const std::string& dir, const std::vector
   return r;
 }
 
+/// Replays a hostile copy of mlp (hostile_mlp) that the CPU back end must refuse before
+/// anything runs: exit 65 and one line holding `line_part`. nullopt when skipped (said).
+std::optional<kdflow::test::RunResult> expect_refused(const std::function<std::string(std::string)>& edit,
+                                                      const std::string& line_part) {
+  std::string dir = hostile_mlp(edit);
+  if (dir.empty()) {
+    WARN("skipped: mlp's params.bin is only in ../shared/samples");
+    return std::nullopt;
+  }
+  auto r = replay_hostile(dir);
+  INFO(r.err);
+  CHECK(r.exit_code == 65);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(r.err.find(line_part) != std::string::npos);
+  return r;
+}
+
 const char* kFirstKernel = "extern \"C\" __global__ void __launch_bounds__(64) tvmgen_default_fused_nn_dense_add_nn_relu_2_kernel";
 
 }  // namespace
 
 TEST_CASE("replay --backend cpu refuses a kernel whose locals pass the stack, before anything runs", "[cpu-replay]") {
-  std::string dir = hostile_mlp([](std::string s) {
-    size_t at = s.find("  float T_matmul_NT_rf[1];\n");
-    REQUIRE(at != std::string::npos);
-    return s.replace(at, 27, "  float T_matmul_NT_rf[1 << 26];\n");
-  });
-  if (dir.empty()) {
-    WARN("skipped: mlp's params.bin is only in ../shared/samples");
-    return;
-  }
-  auto r = replay_hostile(dir);
-  INFO(r.err);
-  CHECK(r.exit_code == 65);
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-  CHECK(r.err.find("device.cu:35:9: error: kernel 'tvmgen_default_fused_nn_dense_add_nn_relu_2_kernel' cannot run "
-                   "on the CPU: it needs 268435484 bytes of local variables per CUDA thread") != std::string::npos);
-  CHECK(r.out.find("output_0.npy") == std::string::npos);
+  auto r = expect_refused(
+      [](std::string s) {
+        size_t at = s.find("  float T_matmul_NT_rf[1];\n");
+        REQUIRE(at != std::string::npos);
+        return s.replace(at, 27, "  float T_matmul_NT_rf[1 << 26];\n");
+      },
+      "device.cu:35:9: error: kernel 'tvmgen_default_fused_nn_dense_add_nn_relu_2_kernel' cannot run on the CPU: it "
+      "needs 268435484 bytes of local variables per CUDA thread");
+  if (r) CHECK(r->out.find("output_0.npy") == std::string::npos);
 }
 
 TEST_CASE("replay --backend cpu refuses a recursive device function, before anything runs", "[cpu-replay]") {
-  std::string dir = hostile_mlp([](std::string s) {
-    size_t at = s.find(kFirstKernel);
-    REQUIRE(at != std::string::npos);
-    s.insert(at, "__device__ float kd_rec(float x) { return kd_rec(x + 1.0f) * 0.5f; }\n");
-    at = s.find("  T_matmul_NT_rf[0] = 0.000000e+00f;\n");
-    return s.replace(at, 37, "  T_matmul_NT_rf[0] = kd_rec(0.0f);\n");
-  });
-  if (dir.empty()) {
-    WARN("skipped: mlp's params.bin is only in ../shared/samples");
-    return;
-  }
-  auto r = replay_hostile(dir);
-  INFO(r.err);
-  CHECK(r.exit_code == 65);
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-  CHECK(r.err.find("(in 'kd_rec', which it calls) cannot run on the CPU: it recurses (kd_rec → kd_rec)") !=
-        std::string::npos);
+  expect_refused(
+      [](std::string s) {
+        size_t at = s.find(kFirstKernel);
+        REQUIRE(at != std::string::npos);
+        s.insert(at, "__device__ float kd_rec(float x) { return kd_rec(x + 1.0f) * 0.5f; }\n");
+        at = s.find("  T_matmul_NT_rf[0] = 0.000000e+00f;\n");
+        return s.replace(at, 37, "  T_matmul_NT_rf[0] = kd_rec(0.0f);\n");
+      },
+      "(in 'kd_rec', which it calls) cannot run on the CPU: it recurses (kd_rec → kd_rec)");
 }
 
 TEST_CASE("replay --backend cpu stops a kernel that spins at --time-limit, naming it and its block", "[cpu-replay]") {
@@ -516,20 +519,13 @@ TEST_CASE("replay --backend cpu --jobs: one thread and three give the same bytes
 }
 
 TEST_CASE("replay --backend cpu refuses a kernel with more static shared memory than CUDA allows", "[cpu-replay]") {
-  std::string dir = hostile_mlp([](std::string s) {
-    size_t at = s.find("  __shared__ float red_result[1];\n");
-    REQUIRE(at != std::string::npos);
-    return s.replace(at, 34, "  __shared__ float red_result[1 << 28];\n");
-  });
-  if (dir.empty()) {
-    WARN("skipped: mlp's params.bin is only in ../shared/samples");
-    return;
-  }
-  auto r = replay_hostile(dir);
-  INFO(r.err);
-  CHECK(r.exit_code == 65);
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-  CHECK(r.err.find("device.cu:36:20: error: kernel 'tvmgen_default_fused_nn_dense_add_nn_relu_2_kernel' cannot run "
-                   "on the CPU: it declares 1073741836 bytes of static __shared__ memory (with 'red_result'), more "
-                   "than the 48 KiB CUDA allows a block") != std::string::npos);
+  expect_refused(
+      [](std::string s) {
+        size_t at = s.find("  __shared__ float red_result[1];\n");
+        REQUIRE(at != std::string::npos);
+        return s.replace(at, 34, "  __shared__ float red_result[1 << 28];\n");
+      },
+      "device.cu:36:20: error: kernel 'tvmgen_default_fused_nn_dense_add_nn_relu_2_kernel' cannot run on the CPU: it "
+      "declares 1073741836 bytes of static __shared__ memory (with 'red_result'), more than the 48 KiB CUDA allows a "
+      "block");
 }
