@@ -401,6 +401,7 @@ std::string render_show(const Dataflow& df, const ShowStyle& style) {
     if (!n.function.empty() && n.name != n.function) fn += fmt::format(" [{}]", clean(n.name));
     if (!n.cuda_graph.empty()) fn += fmt::format(" (graph {})", clean(n.cuda_graph));
     if (!n.session_step.empty()) fn = fmt::format("[{}] {}", clean(n.session_step), fn);
+    if (!n.runtime_call.empty()) fn += fmt::format(" (KV cache, layer {})", n.layer);
     first[1] = {fn, Color::Bold};
     std::string ops = n.relay_ops.empty() ? "-" : relay_ops_text(n);
     if (n.relay_source == "name") ops += " *", decoded = true;
@@ -801,6 +802,29 @@ class Explainer {
     if (!same.empty()) line(i2, "also run by", fmt::format("{}", fmt::join(same, ", ")));
     if (!n.session_step.empty()) line(i2, "session step", clean(n.session_step));
     if (!n.cuda_graph.empty()) line(i2, "CUDA graph", clean(n.cuda_graph));
+    if (!n.runtime_call.empty()) {
+      line(i2, "called by", fmt::format("TVM's runtime inside {} (layer {}): {}", clean(n.runtime_call), n.layer,
+                                        clean(n.runtime_role)));
+      for (size_t i = 0; i < n.runtime_args.size(); ++i) {
+        const Arg& a = n.runtime_args[i];
+        std::string text = a.kind == Arg::Kind::Int     ? fmt::format("{}", a.int_value)
+                           : a.kind == Arg::Kind::Float ? fmt::format("{}", a.float_value)
+                                                        : fmt::format("{}[{}] {}{}", clean(a.tensor_dtype),
+                                                                      fmt::join(a.tensor_shape, ", "), buffer_text(a.buffer),
+                                                                      a.offset ? fmt::format(" at byte {}", a.offset) : "");
+        line(i2, i == 0 ? "its arguments" : "", fmt::format("{}: {}", i, text));
+      }
+    }
+    for (const HostCopy& c : df_.host_copies) {
+      if (c.node != n.id) continue;
+      line(i2, "copies", fmt::format("{} {} values from the host into {} at byte {}", c.values.size(), clean(c.dtype),
+                                     buffer_text(c.buffer), c.offset));
+      for (const HostCopy::Array& a : c.arrays) {
+        std::vector<int64_t> v(c.values.begin() + a.first, c.values.begin() + a.first + std::min<int64_t>(a.count, 16));
+        line(i2, "", fmt::format("{} @{} ({}): [{}{}]", clean(a.name), a.first, a.count, fmt::join(v, ", "),
+                                 a.count > 16 ? ", ..." : ""));
+      }
+    }
     relay(i2, n);
     std::vector<int> seen;
     for (size_t i = 0; i < n.inputs.size(); ++i) {

@@ -207,6 +207,29 @@ ojson build(const Dataflow& df) {
   }
   root["library_calls"] = std::move(calls);
 
+  if (!df.host_copies.empty()) {
+    ojson copies = ojson::array();
+    for (const HostCopy& c : df.host_copies) {
+      ojson j = ojson::object();
+      j["graph_node"] = c.node;
+      j["buffer"] = c.buffer;
+      j["offset"] = c.offset;
+      j["dtype"] = c.dtype;
+      ojson arrays = ojson::array();
+      for (const HostCopy::Array& a : c.arrays) {
+        ojson x = ojson::object();
+        x["name"] = a.name;
+        x["first"] = a.first;
+        x["count"] = a.count;
+        arrays.push_back(std::move(x));
+      }
+      j["arrays"] = std::move(arrays);
+      j["values"] = c.values;
+      copies.push_back(std::move(j));
+    }
+    root["host_copies"] = std::move(copies);
+  }
+
   ojson nodes = ojson::array();
   for (const Node& n : df.nodes) {
     ojson j = ojson::object();
@@ -222,6 +245,12 @@ ojson build(const Dataflow& df) {
     if (n.loc.valid()) j["loc"] = loc_json(n.loc);
     if (!n.cuda_graph.empty()) j["cuda_graph"] = n.cuda_graph;
     if (!n.session_step.empty()) j["session_step"] = n.session_step;
+    if (!n.runtime_call.empty()) {
+      j["runtime_call"] = n.runtime_call;
+      j["runtime_role"] = n.runtime_role;
+      j["layer"] = n.layer;
+      if (!n.runtime_args.empty()) j["runtime_args"] = args_json(n.runtime_args);
+    }
     if (!n.relay_source.empty()) {
       ojson ops = ojson::array();
       for (const RelayOp& op : n.relay_ops) {

@@ -102,6 +102,9 @@ class TextWriter {
     line(fmt::format("{}  ({})", head, fmt::join(counts, ", ")));
     if (!n.cuda_graph.empty()) line(fmt::format("  in CUDA graph {}", clean(n.cuda_graph)));
     if (!n.session_step.empty()) line(fmt::format("  session step: {}", clean(n.session_step)));
+    if (!n.runtime_call.empty())
+      line(fmt::format("  called by TVM's runtime inside {} (layer {}): {}", clean(n.runtime_call), n.layer,
+                       clean(n.runtime_role)));
     line(fmt::format("  reads {}  writes {}", refs(n.inputs), refs(n.outputs)));
     if (!n.relay_ops.empty()) {
       std::vector<std::string> ops;

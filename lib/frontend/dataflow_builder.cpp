@@ -126,6 +126,10 @@ Expected<Dataflow> build_dataflow(const Graph& g, const FunctionTable& table,
     node.function = gn.op == "null" ? "" : gn.func_name;
     if (auto g = gn.attrs.find("cuda_graph"); g != gn.attrs.end()) node.cuda_graph = g->second;
     if (auto g = gn.attrs.find("session_step"); g != gn.attrs.end()) node.session_step = g->second;
+    if (auto g = gn.attrs.find("runtime_call"); g != gn.attrs.end()) node.runtime_call = g->second;
+    if (auto g = gn.attrs.find("kv_role"); g != gn.attrs.end()) node.runtime_role = g->second;
+    if (auto g = gn.attrs.find("kv_layer"); g != gn.attrs.end() && !node.runtime_call.empty())
+      node.layer = std::stoll(g->second);
     for (const auto& in : gn.inputs) node.inputs.push_back(g.entry_id(in));
     for (int i = 0; i < gn.num_outputs; ++i) node.outputs.push_back(g.entry_id(static_cast<int>(nid), i));
     if (gn.op == "tvm_op") {
@@ -143,7 +147,10 @@ Expected<Dataflow> build_dataflow(const Graph& g, const FunctionTable& table,
       if (!traced) return traced.error();
       const HostTrace& tr = *traced;
       node.loc = tr.function_loc;
-      const size_t n_tensors = gn.inputs.size() + static_cast<size_t>(gn.num_outputs);
+      // A runtime's call (the KV cache's) states its own argument count: views and scalars.
+      auto num_args = gn.attrs.find("num_args");
+      const size_t n_tensors = num_args != gn.attrs.end() ? std::stoul(num_args->second)
+                                                          : gn.inputs.size() + static_cast<size_t>(gn.num_outputs);
       if (tr.args_used != static_cast<int>(n_tensors))
         return at(tr.function_loc, fmt::format("function '{}' unpacks {} arguments, but graph node {} ('{}') passes {} "
                                                "(is host.c from another model?)",

@@ -114,7 +114,8 @@ bool Node::operator==(const Node& o) const {
          inputs == o.inputs && outputs == o.outputs && kernels == o.kernels &&
          workspaces == o.workspaces && library_calls == o.library_calls && loc == o.loc &&
          relay_ops == o.relay_ops && relay_source == o.relay_source && cuda_graph == o.cuda_graph &&
-         session_step == o.session_step;
+         session_step == o.session_step && runtime_call == o.runtime_call && runtime_role == o.runtime_role &&
+         layer == o.layer && runtime_args == o.runtime_args;
 }
 
 }  // namespace kdflow

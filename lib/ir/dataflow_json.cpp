@@ -548,7 +548,41 @@ Dataflow Reader::document(const json& root) const {
     }
     if (const json* g = optional(j, "cuda_graph")) n.cuda_graph = string(*g, at(p, "cuda_graph"));
     if (const json* g = optional(j, "session_step")) n.session_step = string(*g, at(p, "session_step"));
+    if (const json* g = optional(j, "runtime_call")) {
+      n.runtime_call = string(*g, at(p, "runtime_call"));
+      n.runtime_role = string(member(j, p, "runtime_role"), at(p, "runtime_role"));
+      n.layer = integer(member(j, p, "layer"), at(p, "layer"), -1);
+      if (const json* ra = optional(j, "runtime_args")) n.runtime_args = args(*ra, at(p, "runtime_args"), nb);
+    }
     df.nodes.push_back(std::move(n));
+  }
+
+  if (const json* jcopies = optional(root, "host_copies")) {
+    array(*jcopies, "/host_copies");
+    for (size_t i = 0; i < jcopies->size(); ++i) {
+      const std::string p = at("/host_copies", i);
+      const json& j = object((*jcopies)[i], p);
+      HostCopy c;
+      c.node = ref(member(j, p, "graph_node"), at(p, "graph_node"), nn, "node");
+      c.buffer = ref(member(j, p, "buffer"), at(p, "buffer"), nb, "buffer");
+      c.offset = integer(member(j, p, "offset"), at(p, "offset"), 0);
+      c.dtype = string(member(j, p, "dtype"), at(p, "dtype"));
+      if (c.dtype != "int32") fail(at(p, "dtype"), fmt::format("a copy of {}: only int32 copies are read", printable(c.dtype)));
+      const json& vals = array(member(j, p, "values"), at(p, "values"));
+      const std::string vp = at(p, "values");
+      for (size_t k = 0; k < vals.size(); ++k) c.values.push_back(integer(vals[k], at(vp, k), INT32_MIN, INT32_MAX));
+      const json& arrs = array(member(j, p, "arrays"), at(p, "arrays"));
+      for (size_t k = 0; k < arrs.size(); ++k) {
+        const std::string q = at(at(p, "arrays"), k);
+        const json& a = object(arrs[k], q);
+        HostCopy::Array x;
+        x.name = string(member(a, q, "name"), at(q, "name"));
+        x.first = integer(member(a, q, "first"), at(q, "first"), 0, static_cast<int64_t>(c.values.size()));
+        x.count = integer(member(a, q, "count"), at(q, "count"), 0, static_cast<int64_t>(c.values.size()) - x.first);
+        c.arrays.push_back(std::move(x));
+      }
+      df.host_copies.push_back(std::move(c));
+    }
   }
 
   for (size_t i = 0; i < jedges.size(); ++i) {

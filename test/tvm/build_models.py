@@ -210,6 +210,10 @@ def llm_model_build(tvm: Any, out: str, cuda_graph: bool = False) -> None:
     vmex = ex if hasattr(ex, "as_text") else relax.VMExecutable(ex.mod)
     with open(os.path.join(out, "vm_calls.json"), "w") as f:
         json.dump(vm_calls(vmex.as_text()), f, indent=1)
+    if not cuda_graph:
+        # What TVM's KV cache runtime itself calls in a session (the same model, run on the CPU).
+        import kv_truth
+        kv_truth.record(tvm, lambda: llm_model.decoder_lm(tvm), os.path.join(out, "kv_truth.json"))
 
 
 def onnx_model(out: str) -> None:

@@ -176,8 +176,17 @@ def check_llm(kdflow: str, d: str, tmp: str) -> None:
     expect(r.returncode == 0, f"{name}: extract --session prefill:7,decode:2 ({r.stderr.strip()})")
     if r.returncode == 0:
         df = json.load(open(flow))
-        got = [(n["function"], n.get("session_step", "")) for n in df["nodes"]
-               if n["op"] == "tvm_op" and n["function"] != "__nop"]
+        got = []
+        for n in df["nodes"]:
+            if n["op"] != "tvm_op" or n["function"] in ("__nop", "vm.builtin.paged_attention_kv_cache_create"):
+                continue
+            # The calls TVM's KV cache runtime makes inside one attention are that VM call.
+            call = (n.get("runtime_call", n["function"]), n.get("session_step", ""), n.get("layer", -1), n["id"])
+            if got and "runtime_call" in n and got[-1][0] == call[0] and got[-1][2] == call[2] and \
+                    got[-1][1] == call[1]:
+                continue
+            got.append(call)
+        got = [(f, step) for f, step, _, _ in got]
         want = [(c, "prefill") for c, _ in flat("embed") + flat("prefill")]
         for k in range(2):
             want += [(c, f"decode {k}") for c, _ in flat("embed") + flat("decode")]
@@ -186,6 +195,7 @@ def check_llm(kdflow: str, d: str, tmp: str) -> None:
                inputs == ["input_ids[prefill]", "input_ids[decode 0]", "input_ids[decode 1]"],
                f"{name} session: {len(got)} calls in TVM's order, each marked with its step; 3 token inputs, "
                f"3 logits outputs (TVM: {want if got != want else 'same'}; inputs {inputs})")
+        check_kv_runtime(name, df, os.path.join(os.path.dirname(d), "llm", "kv_truth.json"))
         last = [n for n in df["nodes"] if n["op"] == "tvm_op" and n.get("session_step") == "decode 1"][-1]
         r = run([kdflow, "explain", flow, f"n{last['id']}"])
         graph = last.get("cuda_graph")
@@ -205,6 +215,79 @@ def check_llm(kdflow: str, d: str, tmp: str) -> None:
     expect(r.returncode == 69 and "TVM's KV cache does this attention inside its runtime" in r.stderr and
            r.stderr.count("\n") == 1, f"{name}: replay refuses the KV cache's attention in one line, exit 69 "
            f"({r.returncode}: {r.stderr.strip()})")
+
+
+def check_kv_runtime(name: str, df: dict, truth_path: str) -> None:
+    """The calls kdflow models TVM's KV cache runtime making (nodes with runtime_call), against
+    what the real runtime called when TVM ran the same model and session on the CPU
+    (kv_truth.py): the same host functions in the same order and step; every tensor argument
+    with the same shape and dtype, the auxiliary arrays at the same byte offsets with the same
+    values (from the flow's host copies), the cache's own buffers the same memory exactly when
+    the runtime passed the same memory; every scalar equal."""
+    if not os.path.exists(truth_path):
+        expect(False, f"{name} session: {truth_path} is missing (build_models.py writes it)")
+        return
+    truth = json.load(open(truth_path))["calls"]
+    nodes = [n for n in df["nodes"] if n.get("runtime_call")]
+    calls = [n for n in nodes if n["runtime_role"] != "aux copy"]
+    copies = {c["graph_node"]: c for c in df.get("host_copies", [])}
+    steps = sorted({n["session_step"] for n in nodes})
+    expect(len(copies) == len(steps) == 3 and
+           all(n["id"] in copies for n in nodes if n["runtime_role"] == "aux copy"),
+           f"{name} session: one copy of the KV cache's auxiliary arrays per step ({len(copies)} copies, "
+           f"{len(steps)} steps)")
+    got_seq = [(n["session_step"], n["runtime_role"]) for n in calls]
+    want_seq = [(c["step"], c["role"]) for c in truth]
+    expect(got_seq == want_seq, f"{name} session: {len(calls)} KV cache runtime calls in TVM's order "
+           f"(TVM's runtime: {len(truth)}; first difference "
+           f"{next(((g, w) for g, w in zip(got_seq, want_seq) if g != w), None)})")
+    if got_seq != want_seq:
+        return
+    bufs = df["buffers"]
+    copy_of_step = {}
+    for n in nodes:
+        if n["runtime_role"] == "aux copy":
+            copy_of_step[n["session_step"]] = copies[n["id"]]
+    bad: List[str] = []
+    same_kdflow, same_tvm = {}, {}
+    base = {}  # step → the address of the aux buffer's start (q_rope_position_map, offset 0)
+    for n, t in zip(calls, truth):
+        if t["role"] == "split rotary":
+            base.setdefault(t["step"], t["args"][1]["address"])
+    for n, t in zip(calls, truth):
+        where = f"{n['session_step']} {n['runtime_role']} (n{n['id']})"
+        if len(n["runtime_args"]) != len(t["args"]):
+            bad.append(f"{where}: {len(n['runtime_args'])} arguments, TVM {len(t['args'])}")
+            continue
+        for i, (a, w) in enumerate(zip(n["runtime_args"], t["args"])):
+            if w["kind"] == "tensor":
+                tensor = a.get("tensor", {})
+                if a.get("dtype") != "DLTensor*" or tensor.get("shape") != w["shape"] or \
+                        tensor.get("dtype") != w["dtype"]:
+                    bad.append(f"{where} arg {i}: {tensor}, TVM {w['dtype']}{w['shape']}")
+                    continue
+                b = bufs[a["buffer"]]
+                if b["name"] == "kv_cache.aux":
+                    c = copy_of_step[n["session_step"]]
+                    first = (a["offset"] - c["offset"]) // 4
+                    got = c["values"][first:first + int(np.prod(w["shape"]))]
+                    if got != w.get("values"):
+                        bad.append(f"{where} arg {i}: values {got}, TVM {w.get('values')}")
+                    if "address" in w and w["address"] - base[t["step"]] != a["offset"]:
+                        bad.append(f"{where} arg {i}: at byte {a['offset']} of the aux buffer, "
+                                   f"TVM {w['address'] - base[t['step']]}")
+                elif b["name"].startswith("kv_cache.") and "address" in w:
+                    key = (b["storage_id"], a["offset"])
+                    if same_kdflow.setdefault(key, w["address"]) != w["address"] or \
+                            same_tvm.setdefault(w["address"], key) != key:
+                        bad.append(f"{where} arg {i}: {b['name']} is not the memory TVM's runtime passed")
+            elif w["kind"] in ("int", "float"):
+                v = a.get("value")
+                if v is None or isinstance(v, str) or abs(float(v) - float(w["value"])) > 1e-6 * max(1.0, abs(float(w["value"]))):
+                    bad.append(f"{where} arg {i}: {v}, TVM {w['value']}")
+    expect(not bad and len(calls) > 0,
+           f"{name} session: every argument of the {len(calls)} KV cache runtime calls is what TVM's runtime passed, "
+           f"auxiliary arrays at their offsets with their values ({len(bad)} differ: {bad[:4]})")
 
 
 def check_swap(kdflow: str, d: str, tmp: str) -> None:

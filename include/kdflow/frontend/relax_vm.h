@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kdflow/support/diag.h"
@@ -18,6 +19,29 @@
 #include "kdflow/formats/vm_exec.h"
 
 namespace kdflow {
+
+/// One argument a runtime passes to a host function: an entry seen as a tensor of `shape` at
+/// `byte_offset` (a view), or a scalar.
+struct RelaxCallArg {
+  enum class Kind { Tensor, Int, Float };
+  Kind kind = Kind::Tensor;
+  int entry = -1;
+  std::vector<int64_t> shape;
+  DType dtype;
+  uint64_t byte_offset = 0;
+  int64_t i = 0;
+  double f = 0;
+};
+
+/// A host-to-device copy of int32 values into `entry` at `byte_offset`, by graph node `node`;
+/// `arrays` name its parts (name, first element, count).
+struct RelaxHostCopy {
+  int node = -1;
+  int entry = -1;
+  uint64_t byte_offset = 0;
+  std::vector<int64_t> values;
+  std::vector<std::tuple<std::string, int64_t, int64_t>> arrays;
+};
 
 /// What the VM program did, as a graph.
 struct RelaxProgram {
@@ -33,6 +57,14 @@ struct RelaxProgram {
   /// per VM parameter with a symbolic shape, the shape it was run with.
   std::vector<int64_t> shape_heap;
   std::map<int, std::vector<int64_t>> symbolic_inputs;
+  /// Per graph node: the arguments in the callee's order, where the caller is TVM's runtime
+  /// (the KV cache calling its kernels' host functions with views and scalars); empty: the
+  /// node's inputs, then its outputs, as the VM passes them.
+  std::vector<std::vector<RelaxCallArg>> call_args;
+  /// Names of entries that are no node's own output name (the KV cache's buffers).
+  std::map<int, std::string> entry_names;
+  /// Host-to-device copies the runtime makes (the KV cache's auxiliary arrays), by node.
+  std::vector<RelaxHostCopy> host_copies;
 };
 
 /// A stated run of a language model's host program (--session prefill:N,decode:M): one

@@ -212,7 +212,39 @@ struct Node {
   /// The step of a session (--session) this call belongs to: "create", "prefill", "decode K";
   /// "" outside a session.
   std::string session_step;
+  /// A call TVM's runtime made by itself inside a VM builtin (the KV cache's kernels inside
+  /// "vm.builtin.attention_kv_cache_attention_with_fused_qkv"): that builtin, what the call
+  /// is to the runtime ("split rotary", "prefill ragged", "decode", "transpose append",
+  /// "merge", "aux copy") and the model layer; "", "", -1 for the host program's own calls.
+  std::string runtime_call;
+  std::string runtime_role;
+  int64_t layer = -1;
+  /// What that runtime passed to `function`: tensors (Buffer args with dtype "DLTensor*", the
+  /// view's offset, dtype and shape), int64 and float64 scalars, in the callee's order.
+  std::vector<Arg> runtime_args;
   bool operator==(const Node& o) const;
+};
+
+/// A copy from host to device a runtime makes (the KV cache's auxiliary arrays, packed into
+/// one buffer and sent before a forward's first attention): node `node` writes `values`
+/// (of `dtype`) into `buffer` at `offset` bytes; `arrays` name the parts.
+struct HostCopy {
+  struct Array {
+    std::string name;
+    int64_t first = 0;  ///< element index in `values`
+    int64_t count = 0;
+    bool operator==(const Array& o) const { return name == o.name && first == o.first && count == o.count; }
+  };
+  int node = -1;
+  int buffer = -1;
+  int64_t offset = 0;
+  std::string dtype = "int32";
+  std::vector<int64_t> values;
+  std::vector<Array> arrays;
+  bool operator==(const HostCopy& o) const {
+    return node == o.node && buffer == o.buffer && offset == o.offset && dtype == o.dtype && values == o.values &&
+           arrays == o.arrays;
+  }
 };
 
 /// Graph-level roles: a node reads its input buffers and writes its output buffers.
@@ -292,6 +324,7 @@ struct Dataflow {
   std::vector<Node> nodes;
   std::vector<Kernel> kernels;
   std::vector<LibraryCall> library_calls;
+  std::vector<HostCopy> host_copies;  ///< in node order
   std::vector<Edge> edges;
   std::vector<Dependency> dependencies;  ///< kernel → kernel, in order of `to`, then `from`
   std::vector<DeviceFunction> device_functions;  ///< kernels of device.cu, in source order

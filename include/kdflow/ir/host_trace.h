@@ -19,6 +19,16 @@ struct SourceLoc {
 
 /// The DLTensor a fused function receives as its i-th argument (the graph executor's view).
 struct TensorArg {
+  /// What the caller passes in this slot: a tensor (every field below), or a scalar (a
+  /// runtime that calls host functions itself — TVM's KV cache — passes int64 and double
+  /// arguments beside its tensors: `int_value` / `float_value`).
+  enum class Kind { Tensor, Int, Float };
+  Kind kind = Kind::Tensor;
+  int64_t int_value = 0;
+  double float_value = 0;
+  /// The DLTensor's byte_offset: a view into its entry (the KV cache's auxiliary arrays are
+  /// views into one merged device buffer); 0 for whole entries.
+  uint64_t byte_offset = 0;
   int entry_id = 0;            ///< graph entry id
   std::vector<int64_t> shape;
   uint8_t dtype_code = 2;

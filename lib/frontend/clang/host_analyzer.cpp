@@ -1667,6 +1667,24 @@ void Interpreter::run(const FunctionDecl* fn, const std::vector<TensorArg>& tens
   int64_t codes_obj = ffi_ ? -1 : new_object(4 * n_args, "arg_type_ids", ObjRole::TypeCodes);
   for (size_t i = 0; i < tensors.size(); ++i) {
     const TensorArg& t = tensors[i];
+    if (t.kind != TensorArg::Kind::Tensor) {
+      // A scalar: tvm-ffi's TVMFFIAny (type index 1 int, 3 float; the value at 8), or the
+      // legacy TVMValue with its type code (0 int, 2 float).
+      const bool is_int = t.kind == TensorArg::Kind::Int;
+      const Value v = is_int ? Value::of_int(t.int_value) : Value::of_float(t.float_value);
+      const QualType ty = is_int ? ctx_.LongTy : ctx_.DoubleTy;
+      const int64_t slot = arg_stride_ * static_cast<int64_t>(i);
+      if (ffi_) {
+        store(Ptr{Ptr::Base::Object, args_obj, slot}, ctx_.IntTy, Value::of_int(is_int ? 1 : 3), loc);
+        store(Ptr{Ptr::Base::Object, args_obj, slot + 4}, ctx_.UnsignedIntTy, Value::of_int(0), loc);
+        store(Ptr{Ptr::Base::Object, args_obj, slot + 8}, ty, v, loc);
+      } else {
+        store(Ptr{Ptr::Base::Object, args_obj, slot}, ty, v, loc);
+        store(Ptr{Ptr::Base::Object, codes_obj, 4 * static_cast<int64_t>(i)}, ctx_.IntTy, Value::of_int(is_int ? 0 : 2),
+              loc);
+      }
+      continue;
+    }
     std::string what = (ffi_ ? "the Tensor object of argument " : "the DLTensor of argument ") + std::to_string(i);
     // Under tvm-ffi a tensor is an object whose DLTensor follows the object header; the
     // header itself is never written, so reading it is an error, not a guess.
@@ -1701,7 +1719,7 @@ void Interpreter::run(const FunctionDecl* fn, const std::vector<TensorArg>& tens
     put(dtype_off + 2, ctx_.UnsignedShortTy, Value::of_int(t.dtype_lanes));
     put(field_offset(f_shape), ctx_.VoidPtrTy, Value::of_ptr(Ptr{Ptr::Base::Object, sobj, 0}));
     put(field_offset(f_strides), ctx_.VoidPtrTy, Value::of_ptr(Ptr{}));
-    put(field_offset(f_offset), ctx_.UnsignedLongTy, Value::of_int(0));
+    put(field_offset(f_offset), ctx_.UnsignedLongTy, Value::of_int(static_cast<int64_t>(t.byte_offset)));
     const int64_t slot = arg_stride_ * static_cast<int64_t>(i);
     if (ffi_) {
       store(Ptr{Ptr::Base::Object, args_obj, slot}, ctx_.IntTy, Value::of_int(prog_.ffi_tensor_type_index), loc);

@@ -498,7 +498,35 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
     ++done;
     std::vector<TensorArg> args = node_tensor_args(graph, nid);
     for (TensorArg& a : args) a.type_code = 13;  // kTVMNDArrayHandle: the VM passes NDArrays
+    if (n.func_name == "vm.builtin.paged_attention_kv_cache_create" || n.func_name == "kv_cache.copy_aux_to_device") {
+      // The KV cache's allocation and its copy of the auxiliary arrays: no call of the
+      // program (the copy is Dataflow::host_copies).
+      HostTrace t;
+      t.function = n.func_name;
+      t.args_used = static_cast<int>(args.size());
+      return t;
+    }
     if (n.func_name.rfind("vm.builtin.", 0) == 0) return runtime_call_trace(n, args);
+    if (!vm->call_args[static_cast<size_t>(nid)].empty()) {
+      // Called by the KV cache's runtime: views and scalars, in the callee's order.
+      args.clear();
+      for (const RelaxCallArg& ca : vm->call_args[static_cast<size_t>(nid)]) {
+        TensorArg a;
+        a.type_code = 13;
+        if (ca.kind == RelaxCallArg::Kind::Int) {
+          a.kind = TensorArg::Kind::Int, a.int_value = ca.i;
+        } else if (ca.kind == RelaxCallArg::Kind::Float) {
+          a.kind = TensorArg::Kind::Float, a.float_value = ca.f;
+        } else {
+          a.entry_id = ca.entry;
+          a.shape = ca.shape;
+          a.dtype_code = ca.dtype.code, a.dtype_bits = ca.dtype.bits, a.dtype_lanes = ca.dtype.lanes;
+          a.byte_offset = ca.byte_offset;
+        }
+        args.push_back(std::move(a));
+      }
+      return (*program)->run(n.func_name, args);
+    }
     // Symbolic shapes (tvm-ffi): the dimensions the signature names, so that the integers the
     // host computes from them (kernel scalars, grid and block) carry their expressions.
     std::vector<std::vector<int64_t>> shapes;
@@ -520,6 +548,31 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
     b.constant_index = vm->constant_index[b.node];
   }
   record_shape_expressions(names_by_node, &*df);
+  // The KV cache's buffers by name, and its copies of the auxiliary arrays (buffer id ==
+  // entry id for graph entries).
+  for (const auto& [eid, name] : vm->entry_names) df->buffers[static_cast<size_t>(eid)].name = name;
+  for (size_t nid = 0; nid < vm->call_args.size() && nid < df->nodes.size(); ++nid)
+    for (const RelaxCallArg& ca : vm->call_args[nid]) {
+      Arg a;
+      if (ca.kind == RelaxCallArg::Kind::Int) {
+        a.kind = Arg::Kind::Int, a.int_value = ca.i, a.dtype = "int64";
+      } else if (ca.kind == RelaxCallArg::Kind::Float) {
+        a.kind = Arg::Kind::Float, a.float_value = ca.f, a.dtype = "float64";
+      } else {
+        a.kind = Arg::Kind::Buffer, a.buffer = ca.entry, a.offset = static_cast<int64_t>(ca.byte_offset);
+        a.dtype = "DLTensor*", a.tensor_dtype = dtype_to_string(ca.dtype), a.tensor_shape = ca.shape;
+      }
+      df->nodes[nid].runtime_args.push_back(std::move(a));
+    }
+  for (const RelaxHostCopy& rc : vm->host_copies) {
+    HostCopy c;
+    c.node = rc.node;
+    c.buffer = rc.entry;
+    c.offset = static_cast<int64_t>(rc.byte_offset);
+    c.values = rc.values;
+    for (const auto& [name, first, count] : rc.arrays) c.arrays.push_back(HostCopy::Array{name, first, count});
+    df->host_copies.push_back(std::move(c));
+  }
   if (Status s = finish_extract(*df, graph, table, in, &device); !s) return s.error();
   // relax.txt holds the fused functions as TIR (no Relax ops per function), so the ops come
   // from the name, matched against the ops the module called before lowering
@@ -534,6 +587,14 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
     if (!known.empty()) break;
   }
   for (Node& n : df->nodes) {
+    if (!n.runtime_call.empty() || n.function == "vm.builtin.paged_attention_kv_cache_create") {
+      // The KV cache's own work: its operator is what the runtime does.
+      std::string role = n.runtime_call.empty() ? "create" : n.runtime_role;
+      std::replace(role.begin(), role.end(), ' ', '_');
+      n.relay_ops = {RelayOp("kv_cache." + role)};
+      n.relay_source = "name";
+      continue;
+    }
     if (n.function.rfind("vm.builtin.attention_kv_cache_", 0) == 0) {
       // A runtime call, not a fused function: its operator is the KV cache's attention.
       RelayOp op;

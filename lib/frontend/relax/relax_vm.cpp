@@ -11,11 +11,13 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "formats/json_read.h"  // detail::quote_input
+#include "frontend/relax/paged_kv_cache.h"
 
 namespace kdflow {
 namespace {
@@ -72,11 +74,32 @@ struct TensorObj {
   int producer = -1;         ///< pending node that writes it (Storage, View), -1 for Input/Constant
 };
 
+/// An argument of a host function the KV cache's runtime calls: a tensor object seen with
+/// `shape` at `byte_offset`, or a scalar.
+struct PendingArg {
+  RelaxCallArg::Kind kind = RelaxCallArg::Kind::Tensor;
+  int tensor = -1;
+  std::vector<int64_t> shape;
+  DType dtype;
+  uint64_t byte_offset = 0;
+  int64_t i = 0;
+  double f = 0;
+};
+
 struct PendingNode {
   std::string func;          ///< host function, "__nop" for a reshape, or a runtime builtin (KV cache)
   std::vector<int> inputs, outputs;  ///< tensor objects
   uint64_t instr = 0;
   std::map<std::string, std::string> attrs;  ///< a runtime builtin's scalar arguments, as text
+  std::vector<PendingArg> args;  ///< called by the KV cache's runtime: its arguments in order; else empty
+};
+
+/// A copy of the KV cache's auxiliary arrays to the device (the node that makes it, the
+/// aux buffer's version it writes, the arrays).
+struct PendingCopy {
+  int node = -1;
+  int tensor = -1;
+  std::vector<KvAuxArray> arrays;
 };
 
 /// The KV-cache builtins whose work happens inside TVM's runtime (paged_kv_cache.cc): each is
@@ -168,8 +191,10 @@ class Runner {
                  shape(session.page_size)},
                 &cache))
       return error_;
-    if (cache.kind != Value::Kind::Object)
+    if (cache.kind != Value::Kind::Object || !kv_)
       return fail(fmt::format("create_tir_paged_kv_cache returns {}, not the KV cache", kind_name(cache.kind)));
+    // The driver's calls (TVM's tutorial, MLC's chat loop): one sequence, id 0.
+    if (Status st = kv_->add_sequence(0); !st) return fail(st.error().message);
     std::vector<int> heads;
     for (int64_t k = -1; k < session.decode; ++k) {
       const bool is_prefill = k < 0;
@@ -198,8 +223,12 @@ class Runner {
       view_shape.kind = Value::Kind::Shape;
       view_shape.shape = {1, tensors_[embedded.i].shape[0], tensors_[embedded.i].shape[1]};
       if (!view(embedded, view_shape, &v)) return error_;
+      callee_ = "vm.builtin.kv_state_begin_forward";
+      if (Status st = kv_->begin_forward({0}, {tokens}); !st) return fail(st.error().message);
+      callee_ = "";
       Value result;
       if (!invoke(is_prefill ? prefill : decode, {v, cache, params}, &result)) return error_;
+      if (Status st = kv_->end_forward(); !st) return fail(st.error().message);
       std::vector<int> logits;
       collect_heads(result, &logits);
       if (logits.size() != 1)
@@ -437,7 +466,7 @@ class Runner {
     if (n == "vm.builtin.check_tensor_info") return check_tensor_info(a);
     if (n == "vm.builtin.check_tuple_info") return check_tuple_info(a);
     if (n == "vm.builtin.cuda_graph.get_cached_alloc") return cuda_graph_alloc(ins, a);
-    if (n == "vm.builtin.paged_attention_kv_cache_create" && !step_.empty()) return kv_cache_create(ins);
+    if (n == "vm.builtin.paged_attention_kv_cache_create" && !step_.empty()) return kv_cache_create(ins, a);
     if (n == "vm.builtin.cuda_graph.run_or_capture") return cuda_graph_run(ins, a);
     if (n == "vm.builtin.check_shape_info") return check_shape_info(a);
     if (is_kv_cache_attention(n)) return kv_attention(ins, a);
@@ -619,12 +648,213 @@ class Runner {
   }
 
   /// vm.builtin.paged_attention_kv_cache_create(...): TVM's C++ runtime builds the cache
-  /// (paged_kv_cache.cc); here it is an object passed on, its configuration not yet read.
-  bool kv_cache_create(const VmInstruction& ins) {
+  /// (paged_kv_cache.cc): the configuration is read into the model of its runtime
+  /// (paged_kv_cache.h), and its device buffers — the page pool per layer, the temporary
+  /// arrays, the merged auxiliary buffer — are the outputs of a node that launches nothing.
+  bool kv_cache_create(const VmInstruction& ins, const std::vector<Value>& a) {
+    if (a.size() != 28 && a.size() != 29) return fail(fmt::format("{} arguments, expected 28 or 29", a.size())), false;
+    if (!want(a, 0, Value::Kind::Shape, "the cache configuration") || !want(a, 1, Value::Kind::Shape, "the layer partition"))
+      return false;
+    for (size_t k : {2, 3, 4, 5, 7, 8})
+      if (!want(a, k, Value::Kind::Int, "an integer of the configuration")) return false;
+    if (!want(a, 6, Value::Kind::Shape, "the attention kind of each layer")) return false;
+    auto number = [&](size_t k, double* out) {
+      if (a[k].kind == Value::Kind::Int) return *out = static_cast<double>(a[k].i), true;
+      if (a[k].kind == Value::Kind::Float) return *out = a[k].f, true;
+      return fail(fmt::format("argument {} is {}, not a number", k, kind_name(a[k].kind))), false;
+    };
+    auto refuse = [&](const std::string& what) {
+      error_ = file_error(ex_.file, fmt::format("instruction {} ({}): TVM's paged KV cache {}: kdflow models v0.26.0's "
+                                                "TIR cache for MHA layers only",
+                                                pc_, callee_, what),
+                          ExitCode::Unavailable);
+      return false;
+    };
+    const std::vector<int64_t>& cfg = a[0].shape;
+    if (cfg.size() != 5 && cfg.size() != 6)
+      return fail(fmt::format("the cache configuration has {} values, expected 5 or 6", cfg.size())), false;
+    if (cfg[4] != 0) return refuse("with a sliding window (support_sliding_window)");
+    if (a[1].shape.size() != 2)
+      return refuse(fmt::format("split over {} layer groups (Disco)", a[1].shape.size() - 1));
+    for (int64_t kind : a[6].shape)
+      if (kind != 0)
+        return refuse(kind == 1 ? "with MLA layers" : kind == 2 ? "with linear-attention layers"
+                                                                : "with sliding-window layers");
+    if (a[7].i != 0) return refuse("with disaggregation (enable_disaggregation)");
+    if (a[11].kind == Value::Kind::Tensor) return refuse("with rope_ext_factors (LongRoPE)");
+    if (!want(a, 12, Value::Kind::Tensor, "the dtype's zero tensor")) return false;
+    KvCacheConfig c;
+    c.max_batch_size = cfg[0], c.max_total_seq_len = cfg[1], c.prefill_chunk_size = cfg[2], c.page_size = cfg[3];
+    c.layer_begin = a[1].shape[0], c.num_layers = a[1].shape[1] - a[1].shape[0];
+    c.num_qo_heads = a[2].i, c.num_kv_heads = a[3].i, c.qk_head_dim = a[4].i, c.v_head_dim = a[5].i;
+    c.rope_mode = a[8].i;
+    if (!number(9, &c.rope_scale) || !number(10, &c.rope_theta)) return false;
+    c.dtype = tensors_[a[12].i].dtype;
+    // A function, or ("tirx" | "tir", function): the TIR backend; anything else (FlashInfer) is refused.
+    auto function = [&](const Value& v, size_t k, std::string* out) {
+      const Value* f = &v;
+      if (f->kind == Value::Kind::Tuple) {
+        if (f->items.size() != 2 || f->items[0].kind != Value::Kind::String || f->items[1].kind != Value::Kind::Func)
+          return fail(fmt::format("argument {} is neither a function nor a (backend, function) pair", k)), false;
+        if (f->items[0].s != "tirx" && f->items[0].s != "tir")
+          return refuse(fmt::format("with the {} attention backend", detail::quote_input(f->items[0].s)));
+        f = &f->items[1];
+      }
+      if (f->kind != Value::Kind::Func)
+        return fail(fmt::format("argument {} is {}, not a function", k, kind_name(f->kind))), false;
+      *out = ex_.functions[static_cast<size_t>(f->i)].name;
+      if (!host_.count(*out))
+        return fail(fmt::format("argument {} names {}, which host.c does not define", k, detail::quote_input(*out))),
+               false;
+      return true;
+    };
+    if (!function(a[13], 13, &c.transpose_append) || !function(a[15], 15, &c.prefill_ragged) ||
+        !function(a[16], 16, &c.prefill_paged) || !function(a[17], 17, &c.decode) ||
+        !function(a[24], 24, &c.split_rotary))
+      return false;
+    if (a[23].kind != Value::Kind::Tuple || a[23].items.size() != 1)
+      return fail("argument 23 (the merge functions) is not a tuple of one function"), false;
+    if (!function(a[23].items[0], 23, &c.merge)) return false;
+    Expected<PagedKvCacheModel> m = PagedKvCacheModel::create(c);
+    if (!m) {
+      error_ = file_error(ex_.file, fmt::format("instruction {} ({}): {}", pc_, callee_, m.error().message),
+                          m.error().code);
+      return false;
+    }
+    kv_.emplace(m.take());
+    // The buffers, each its own storage, as the create node's outputs.
+    PendingNode node;
+    node.func = callee_;
+    node.instr = static_cast<uint64_t>(pc_);
+    auto alloc = [&](KvBuffer b, int64_t layer, const std::string& name) {
+      TensorObj t;
+      t.home = TensorObj::Home::Storage;
+      t.known = t.dtype_known = true;
+      t.shape = kv_->buffer_shape(b);
+      t.dtype = kv_->buffer_dtype(b);
+      uint64_t bytes = 0;
+      tensor_bytes(t.shape, t.dtype, &bytes);
+      t.index = static_cast<int>(storage_bytes_.size());
+      storage_bytes_.push_back(bytes);
+      t.written = true;
+      t.producer = static_cast<int>(nodes_.size());
+      const int id = static_cast<int>(tensors_.size());
+      tensors_.push_back(t);
+      kv_tensor_[{static_cast<int>(b), layer}] = id;
+      kv_name_[t.index] = name;
+      node.outputs.push_back(id);
+    };
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      alloc(KvBuffer::Pages, l, fmt::format("kv_cache.pages[{}]", c.layer_begin + l));
+    alloc(KvBuffer::TempQ, 0, "kv_cache.temp_q");
+    alloc(KvBuffer::TempK, 0, "kv_cache.temp_k");
+    alloc(KvBuffer::TempV, 0, "kv_cache.temp_v");
+    alloc(KvBuffer::TempO, 0, "kv_cache.temp_output");
+    alloc(KvBuffer::TempLse, 0, "kv_cache.temp_lse");
+    alloc(KvBuffer::MergedLse, 0, "kv_cache.merged_lse");
+    alloc(KvBuffer::Aux, 0, "kv_cache.aux");
+    alloc(KvBuffer::CompactAux, 0, "kv_cache.compact_aux");
+    mark(node);
+    nodes_.push_back(std::move(node));
     Value v;
     v.kind = Value::Kind::Object;
     v.s = "paged_kv_cache";
     return set(ins.dst, std::move(v));
+  }
+
+  /// The KV cache's runtime running AttentionWithFusedQKV(layer, qkv, o, sm_scale): each host
+  /// function it calls is a node of the flow, in order, with the arguments the runtime passes
+  /// (views of its buffers, the auxiliary arrays at their offsets, scalars); the copy of the
+  /// auxiliary arrays to the device is a node with the values it copies. A buffer written is a
+  /// new version of its storage; one written in part also reads the version before.
+  bool kv_runtime_attention(const VmInstruction& ins, int64_t layer, double sm_scale, int qkv, int out) {
+    Expected<std::vector<KvCall>> calls =
+        kv_->attention_with_fused_qkv(layer, tensors_[qkv].shape.empty() ? 0 : tensors_[qkv].shape[0], sm_scale);
+    if (!calls) return fail(calls.error().message), false;
+    const std::string runtime_call = callee_;
+    for (const KvCall& call : *calls) {
+      PendingNode node;
+      node.func = call.function.empty() ? "kv_cache.copy_aux_to_device" : call.function;
+      node.instr = static_cast<uint64_t>(pc_);
+      node.attrs["runtime_call"] = runtime_call;
+      node.attrs["kv_layer"] = std::to_string(layer);
+      node.attrs["kv_role"] = call.role;
+      const int self = static_cast<int>(nodes_.size());
+      auto add_unique = [](std::vector<int>& v, int x) {
+        if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+      };
+      std::vector<std::pair<int, int>> replaced;  // (old version, new version) of the VM's output
+      for (const KvArg& ka : call.args) {
+        PendingArg pa;
+        if (ka.kind == KvArg::Kind::Int || ka.kind == KvArg::Kind::Float) {
+          pa.kind = ka.kind == KvArg::Kind::Int ? RelaxCallArg::Kind::Int : RelaxCallArg::Kind::Float;
+          pa.i = ka.i;
+          pa.f = ka.f;
+          node.args.push_back(pa);
+          continue;
+        }
+        int current = ka.kind == KvArg::Kind::Qkv ? qkv : ka.kind == KvArg::Kind::Output ? out
+                                                    : kv_tensor_.at({static_cast<int>(ka.buffer),
+                                                                     ka.buffer == KvBuffer::Pages ? ka.layer : 0});
+        int used = current;
+        if (ka.writes) {
+          TensorObj& cur = tensors_[current];
+          if (ka.kind == KvArg::Kind::Output && !cur.written) {
+            cur.written = true;  // the VM's freshly allocated output, written the first time
+            cur.producer = self;
+          } else {
+            TensorObj t;
+            t.home = TensorObj::Home::Storage;
+            int root = current;
+            while (tensors_[root].home == TensorObj::Home::View) root = tensors_[root].index;
+            t.index = tensors_[root].index;
+            t.known = t.dtype_known = true;
+            t.shape = ka.kind == KvArg::Kind::Buffer && ka.buffer == KvBuffer::Aux ? std::vector<int64_t>{kv_->aux_length()}
+                                                                                  : ka.shape;
+            t.dtype = tensors_[current].dtype;
+            t.written = true;
+            t.producer = self;
+            used = static_cast<int>(tensors_.size());
+            tensors_.push_back(t);
+            if (ka.keeps) add_unique(node.inputs, current);
+            if (ka.kind == KvArg::Kind::Buffer)
+              kv_tensor_[{static_cast<int>(ka.buffer), ka.buffer == KvBuffer::Pages ? ka.layer : 0}] = used;
+            else
+              replaced.emplace_back(current, used);
+          }
+          add_unique(node.outputs, used);
+        } else {
+          add_unique(node.inputs, current);
+        }
+        pa.tensor = used;
+        pa.shape = ka.shape;
+        pa.dtype = tensors_[used].dtype;
+        pa.byte_offset = static_cast<uint64_t>(ka.aux_offset) * 4;
+        node.args.push_back(pa);
+      }
+      // Outputs written before inputs read would confuse no one, but a tensor both read and
+      // written in one call is only its new version's producer.
+      for (int o : node.outputs)
+        node.inputs.erase(std::remove(node.inputs.begin(), node.inputs.end(), o), node.inputs.end());
+      if (call.function.empty()) {
+        PendingCopy copy;
+        copy.node = self;
+        copy.tensor = node.outputs.at(0);
+        copy.arrays = kv_->aux_arrays();
+        copies_.push_back(std::move(copy));
+        node.args.clear();
+      }
+      mark(node);
+      nodes_.push_back(std::move(node));
+      for (const auto& [from, to] : replaced) {
+        Value v;
+        v.kind = Value::Kind::Tensor;
+        v.i = to;
+        replace_everywhere(from, v);
+        out = to;
+      }
+    }
+    return set(ins.dst, void_value());
   }
 
   /// vm.builtin.check_shape_info(value, ndim, error context): a shape argument (a
@@ -657,6 +887,9 @@ class Runner {
     TensorObj& o = tensors_[out];
     if (o.home != TensorObj::Home::Storage || o.written)
       return fail("the output is not a freshly allocated tensor"), false;
+    if (kv_ && a[0].kind == Value::Kind::Object)
+      return kv_runtime_attention(ins, a[1].i, a[2].kind == Value::Kind::Float ? a[2].f : static_cast<double>(a[2].i),
+                                  qkv, out);
     PendingNode node;
     node.func = callee_;
     node.instr = static_cast<uint64_t>(pc_);
@@ -840,7 +1073,7 @@ class Runner {
     t.producer = static_cast<int>(nodes_.size());
     const int id = static_cast<int>(tensors_.size());
     tensors_.push_back(t);
-    nodes_.push_back(PendingNode{"__nop", {static_cast<int>(a[0].i)}, {id}, static_cast<uint64_t>(pc_), {}});
+    nodes_.push_back(PendingNode{"__nop", {static_cast<int>(a[0].i)}, {id}, static_cast<uint64_t>(pc_), {}, {}});
     mark(nodes_.back());
     out->kind = Value::Kind::Tensor;
     out->i = id;
@@ -980,6 +1213,7 @@ class Runner {
       g.arg_nodes.push_back(nid);
     }
     std::map<std::string, int> seen;
+    std::vector<int> node_of_pending;
     for (const PendingNode& pn : nodes_) {
       GraphNode n;
       n.op = "tvm_op";
@@ -995,7 +1229,46 @@ class Runner {
         const GraphEntry& e = g.entries[it->second];
         n.inputs.push_back(NodeEntryRef{e.node, e.index, 0});
       }
-      add_node(std::move(n), pn.outputs, -1, -1, pn.instr);
+      if (!pn.args.empty()) n.attrs["num_args"] = std::to_string(pn.args.size());
+      const int nid = add_node(std::move(n), pn.outputs, -1, -1, pn.instr);
+      node_of_pending.push_back(nid);
+      p.call_args.resize(static_cast<size_t>(nid) + 1);
+      for (const PendingArg& pa : pn.args) {
+        RelaxCallArg ca;
+        ca.kind = pa.kind;
+        ca.i = pa.i;
+        ca.f = pa.f;
+        if (pa.kind == RelaxCallArg::Kind::Tensor) {
+          auto it = entry_of.find(pa.tensor);
+          if (it == entry_of.end()) return fail(fmt::format("internal: tensor {} has no producer", pa.tensor));
+          ca.entry = it->second;
+          ca.shape = pa.shape;
+          ca.dtype = pa.dtype;
+          ca.byte_offset = pa.byte_offset;
+        }
+        p.call_args[static_cast<size_t>(nid)].push_back(std::move(ca));
+      }
+    }
+    p.call_args.resize(g.nodes.size());
+    for (const PendingCopy& c : copies_) {
+      RelaxHostCopy hc;
+      hc.node = node_of_pending.at(static_cast<size_t>(c.node));
+      hc.entry = entry_of.at(c.tensor);
+      for (const KvAuxArray& a : c.arrays) {
+        hc.arrays.emplace_back(a.name, a.offset, static_cast<int64_t>(a.values.size()));
+        if (hc.values.size() < static_cast<size_t>(a.offset)) hc.values.resize(static_cast<size_t>(a.offset), 0);
+        hc.values.insert(hc.values.end(), a.values.begin(), a.values.end());
+      }
+      // The padding between arrays is what the pinned host buffer held before (zero here).
+      hc.values.resize(static_cast<size_t>(tensors_[c.tensor].shape.at(0)), 0);
+      p.host_copies.push_back(std::move(hc));
+    }
+    for (const auto& [t, eid] : entry_of) {
+      int root = t;
+      while (tensors_[root].home == TensorObj::Home::View) root = tensors_[root].index;
+      if (tensors_[root].home != TensorObj::Home::Storage) continue;
+      auto it = kv_name_.find(tensors_[root].index);
+      if (it != kv_name_.end()) p.entry_names[eid] = it->second;
     }
     g.node_row_ptr.push_back(static_cast<int>(g.entries.size()));
     for (int h : heads) {
@@ -1023,6 +1296,10 @@ class Runner {
   std::vector<std::string> param_names_;
   std::vector<int> packed_;  ///< tensor objects of the packed params (check_tuple_info), in order
   std::map<int64_t, Value> graph_allocs_;  ///< cuda_graph.get_cached_alloc: entry → its allocation
+  std::optional<PagedKvCacheModel> kv_;   ///< the KV cache a session created (its runtime, modelled)
+  std::map<std::pair<int, int64_t>, int> kv_tensor_;  ///< (KvBuffer, layer) → its current version
+  std::map<int, std::string> kv_name_;    ///< storage id → the KV cache buffer's name
+  std::vector<PendingCopy> copies_;
   std::string region_;       ///< the CUDA-graph capture running ("capture_function#entry[@shape]"), or ""
   std::string step_;         ///< the session step running ("prefill", "decode 0"), or ""
   std::vector<int> inputs_;  ///< the graph's inputs: tensor objects, in order

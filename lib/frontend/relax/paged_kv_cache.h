@@ -1,0 +1,126 @@
+// paged_kv_cache.h — a model of TVM v0.26.0's paged KV cache runtime (TIR backend,
+// src/runtime/vm/paged_kv_cache.cc and attn_utils.h at the tag): which host functions it
+// calls for each attention of a forward, with which tensors, views and scalars, and the
+// auxiliary arrays it packs and copies to the device first. Pure bookkeeping on integers:
+// no TVM, no device. docs/notes/tvm-0.26-paged-kv-cache.md is the reading of the runtime it
+// follows; configurations the model does not cover are refused by name.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kdflow/support/diag.h"
+#include "kdflow/support/dtype.h"
+
+namespace kdflow {
+
+/// What vm.builtin.paged_attention_kv_cache_create received (its 28 or 29 arguments), as
+/// far as the model needs it. Functions are host function symbols ("" when absent).
+struct KvCacheConfig {
+  int64_t max_batch_size = 0;      ///< reserved_num_seqs R
+  int64_t max_total_seq_len = 0;   ///< total token capacity
+  int64_t prefill_chunk_size = 0;  ///< C: the temporary arrays hold C tokens
+  int64_t page_size = 0;           ///< P
+  int64_t layer_begin = 0, num_layers = 0;  ///< layer_partition [begin, begin + L)
+  int64_t num_qo_heads = 0, num_kv_heads = 0, qk_head_dim = 0, v_head_dim = 0;
+  int64_t rope_mode = 0;           ///< 0 none, 1 normal, 2 inline
+  double rope_scale = 1, rope_theta = 10000;
+  DType dtype;                     ///< the KV dtype (the zeros tensor's)
+  std::string transpose_append, prefill_ragged, prefill_paged, decode, merge, split_rotary;
+
+  /// Pages in the pool: ceil(capacity / P) + 1 (no sliding window).
+  int64_t num_pages() const { return (max_total_seq_len + page_size - 1) / page_size + 1; }
+};
+
+/// The elements of the merged auxiliary buffer the runtime allocates on the device
+/// (CachedPagedKVCacheAuxDataManager: 32 Mi int32, a constant in v0.26.0).
+inline constexpr int64_t kKvAuxElements = 32 * 1024 * 1024;
+
+/// One array packed into the merged auxiliary buffer by a forward's first attention.
+struct KvAuxArray {
+  std::string name;             ///< the runtime's name ("q_rope_position_map", "page_indptr[0]", ...)
+  int64_t offset = 0;           ///< in int32 elements from the buffer's start
+  std::vector<int64_t> values;  ///< int32 values
+};
+
+/// A device buffer the cache owns (allocated when it is created).
+enum class KvBuffer { Pages, TempQ, TempK, TempV, TempO, TempLse, MergedLse, Aux, CompactAux };
+
+/// One argument of a host function the runtime calls.
+struct KvArg {
+  enum class Kind { Qkv, Output, Buffer, Int, Float };
+  Kind kind = Kind::Int;
+  KvBuffer buffer = KvBuffer::Pages;  ///< Buffer
+  int64_t layer = 0;                  ///< Buffer Pages: the local layer
+  std::vector<int64_t> shape;         ///< Qkv, Output, Buffer: the shape the callee sees
+  int64_t aux_offset = 0;             ///< Buffer Aux: the view's offset in int32 elements
+  std::string aux_name;               ///< Buffer Aux: which array
+  bool writes = false;                ///< the callee writes this tensor
+  bool keeps = false;                 ///< it writes only part of it (or in place): the rest of what was there stays
+  int64_t i = 0;                      ///< Int
+  double f = 0;                       ///< Float
+};
+
+/// One step of an attention call: the auxiliary copy (function empty) or a host function call.
+struct KvCall {
+  std::string function;    ///< host function symbol; "" for the copy of the auxiliary arrays
+  std::string role;        ///< "aux copy", "split rotary", "prefill ragged", "decode", ...
+  std::vector<KvArg> args;
+};
+
+class PagedKvCacheModel {
+ public:
+  /// Checks the configuration against what the model covers; a refusal names what is not
+  /// covered.
+  static Expected<PagedKvCacheModel> create(const KvCacheConfig& config);
+
+  const KvCacheConfig& config() const { return cfg_; }
+  /// The shape of a buffer the cache allocates (Pages: per layer).
+  std::vector<int64_t> buffer_shape(KvBuffer b) const;
+  DType buffer_dtype(KvBuffer b) const;
+
+  Status add_sequence(int64_t seq_id);
+  /// kv_state_begin_forward(seq_ids, append_lengths): the page bookkeeping and the auxiliary
+  /// arrays of the forward (host work only).
+  Status begin_forward(const std::vector<int64_t>& seq_ids, const std::vector<int64_t>& lengths);
+  Status end_forward();
+
+  /// AttentionWithFusedQKV(layer, qkv, o, sm_scale): the calls the runtime makes, in order
+  /// (the auxiliary copy first when the arrays are not on the device yet). `qkv_rows` is
+  /// qkv's first dimension (≥ the forward's tokens).
+  Expected<std::vector<KvCall>> attention_with_fused_qkv(int64_t layer, int64_t qkv_rows, double sm_scale);
+
+  /// The arrays the last begin_forward packed, and their total (aligned) length in elements.
+  const std::vector<KvAuxArray>& aux_arrays() const { return aux_; }
+  int64_t aux_length() const { return aux_length_; }
+  int64_t tokens() const { return total_tokens_; }
+  bool is_decode() const { return append_before_attn_; }
+
+ private:
+  struct Block {
+    std::vector<int64_t> page_ids;
+    int64_t seq_length = 0, start_pos = 0;
+  };
+  struct Sequence {
+    int64_t id = 0;
+    int64_t block = 0;   ///< index in blocks_ (a chain of one block: forks are not modelled)
+    int64_t length = 0;
+  };
+
+  Status reserve(Block& b, int64_t n);
+  const KvAuxArray& array(const std::string& name) const;
+  KvArg aux_arg(const std::string& name) const;
+
+  KvCacheConfig cfg_;
+  std::vector<int64_t> free_pages_;  ///< a stack: back() is handed out first
+  std::vector<Block> blocks_;
+  std::vector<Sequence> seqs_;
+  bool in_forward_ = false, dirty_ = false, append_before_attn_ = false;
+  int64_t total_tokens_ = 0, batch_ = 0;
+  bool has_pages_ = false;  ///< some sequence of the forward has pages in the table (cross attention runs)
+  std::vector<KvAuxArray> aux_;
+  int64_t aux_length_ = 0;
+};
+
+}  // namespace kdflow
