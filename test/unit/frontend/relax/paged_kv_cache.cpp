@@ -1,0 +1,145 @@
+// The model of TVM v0.26.0's paged KV cache runtime (lib/frontend/relax/paged_kv_cache.h) on
+// the cases TVM's real runtime was traced on (docs/notes/tvm-0.26-paged-kv-cache.md: the
+// merged aux buffer's offsets for a fresh prefill of 20 tokens and a decode after it), a
+// second prefill on cached pages (paged prefill and merge), a full cache and refusals. The
+// end-to-end check against TVM's running runtime is test/tvm (check_kv_runtime).
+#include <catch2/catch.hpp>
+
+#include "frontend/relax/paged_kv_cache.h"
+
+using namespace kdflow;
+
+namespace {
+
+KvCacheConfig tutorial(int64_t capacity = 128, int64_t chunk = 64) {
+  KvCacheConfig c;
+  c.max_batch_size = 1, c.max_total_seq_len = capacity, c.prefill_chunk_size = chunk, c.page_size = 16;
+  c.num_layers = 2, c.num_qo_heads = 32, c.num_kv_heads = 4, c.qk_head_dim = c.v_head_dim = 64;
+  c.rope_mode = 1;
+  c.dtype = DType{kDLFloat, 16, 1};
+  c.transpose_append = "tir_kv_cache_transpose_append", c.prefill_ragged = "batch_prefill_ragged_kv";
+  c.prefill_paged = "batch_prefill_paged_kv", c.decode = "batch_decode_paged_kv";
+  c.merge = "tir_attention_merge_state", c.split_rotary = "fused_rope";
+  return c;
+}
+
+std::vector<std::string> roles(const std::vector<KvCall>& calls) {
+  std::vector<std::string> r;
+  for (const KvCall& c : calls) r.push_back(c.role);
+  return r;
+}
+
+int64_t offset_of(const PagedKvCacheModel& m, const std::string& name) {
+  for (const KvAuxArray& a : m.aux_arrays())
+    if (a.name == name) return a.offset;
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("paged KV cache: a fresh prefill of 20 tokens, then a decode, as TVM's runtime traced", "[kv_cache]") {
+  Expected<PagedKvCacheModel> m = PagedKvCacheModel::create(tutorial());
+  REQUIRE(m);
+  CHECK(m->config().num_pages() == 9);
+  CHECK(m->buffer_shape(KvBuffer::Pages) == std::vector<int64_t>{9, 2, 4, 16, 64});
+  REQUIRE(m->add_sequence(0));
+  REQUIRE(m->begin_forward({0}, {20}));
+  // The trace's offsets: q_rope@0, qo_indptr@20, page_indptr@24, page_indices@28 (empty),
+  // last_page_len@28, k_rope@32, cur_indptr@36, k_ragged@40, append_pos@44, remote@64,
+  // recver@84; 104 elements (416 bytes).
+  CHECK(offset_of(*m, "qo_indptr[0]") == 20);
+  CHECK(offset_of(*m, "page_indptr[0]") == 24);
+  CHECK(offset_of(*m, "page_indices[0]") == 28);
+  CHECK(offset_of(*m, "last_page_len[0]") == 28);
+  CHECK(offset_of(*m, "k_rope_pos_offset[0]") == 32);
+  CHECK(offset_of(*m, "cur_append_length_indptr") == 36);
+  CHECK(offset_of(*m, "k_ragged_rope_pos_offset") == 40);
+  CHECK(offset_of(*m, "append_position_map") == 44);
+  CHECK(offset_of(*m, "kv_transfer_recver_id") == 84);
+  CHECK(m->aux_length() == 104);
+  Expected<std::vector<KvCall>> l0 = m->attention_with_fused_qkv(0, 20, 0.125);
+  REQUIRE(l0);
+  CHECK(roles(*l0) == std::vector<std::string>{"aux copy", "split rotary", "prefill ragged", "transpose append"});
+  // Later layers find the arrays on the device.
+  Expected<std::vector<KvCall>> l1 = m->attention_with_fused_qkv(1, 20, 0.125);
+  REQUIRE(l1);
+  CHECK(roles(*l1) == std::vector<std::string>{"split rotary", "prefill ragged", "transpose append"});
+  const KvCall& ragged = (*l1)[1];
+  REQUIRE(ragged.args.size() == 14);
+  CHECK(ragged.args[1].aux_offset == 36);  // qo_indptr is cur_append_length_indptr
+  CHECK(ragged.args[4].aux_offset == 36);
+  CHECK(ragged.args[13].f == 0.125);
+  const KvCall& append = (*l1)[2];
+  CHECK(append.args[0].layer == 1);
+  CHECK(append.args[0].keeps);  // pages written in part: the rest stays
+  REQUIRE(m->end_forward());
+
+  REQUIRE(m->begin_forward({0}, {1}));
+  // page_indptr=[0,2], page_indices=[0,1], last_page_len=[5] (21 tokens), q_rope=[20].
+  CHECK(m->aux_length() == 44);
+  CHECK(offset_of(*m, "qo_indptr[0]") == 4);
+  CHECK(offset_of(*m, "page_indices[0]") == 12);
+  CHECK(offset_of(*m, "append_position_map") == 32);
+  for (const KvAuxArray& a : m->aux_arrays()) {
+    if (a.name == "page_indices[0]") CHECK(a.values == std::vector<int64_t>{0, 1});
+    if (a.name == "last_page_len[0]") CHECK(a.values == std::vector<int64_t>{5});
+    if (a.name == "q_rope_position_map") CHECK(a.values == std::vector<int64_t>{20});
+    if (a.name == "append_position_map") CHECK(a.values == std::vector<int64_t>{20});
+  }
+  Expected<std::vector<KvCall>> d = m->attention_with_fused_qkv(0, 1, 0.125);
+  REQUIRE(d);
+  CHECK(roles(*d) == std::vector<std::string>{"aux copy", "split rotary", "transpose append", "decode"});
+  CHECK((*d)[3].args.size() == 13);
+}
+
+TEST_CASE("paged KV cache: a second prefill on cached pages runs the paged prefill and merges", "[kv_cache]") {
+  Expected<PagedKvCacheModel> m = PagedKvCacheModel::create(tutorial());
+  REQUIRE(m);
+  REQUIRE(m->add_sequence(5));
+  REQUIRE(m->begin_forward({5}, {20}));
+  REQUIRE(m->end_forward());
+  REQUIRE(m->begin_forward({5}, {8}));
+  Expected<std::vector<KvCall>> c = m->attention_with_fused_qkv(0, 8, 0.125);
+  REQUIRE(c);
+  CHECK(roles(*c) == std::vector<std::string>{"aux copy", "split rotary", "prefill ragged", "prefill paged", "merge",
+                                              "transpose append"});
+  // The paged prefill writes the temporary output; the merge updates the output in place.
+  CHECK((*c)[3].args[8].buffer == KvBuffer::TempO);
+  CHECK((*c)[4].args[0].kind == KvArg::Kind::Output);
+  CHECK((*c)[4].args[0].keeps);
+  for (const KvAuxArray& a : m->aux_arrays()) {
+    if (a.name == "page_indices[0]") CHECK(a.values == std::vector<int64_t>{0, 1});  // the table before the append
+    if (a.name == "q_rope_position_map") CHECK(a.values == std::vector<int64_t>{20, 21, 22, 23, 24, 25, 26, 27});
+    if (a.name == "append_position_map") CHECK(a.values.front() == 20);
+  }
+}
+
+TEST_CASE("paged KV cache: errors and configurations the model does not cover", "[kv_cache]") {
+  Expected<PagedKvCacheModel> small = PagedKvCacheModel::create(tutorial(16, 16));
+  REQUIRE(small);
+  REQUIRE(small->add_sequence(0));
+  CHECK_FALSE(small->add_sequence(0));                         // twice
+  CHECK_FALSE(small->begin_forward({1}, {4}));                 // never added
+  CHECK_FALSE(small->begin_forward({0}, {17}));                // more than prefill_chunk_size
+  CHECK_FALSE(small->attention_with_fused_qkv(0, 4, 0.125));   // no forward
+  REQUIRE(small->begin_forward({0}, {16}));
+  CHECK_FALSE(small->attention_with_fused_qkv(7, 16, 0.125));  // not a layer of the cache
+  CHECK_FALSE(small->attention_with_fused_qkv(0, 15, 0.125));  // qkv shorter than the forward
+  REQUIRE(small->end_forward());
+  // 2 pages of 16 hold 32 tokens: the next 16 fit, then the cache is full.
+  REQUIRE(small->begin_forward({0}, {16}));
+  REQUIRE(small->end_forward());
+  Status full = small->begin_forward({0}, {1});
+  REQUIRE_FALSE(full);
+  CHECK(full.error().message.find("the KV cache is full") != std::string::npos);
+
+  KvCacheConfig mla = tutorial();
+  mla.v_head_dim = 32;
+  Expected<PagedKvCacheModel> r = PagedKvCacheModel::create(mla);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == ExitCode::Unavailable);
+  CHECK(r.error().message.find("MLA") != std::string::npos);
+  KvCacheConfig none = tutorial();
+  none.decode.clear();
+  CHECK_FALSE(PagedKvCacheModel::create(none));
+}
