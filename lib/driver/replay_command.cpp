@@ -104,10 +104,15 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   if (!(cmd.time_limit >= 0) && cmd.time_limit != -1) return report(usage("--time-limit must be 0 or more"), err);
   if (!(cmd.rtol >= 0) || !(cmd.atol >= 0)) return report(usage("--rtol and --atol must be 0 or more"), err);
 
+  std::string session_tokens;
   for (const std::string& s : cmd.inputs) {
     size_t eq = s.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
       return report(usage(fmt::format("--input {}: expected NAME=FILE.npy", s)), err);
+    if (s.substr(0, eq) == "input_ids" && !cmd.extract.session.empty()) {
+      session_tokens = s.substr(eq + 1);  // a session's token ids, sliced by step
+      continue;
+    }
     opt.inputs.inputs.emplace_back(s.substr(0, eq), s.substr(eq + 1));
   }
 
@@ -136,6 +141,15 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
     opt.inputs.params = join(cmd.dir, "params.bin");
   if (opt.inputs.params.empty() && !cmd.dir.empty() && file_exists(join(cmd.dir, "vm_exec.bin")))
     opt.inputs.params = join(cmd.dir, "vm_exec.bin");
+  // Packed params (an LLM's functions) by name from params.bin, beside the pool's constants.
+  if (!df->sources.vm_exec.empty() && !cmd.dir.empty() && file_exists(join(cmd.dir, "params.bin")) &&
+      opt.inputs.params != join(cmd.dir, "params.bin"))
+    opt.inputs.packed_params = join(cmd.dir, "params.bin");
+  // A session's token ids: input_ids.npy beside the build (or --input input_ids=FILE).
+  const bool session = df->sources.vm_function.rfind("session ", 0) == 0;
+  if (session && session_tokens.empty() && !cmd.dir.empty() && file_exists(join(cmd.dir, "input_ids.npy")))
+    session_tokens = join(cmd.dir, "input_ids.npy");
+  opt.inputs.session_tokens = session_tokens;
   opt.inputs.input_dir = cmd.dir;
   opt.modules = cmd.modules;
   // The CUDA back end loads binaries (PTX as the fallback); the CPU back end compiles the source.
@@ -179,7 +193,10 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
     opt.expect = cmd.expect;
     if (opt.expect.empty() && !cmd.dir.empty() && cmd.kernel < 0) {
       for (size_t i = 0; i < df->outputs.size(); ++i) {
-        std::string f = join(cmd.dir, fmt::format("output_{}.npy", i));
+        // A session's outputs are each step's logits: TVM's as output_prefill.npy, output_decode_<k>.npy.
+        std::string f = join(cmd.dir, session ? (i == 0 ? std::string("output_prefill.npy")
+                                                        : fmt::format("output_decode_{}.npy", i - 1))
+                                              : fmt::format("output_{}.npy", i));
         opt.expect.push_back(file_exists(f) ? f : std::string());
       }
     }

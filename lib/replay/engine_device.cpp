@@ -214,6 +214,13 @@ Status Engine::bind() {
     seq_.push_back({false, i});
     for (size_t c : after[static_cast<size_t>(plan_.launches[i].kernel + 1)]) seq_.push_back({true, c});
   }
+  // Host copies: before the first step of a later node (after the last step: never needed).
+  copies_before_.assign(seq_.size() + 1, {});
+  for (size_t c = 0; c < plan_.host_copies.size(); ++c) {
+    size_t s = 0;
+    while (s < seq_.size() && step_node(seq_[s]) <= plan_.host_copies[c].node) ++s;
+    copies_before_[s].push_back(c);
+  }
   return Status::ok();
 }
 

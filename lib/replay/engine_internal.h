@@ -208,6 +208,8 @@ class Engine {
   /// Queues one run of the sequence with a marker before it and after every step. Checked:
   /// waits after each step (dumps, guard). Returns the fault and the step it came from.
   Status queue_run(int run, bool checked, bool gated);
+  /// The host copies due before step `s`: waits for every step before it, then uploads them.
+  Status host_copies_before(int run, size_t s);
 
   /// The eager runs: run 0 checked (synchronised after each step), then warmup, then timed
   /// runs queued back to back. With opt_.locate every run is synchronised.
@@ -255,6 +257,7 @@ class Engine {
   size_t extra_edges_ = 0;
   std::vector<DevicePtr> bases_;
   std::vector<Step> seq_;
+  std::vector<std::vector<size_t>> copies_before_;  ///< per step (and one past the last): plan host copies
 };
 
 }  // namespace kdflow::engine_detail

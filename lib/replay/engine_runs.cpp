@@ -29,6 +29,20 @@ Error Engine::unlocated(int run, const Fault& f, const std::string& what) {
                     ExitCode::Software);
 }
 
+Status Engine::host_copies_before(int run, size_t s) {
+  Fault done;
+  if (s > 0) {
+    if (Status w = wait(s, [&] { return hung_step(first_unfinished()); }, &done); !w) return w;
+    if (!done.ok()) return unlocated(run, done, "a kernel");
+  }
+  for (size_t c : copies_before_[s]) {
+    const PlanHostCopy& h = plan_.host_copies[c];
+    if (Fault f = b_.upload(bases_[h.allocation] + h.offset, h.data.data(), h.data.size()); !f.ok())
+      return fail(f, fmt::format(" of host copy {} (node {}, {} bytes)", h.copy, h.node, h.data.size()));
+  }
+  return Status::ok();
+}
+
 /// Which step of an eager run is still running: the first whose end marker is not done.
 Step Engine::first_unfinished() {
   for (size_t s = 0; s < seq_.size(); ++s) {
@@ -52,6 +66,8 @@ Status Engine::queue_run(int run, bool checked, bool gated) {
   int queued = 0;
   for (size_t s = 0; s < seq_.size(); ++s) {
     const Step& st = seq_[s];
+    if (!copies_before_.empty() && !copies_before_[s].empty())
+      if (Status c = host_copies_before(run, s); !c) return c;
     Fault f = queue(st);
     if (f.ok()) f = b_.record(s + 1);
     if (!f.ok()) {
@@ -125,7 +141,8 @@ Status Engine::eager() {
   for (int run = 0; run < runs; ++run) {
     bool checked = run == 0 || opt_.locate;
     bool timed = run >= 1 + opt_.warmup && !opt_.locate;
-    if (Status s = queue_run(run, checked, gate && timed); !s || rep_.guard) return s;
+    // Host copies wait for the steps before them: a gated (held) queue would never start them.
+    if (Status s = queue_run(run, checked, gate && timed && plan_.host_copies.empty()); !s || rep_.guard) return s;
     if (gate && timed && b_.gate_opened_by_deadline()) {
       // Nothing was gated after all: every timed run counts as ungated, this one and the rest.
       forced_run = run - opt_.warmup;

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "kdflow/analysis/bounds.h"
 #include "kdflow/support/io.h"
@@ -76,6 +77,8 @@ class Planner {
       if (Status s = launch(df_.kernels[i], i); !s) return s.error();
     for (size_t i = 0; i < df_.library_calls.size(); ++i)
       if (Status s = library_call(df_.library_calls[i], i); !s) return s.error();
+    for (size_t i = 0; i < df_.host_copies.size(); ++i)
+      if (Status s = host_copy(df_.host_copies[i], i); !s) return s.error();
     return std::move(plan_);
   }
 
@@ -200,11 +203,78 @@ class Planner {
   /// pool, each param buffer naming its pool index (constant_index).
   static bool is_vm_executable(std::string_view bytes) { return looks_like_vm_executable(bytes); }
 
+  /// Input `b` of a session (input_ids[prefill], input_ids[decode K], int32, one dimension):
+  /// the next tokens of the session's token file.
+  Status session_input(int b, int64_t* next) {
+    const Buffer& buf = df_.buffers[b];
+    if (!tokens_) {
+      Expected<NpyArray> a = read_npy(in_.session_tokens);
+      if (!a) return a.error();
+      if (a->dtype != DType{kDLInt, 32, 1} || a->shape.size() != 1)
+        return file_error(in_.session_tokens, fmt::format("the session's token ids must be one int32 dimension; the "
+                                                          "file holds {} {}",
+                                                          dtype_to_string(a->dtype), shape_text(a->shape)));
+      tokens_.emplace(a.take());
+    }
+    const int64_t n = buf.shape.empty() ? 1 : buf.shape[0];
+    const int64_t have = tokens_->shape[0];
+    if (buf.dtype != "int32" || buf.shape.size() != 1 || *next + n > have)
+      return file_error(in_.session_tokens, fmt::format("input '{}' takes tokens {}..{}, but the file holds {} token "
+                                                        "ids (the session's steps need them in order: prefill, then "
+                                                        "one per decode step)",
+                                                        buf.name, *next, *next + n - 1, have));
+    PlanUpload u;
+    u.buffer = b;
+    u.allocation = plan_.buffer_allocation[b];
+    u.source = fmt::format("{}[{}:{}]", base_name(in_.session_tokens), *next, *next + n);
+    u.data = tokens_->data.substr(static_cast<size_t>(4 * *next), static_cast<size_t>(4 * n));
+    plan_.uploads.push_back(std::move(u));
+    *next += n;
+    return Status::ok();
+  }
+
   Status pool_params(std::string_view bytes) {
     Expected<VmExecutable> ex = parse_vm_executable(bytes, in_.params);
     if (!ex) return ex.error();
+    // Packed params (constant_index -1) come by name from the params file beside the build.
+    std::optional<MappedFile> packed_file;
+    std::map<std::string, const ParamArray*> packed;
+    ParamsFile pf;
     for (int b : df_.params) {
       const Buffer& buf = df_.buffers[b];
+      if (buf.constant_index >= 0) continue;
+      if (in_.packed_params.empty())
+        return file_error(label_, fmt::format("param '{}' (buffer {}) is a packed param, not a constant of {}: give "
+                                              "the params file that holds it (DIR/params.bin, or --params)",
+                                              buf.name, b, base_name(in_.params)),
+                          ExitCode::NoInput);
+      if (!packed_file) {
+        Expected<MappedFile> f = map_file(in_.packed_params, kMaxParamsFileBytes);
+        if (!f) return f.error();
+        packed_file.emplace(f.take());
+        Expected<ParamsFile> parsed = parse_params(packed_file->bytes(), in_.packed_params);
+        if (!parsed) return parsed.error();
+        pf = parsed.take();
+        for (const ParamArray& a : pf.arrays) packed[a.name] = &a;
+      }
+      auto it = packed.find(buf.name);
+      if (it == packed.end())
+        return file_error(in_.packed_params, fmt::format("param '{}' (buffer {}, {} {}) is not in this file ({} arrays)",
+                                                         buf.name, b, buf.dtype, shape_text(buf.shape),
+                                                         pf.arrays.size()));
+      const ParamArray& a = *it->second;
+      if (Status s = check_fits(in_.packed_params, "param '" + buf.name + "'", b, a.dtype, a.shape, a.nbytes); !s)
+        return s;
+      PlanUpload u;
+      u.buffer = b;
+      u.allocation = plan_.buffer_allocation[b];
+      u.source = base_name(in_.packed_params) + ":" + buf.name;
+      u.data = std::string(packed_file->bytes().substr(a.data_offset, a.nbytes));
+      plan_.uploads.push_back(std::move(u));
+    }
+    for (int b : df_.params) {
+      const Buffer& buf = df_.buffers[b];
+      if (buf.constant_index < 0) continue;
       if (buf.constant_index < 0 || static_cast<size_t>(buf.constant_index) >= ex->constants.size() ||
           ex->constants[buf.constant_index].kind != VmConstant::Kind::Tensor)
         return file_error(in_.params, fmt::format("param '{}' (buffer {}) names constant {}, which is not a tensor of "
@@ -238,9 +308,20 @@ class Planner {
                      ExitCode::Usage};
       given[name] = file;
     }
+    int64_t token = 0;  // a session's token ids: the next unread token of session_tokens
     for (int b : df_.inputs) {
       const Buffer& buf = df_.buffers[b];
       std::string file;
+      if (buf.name.rfind("input_ids[", 0) == 0 && !given.count(buf.name) && in_.session_tokens.empty())
+        return file_error(label_, fmt::format("no token ids for the session's input '{}': put them in input_ids.npy "
+                                              "beside the build (int32, the prefill's tokens then one per decode "
+                                              "step) or pass --input input_ids=FILE.npy",
+                                              buf.name),
+                          ExitCode::NoInput);
+      if (buf.name.rfind("input_ids[", 0) == 0 && !given.count(buf.name)) {
+        if (Status s = session_input(b, &token); !s) return s;
+        continue;
+      }
       if (auto it = given.find(buf.name); it != given.end()) {
         file = it->second;
       } else if (!in_.input_dir.empty()) {
@@ -260,6 +341,31 @@ class Planner {
       u.data = std::move(a->data);
       plan_.uploads.push_back(std::move(u));
     }
+    return Status::ok();
+  }
+
+  /// A host copy (int32 values into a buffer at an offset), checked to fit its allocation.
+  Status host_copy(const HostCopy& c, size_t i) {
+    const std::string cp = ptr("host_copies", i);
+    if (c.buffer < 0 || static_cast<size_t>(c.buffer) >= df_.buffers.size() || plan_.buffer_allocation[c.buffer] < 0)
+      return err(cp + "/buffer", fmt::format("host copy {} writes buffer {}, which has no allocation", i, c.buffer));
+    PlanHostCopy h;
+    h.copy = static_cast<int>(i);
+    h.node = c.node;
+    h.buffer = c.buffer;
+    h.allocation = plan_.buffer_allocation[c.buffer];
+    h.offset = static_cast<uint64_t>(c.offset);
+    const uint64_t bytes = 4 * static_cast<uint64_t>(c.values.size());
+    const uint64_t cap = plan_.allocations[h.allocation].bytes;
+    if (c.offset < 0 || h.offset > cap || bytes > cap - h.offset)
+      return err(cp, fmt::format("host copy {} writes {} bytes at byte {} of allocation {} ({} bytes)", i, bytes,
+                                 c.offset, h.allocation, cap));
+    h.data.resize(bytes);
+    for (size_t k = 0; k < c.values.size(); ++k) {
+      const int32_t v = static_cast<int32_t>(c.values[k]);
+      std::memcpy(&h.data[4 * k], &v, 4);
+    }
+    plan_.host_copies.push_back(std::move(h));
     return Status::ok();
   }
 
@@ -525,6 +631,7 @@ class Planner {
     return Status::ok();
   }
 
+  std::optional<NpyArray> tokens_;  ///< the session's token ids, read once
   const Dataflow& df_;
   const ReplayInputs& in_;
   const LaunchLimits& lim_;
@@ -609,6 +716,9 @@ std::string format_plan(const ReplayPlan& plan, const Dataflow& df) {
     out += fmt::format("upload alloc {}: {} bytes from {} (buffer {} {}, {} {})\n", u.allocation, u.data.size(),
                        u.source, u.buffer, b.name, b.dtype, shape_text(b.shape));
   }
+  for (const PlanHostCopy& c : plan.host_copies)
+    out += fmt::format("host copy {} before node {}: {} bytes into alloc {}+{} (buffer {} {})\n", c.copy, c.node,
+                       c.data.size(), c.allocation, c.offset, c.buffer, df.buffers[c.buffer].name);
   for (const PlanLaunch& l : plan.launches) {
     std::string args;
     for (size_t j = 0; j < l.args.size(); ++j) {

@@ -211,9 +211,13 @@ def llm_model_build(tvm: Any, out: str, cuda_graph: bool = False) -> None:
     with open(os.path.join(out, "vm_calls.json"), "w") as f:
         json.dump(vm_calls(vmex.as_text()), f, indent=1)
     if not cuda_graph:
-        # What TVM's KV cache runtime itself calls in a session (the same model, run on the CPU).
+        # What TVM's KV cache runtime itself calls in a session (the same model, run on the CPU),
+        # with the session's tokens and TVM's logits of each step.
         import kv_truth
         kv_truth.record(tvm, lambda: llm_model.decoder_lm(tvm), os.path.join(out, "kv_truth.json"))
+    else:  # the same model and weights: the same session's tokens and logits
+        for f in ("input_ids.npy", "output_prefill.npy", "output_decode_0.npy", "output_decode_1.npy"):
+            shutil.copy(os.path.join(os.path.dirname(out), "llm", f), os.path.join(out, f))
 
 
 def onnx_model(out: str) -> None:

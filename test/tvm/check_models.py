@@ -147,7 +147,7 @@ def check_llm(kdflow: str, d: str, tmp: str) -> None:
                 out.append((c, region))
         return out
 
-    shapes = {"embed": ["--input-shape", "ids=7"], "prefill": ["--input-shape", "x=1x7x64"], "decode": []}
+    shapes = {"embed": ["--input-shape", "input_ids=7"], "prefill": ["--input-shape", "x=1x7x64"], "decode": []}
     for fn, extra in shapes.items():
         flow = os.path.join(tmp, f"{name}_{fn}.json")
         r = run([kdflow, "extract", d, "-q", "--function", fn, *extra, "-o", flow])
@@ -196,6 +196,7 @@ def check_llm(kdflow: str, d: str, tmp: str) -> None:
                f"{name} session: {len(got)} calls in TVM's order, each marked with its step; 3 token inputs, "
                f"3 logits outputs (TVM: {want if got != want else 'same'}; inputs {inputs})")
         check_kv_runtime(name, df, os.path.join(os.path.dirname(d), "llm", "kv_truth.json"))
+        check_session_replay(kdflow, d, tmp)
         last = [n for n in df["nodes"] if n["op"] == "tvm_op" and n.get("session_step") == "decode 1"][-1]
         r = run([kdflow, "explain", flow, f"n{last['id']}"])
         graph = last.get("cuda_graph")
@@ -214,6 +215,29 @@ def check_llm(kdflow: str, d: str, tmp: str) -> None:
              "x=" + os.path.join(tmp, "x.npy")])
     expect(r.returncode == 69 and "TVM's KV cache does this attention inside its runtime" in r.stderr and
            r.stderr.count("\n") == 1, f"{name}: replay refuses the KV cache's attention in one line, exit 69 "
+           f"({r.returncode}: {r.stderr.strip()})")
+
+
+def check_session_replay(kdflow: str, d: str, tmp: str) -> None:
+    """The session replayed on the CPU back end, every kernel (the KV cache runtime's too, with
+    its auxiliary arrays copied between steps) from the CUDA source: each step's logits against
+    TVM's own run of the same model on the CPU (kv_truth.py wrote the tokens and logits). With
+    other tokens the logits must differ: the comparison can fail."""
+    name = os.path.basename(d)
+    r = run([kdflow, "replay", d, "--session", "prefill:7,decode:2", "--backend", "cpu", "-q", "--repeat", "1"])
+    rows = [line for line in r.stdout.splitlines() if line.rstrip().endswith(" ok") and "/256" in line]
+    expect(r.returncode == 0 and len(rows) == 3,
+           f"{name} session: replay --backend cpu computes TVM's logits of prefill and both decode steps "
+           f"({len(rows)} of 3 match; exit {r.returncode}: {r.stderr.strip()[-300:]})")
+    tokens = np.load(os.path.join(d, "input_ids.npy"))
+    other = os.path.join(tmp, f"{name}_other_ids.npy")
+    np.save(other, ((tokens + 1) % 256).astype("int32"))
+    r = run([kdflow, "replay", d, "--session", "prefill:7,decode:2", "--backend", "cpu", "-q", "--repeat", "1",
+             "--input", "input_ids=" + other])
+    expect(r.returncode == 1, f"{name} session: with other token ids the logits differ from TVM's (exit {r.returncode})")
+    r = run([kdflow, "replay", d, "--session", "prefill:7,decode:2", "--backend", "cpu", "-q", "--mode", "graph"])
+    expect(r.returncode == 69 and "copies data from the host between kernels" in r.stderr and
+           r.stderr.count("\n") == 1, f"{name} session: --mode graph is refused in one line, exit 69 "
            f"({r.returncode}: {r.stderr.strip()})")
 
 

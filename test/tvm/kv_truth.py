@@ -15,6 +15,7 @@ per constructor slot), so the log is what a CUDA build's runtime passes.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Callable, Dict, List, Tuple
 
 import numpy as np
@@ -45,9 +46,13 @@ def record(tvm: Any, make: Callable[[], Tuple[Any, Dict[str, np.ndarray]]], out_
            decode: int = 2, page_size: int = 16) -> None:
     """Builds the module `make()` returns (llm_model.decoder_lm, called under the llvm target) for llvm, runs prefill:`prefill`,decode:`decode` with the
     cache created as `kdflow extract --session prefill:N,decode:M` creates it, and writes the
-    runtime's kernel calls to `out_json`."""
+    runtime's kernel calls to `out_json`; beside it, the session's token ids (input_ids.npy: the
+    prefill's, then each decode step's, greedy) and TVM's logits of each step (output_prefill.npy,
+    output_decode_<k>.npy), which `kdflow replay --session` reads."""
     import tvm_ffi
     from tvm import relax
+
+    folder = os.path.dirname(os.path.abspath(out_json))
 
     target = tvm.target.Target("llvm")
     with target:
@@ -87,15 +92,20 @@ def record(tvm: Any, make: Callable[[], Tuple[Any, Dict[str, np.ndarray]]], out_
         view = tvm.get_global_func("vm.builtin.reshape")
         add_seq(cache, 0)
         rng = np.random.default_rng(11)
-        ids = rng.integers(0, 256, size=prefill).astype("int32")
+        tokens = rng.integers(0, 256, size=prefill).astype("int32")
+        all_tokens: List[int] = []
         for k in range(-1, decode):
             step[0] = "prefill" if k < 0 else f"decode {k}"
-            tokens = ids if k < 0 else ids[:1]
+            all_tokens += [int(t) for t in tokens]
             e = vm["embed"](tvm.runtime.tensor(tokens, device=dev), packed)
             x = view(e, shape([1, e.shape[0], e.shape[1]]))
             begin(cache, shape([0]), shape([len(tokens)]))
-            _, cache = vm["prefill" if k < 0 else "decode"](x, cache, packed)
+            logits, cache = vm["prefill" if k < 0 else "decode"](x, cache, packed)
             end(cache)
+            out = logits.numpy()
+            np.save(os.path.join(folder, "output_prefill.npy" if k < 0 else f"output_decode_{k}.npy"), out)
+            tokens = np.array([int(np.argmax(out.reshape(-1)))], dtype="int32")  # greedy: the next token
+        np.save(os.path.join(folder, "input_ids.npy"), np.array(all_tokens, dtype="int32"))
     finally:
         tvm_ffi.register_global_func("vm.builtin.paged_attention_kv_cache_create", original, override=True)
     with open(out_json, "w") as f:

@@ -52,8 +52,8 @@ def decoder_lm(tvm: Any, dtype: str = "float32", layers: int = 2, hidden: int = 
             y = self.head(h)
             return y if y.dtype == "float32" else y.astype("float32")
 
-        def embed(self, ids: Any) -> Any:
-            return self.tokens(ids)
+        def embed(self, input_ids: Any) -> Any:
+            return self.tokens(input_ids)
 
         def prefill(self, x: Any, cache: Any) -> Any:
             def last(t: Any) -> Any:
@@ -82,7 +82,7 @@ def decoder_lm(tvm: Any, dtype: str = "float32", layers: int = 2, hidden: int = 
     model.dtype = dtype
     packed = {"param_mode": "packed", "effect_mode": "none"}
     spec = nn.spec.ModuleSpec.from_raw({
-        "embed": {"ids": nn.spec.Tensor(["seq_len"], "int32"), "$": packed},
+        "embed": {"input_ids": nn.spec.Tensor(["seq_len"], "int32"), "$": packed},
         "prefill": {"x": nn.spec.Tensor([1, "seq_len", hidden], dtype),
                     "cache": nn.spec.Object(object_type=PagedKVCache), "$": packed},
         "decode": {"x": nn.spec.Tensor([1, 1, hidden], dtype),

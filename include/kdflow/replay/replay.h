@@ -28,6 +28,12 @@ struct ReplayInputs {
   std::string params;  ///< params file (save_param_dict); empty: none (an IR with params is then an error)
   std::vector<std::pair<std::string, std::string>> inputs;  ///< input name → .npy file
   std::string input_dir;  ///< inputs not named above: input_dir/input_<name>.npy (empty: none)
+  /// Relax builds with packed params (an LLM's nn.Module functions): the params file that
+  /// holds them by name (params.bin), read beside `params` when that is the VM executable.
+  std::string packed_params;
+  /// A session's token ids (input_ids[prefill], input_ids[decode K]): one int32 file, the
+  /// steps' tokens in order (the first N for prefill, then one per decode step); empty: none.
+  std::string session_tokens;
   /// --allow-oob: a launch whose static footprint leaves its buffer is planned, its verdict
   /// kept in ReplayPlan::oob, instead of refused. replay() runs such a plan only on the CPU
   /// back end under --guard, where guard pages and redzones stop the access and name it.
@@ -112,6 +118,17 @@ struct PlanLibraryCall {
   PlanOperand a, b, c;        ///< TVM's A, B, C
 };
 
+/// A host-to-device copy a runtime makes between kernels (the KV cache's auxiliary arrays,
+/// Dataflow::host_copies): done when every step of nodes before `node` has finished.
+struct PlanHostCopy {
+  int copy = 0;         ///< index in Dataflow::host_copies
+  int node = -1;
+  int buffer = -1;
+  int allocation = -1;
+  uint64_t offset = 0;  ///< byte offset into the allocation
+  std::string data;     ///< the bytes
+};
+
 struct ReplayPlan {
   std::string label;
   std::vector<PlanAllocation> allocations;  ///< storage ids ascending, then workspaces in buffer order
@@ -119,6 +136,7 @@ struct ReplayPlan {
   std::vector<PlanUpload> uploads;          ///< params (IR order), then inputs
   std::vector<PlanLaunch> launches;         ///< in the IR's launch order
   std::vector<PlanLibraryCall> library_calls;  ///< cuBLAS calls, in IR order (each after its after_kernel)
+  std::vector<PlanHostCopy> host_copies;    ///< in IR order
   std::vector<int> outputs;                 ///< buffer ids of the graph outputs
   uint64_t total_bytes = 0;
   std::vector<std::string> oob;             ///< with allow_oob: each launch proven out of bounds (one line)

@@ -293,6 +293,17 @@ static unsigned kdflow_warp_vote(int mode, int pred) {
 
 static void kdflow_trap() { kdflow::cpu::fail_here("the kernel called __trap()"); }
 
+// LLVM's optimiser merges sinf(x) and cosf(x) of one x into one sincosf call (the rotary
+// embedding of TVM's KV cache does both): the same two results.
+static void kdflow_sincosf(float x, float* s, float* c) {
+  *s = sinf(x);
+  *c = cosf(x);
+}
+static void kdflow_sincos(double x, double* s, double* c) {
+  *s = sin(x);
+  *c = cos(x);
+}
+
 }  // extern "C"
 
 namespace kdflow::cpu {
@@ -330,6 +341,8 @@ const std::vector<std::pair<const char*, void*>>& runtime_symbols() {
       KDFLOW_M1(round), KDFLOW_M1(trunc), KDFLOW_M1(rint), KDFLOW_M1(nearbyint),
       KDFLOW_M2(pow), KDFLOW_M2(atan2), KDFLOW_M2(fmod), KDFLOW_M2(fmax), KDFLOW_M2(fmin), KDFLOW_M2(hypot),
       KDFLOW_M2(copysign), KDFLOW_M2(remainder), KDFLOW_M2(fdim),
+      {"sincosf", reinterpret_cast<void*>(&kdflow_sincosf)},
+      {"sincos", reinterpret_cast<void*>(&kdflow_sincos)},
       {"fmaf", reinterpret_cast<void*>(static_cast<float (*)(float, float, float)>(&::fmaf))},
       {"fma", reinterpret_cast<void*>(static_cast<double (*)(double, double, double)>(&::fma))},
       {"abs", reinterpret_cast<void*>(static_cast<int (*)(int)>(&::abs))},
