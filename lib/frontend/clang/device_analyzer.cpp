@@ -44,6 +44,7 @@
 #include <unordered_map>
 
 #include "device_headers.h"
+#include "tvm_source_fixups.h"
 #include "footprint_affine.h"
 #include "kernel_ops.h"
 #include "in_memory_parse.h"
@@ -1020,7 +1021,7 @@ Expected<DeviceSource> analyze_device_part(const std::string& source, const std:
                                    std::string("-I") + detail::kStubIncludeDir,
                                    "-include",
                                    std::string(detail::kStubIncludeDir) + "/" + detail::kDevicePrelude};
-  detail::InMemorySource src{source, file, virtual_main, &detail::device_stub_headers()};
+  detail::InMemorySource src{detail::tvm_source_fixups(source), file, virtual_main, &detail::device_stub_headers()};
   std::unique_ptr<ASTUnit> unit;
   std::vector<detail::ParseError> errors;
   std::optional<StageSpan> parse_span(std::in_place, times, base_name(file) + part + ": clang parse");

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "../backend.h"
+#include "frontend/clang/tvm_source_fixups.h"
 #include "kdflow/support/progress.h"
 #include "guarded_memory.h"
 #include "kernel_safety.h"
@@ -115,12 +116,14 @@ class CpuBackend : public Backend {
                           ExitCode::NoInput);
       }
       // The safety check on the AST comes first: nothing of a refused module is compiled.
-      auto safety = cpu::check_kernel_safety(src->bytes, src->path);
+      // Where clang and nvcc read TVM's text differently, nvcc's meaning (tvm_source_fixups.h).
+      const std::string text = detail::tvm_source_fixups(src->bytes);
+      auto safety = cpu::check_kernel_safety(text, src->path);
       if (!safety) return safety.error();
       if (Status s = safety->status(); !s) return s;
       if (progress_.enabled) print_terminal_progress(&progress_, 0, 1, "cpu: compiling " + base_name(src->path));
       const Clock::time_point compile_start = Clock::now();
-      auto id = device_->compile_module(src->bytes, src->path);
+      auto id = device_->compile_module(text, src->path);
       if (progress_.enabled) print_terminal_progress(&progress_, 1, 1, "");
       if (!id) return id.error();
       module_ids_.push_back(*id);
