@@ -193,10 +193,16 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
     opt.expect = cmd.expect;
     if (opt.expect.empty() && !cmd.dir.empty() && cmd.kernel < 0) {
       for (size_t i = 0; i < df->outputs.size(); ++i) {
-        // A session's outputs are each step's logits: TVM's as output_prefill.npy, output_decode_<k>.npy.
-        std::string f = join(cmd.dir, session ? (i == 0 ? std::string("output_prefill.npy")
-                                                        : fmt::format("output_decode_{}.npy", i - 1))
-                                              : fmt::format("output_{}.npy", i));
+        // A session's outputs are each step's logits, TVM's named by the step: output_prefill.npy,
+        // output_decode_0.npy, output_seq_1_prefill_chunk_0.npy.
+        std::string name = fmt::format("output_{}.npy", i);
+        const int b = df->outputs[i];
+        if (session && b >= 0 && static_cast<size_t>(b) < df->buffers.size() && df->buffers[b].node >= 0) {
+          std::string step = df->nodes[static_cast<size_t>(df->buffers[b].node)].session_step;
+          std::replace(step.begin(), step.end(), ' ', '_');
+          if (!step.empty()) name = "output_" + step + ".npy";
+        }
+        std::string f = join(cmd.dir, name);
         opt.expect.push_back(file_exists(f) ? f : std::string());
       }
     }

@@ -363,17 +363,31 @@ TEST_CASE("Relax: replay plans the flow with the weights from the constant pool"
 }
 
 TEST_CASE("relax: --session specs", "[relax][session]") {
+  using Kind = kdflow::RelaxSessionStep::Kind;
+  auto labels = [](const kdflow::RelaxSession& s) {
+    std::vector<std::string> out;
+    for (const auto& st : s.steps) out.push_back(st.label.empty() ? std::string("-") : st.label);
+    return out;
+  };
   auto s = kdflow::parse_session("prefill:7,decode:2");
   REQUIRE(s);
-  CHECK(s->prefill == 7);
-  CHECK(s->decode == 2);
+  REQUIRE(s->steps.size() == 4);
+  CHECK(s->steps[0].kind == Kind::AddSequence);
+  CHECK(s->steps[1].kind == Kind::Prefill);
+  CHECK(s->steps[1].tokens == 7);
+  CHECK(labels(*s) == std::vector<std::string>{"-", "prefill", "decode 0", "decode 1"});
   CHECK(s->page_size == 16);
   CHECK(s->max_total_seq_len == 0);
   auto t = kdflow::parse_session("decode:3,prefill:5,page_size:32,max_total_seq_len:4096,prefill_chunk_size:512");
   REQUIRE(t);
-  CHECK(t->prefill == 5);
-  CHECK(t->decode == 3);
+  CHECK(t->steps.size() == 5);
+  CHECK(t->steps[1].tokens == 5);
   CHECK(t->page_size == 32);
+  // A prefill longer than prefill_chunk_size runs in chunks, as MLC's engine runs it.
+  auto c = kdflow::parse_session("prefill:10,decode:1,prefill_chunk_size:4");
+  REQUIRE(c);
+  CHECK(labels(*c) == std::vector<std::string>{"-", "prefill chunk 0", "prefill chunk 1", "prefill chunk 2", "decode 0"});
+  CHECK(c->steps[3].tokens == 2);
   CHECK(t->max_total_seq_len == 4096);
   CHECK(t->prefill_chunk_size == 512);
   for (const char* bad : {"", "prefill", "prefill:", "prefill:0", "decode:2", "prefill:-1", "prefill:7,decode:x",
@@ -383,5 +397,48 @@ TEST_CASE("relax: --session specs", "[relax][session]") {
     REQUIRE_FALSE(r);
     CHECK(r.error().code == kdflow::ExitCode::Usage);
     CHECK(r.error().message.find("--session") != std::string::npos);
+  }
+}
+
+TEST_CASE("relax: session files (hand-written, labelled: the steps a driver makes)", "[relax][session]") {
+  const std::string dir = temp_dir();
+  auto write = [&](const std::string& text) {
+    std::string p = dir + "/session.json";
+    std::ofstream(p) << text;
+    return p;
+  };
+  auto s = kdflow::parse_session(write(R"({"kv_cache": {"max_total_seq_len": 64},
+      "steps": [{"op": "add_sequence", "seq": 0}, {"op": "prefill", "seq": 0, "tokens": 5},
+                {"op": "add_sequence", "seq": 3}, {"op": "prefill", "seq": 3, "tokens": 2},
+                {"op": "decode", "seq": 0}, {"op": "remove_sequence", "seq": 3}, {"op": "decode", "seq": 0}]})"));
+  REQUIRE(s);
+  CHECK(s->max_total_seq_len == 64);
+  std::vector<std::string> labels;
+  for (const auto& st : s->steps) labels.push_back(st.label);
+  CHECK(labels == std::vector<std::string>{"", "seq 0 prefill", "", "seq 3 prefill", "seq 0 decode 0", "",
+                                           "seq 0 decode 1"});
+  struct Bad {
+    const char* text;
+    const char* pointer;
+    kdflow::ExitCode code;
+  };
+  for (const Bad& b : {Bad{R"([])", "", kdflow::ExitCode::DataError},
+                       Bad{R"({"steps": []})", "/steps", kdflow::ExitCode::DataError},
+                       Bad{R"({"steps": [{"op": "beam", "seq": 0}]})", "/steps/0/op", kdflow::ExitCode::DataError},
+                       Bad{R"({"steps": [{"op": "fork_sequence", "seq": 0}]})", "/steps/0/op",
+                           kdflow::ExitCode::Unavailable},
+                       Bad{R"({"steps": [{"op": "prefill", "seq": 0}]})", "/steps/0/tokens", kdflow::ExitCode::DataError},
+                       Bad{R"({"steps": [{"op": "decode", "seq": -1}]})", "/steps/0/seq", kdflow::ExitCode::DataError},
+                       Bad{R"({"steps": [{"op": "decode", "seq": 0, "tokens": 2}]})", "/steps/0/tokens",
+                           kdflow::ExitCode::DataError},
+                       Bad{R"({"kv_cache": {"page": 16}, "steps": [{"op": "decode", "seq": 0}]})", "/kv_cache/page",
+                           kdflow::ExitCode::DataError}}) {
+    auto r = kdflow::parse_session(write(b.text));
+    INFO(b.text);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == b.code);
+    INFO(r.error().message);
+    CHECK(r.error().message.find(std::string("session.json") + (*b.pointer ? ":" : "") + b.pointer + ": error:") !=
+          std::string::npos);
   }
 }

@@ -216,8 +216,10 @@ def llm_model_build(tvm: Any, out: str, cuda_graph: bool = False) -> None:
         import kv_truth
         kv_truth.record(tvm, lambda: llm_model.decoder_lm(tvm), os.path.join(out, "kv_truth.json"))
     else:  # the same model and weights: the same session's tokens and logits
-        for f in ("input_ids.npy", "output_prefill.npy", "output_decode_0.npy", "output_decode_1.npy"):
-            shutil.copy(os.path.join(os.path.dirname(out), "llm", f), os.path.join(out, f))
+        src = os.path.join(os.path.dirname(out), "llm")
+        for f in sorted(os.listdir(src)):
+            if f.startswith(("input_ids", "output_")) or f == "session.json":
+                shutil.copy(os.path.join(src, f), os.path.join(out, f))
 
 
 def onnx_model(out: str) -> None:

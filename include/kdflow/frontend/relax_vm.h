@@ -67,19 +67,31 @@ struct RelaxProgram {
   std::vector<RelaxHostCopy> host_copies;
 };
 
-/// A stated run of a language model's host program (--session prefill:N,decode:M): one
-/// sequence, N tokens prefilled, then M decode steps of one token, as TVM's LLM tutorial and
-/// MLC's chat loop drive the VM functions.
-struct RelaxSession {
-  int64_t prefill = 0;             ///< tokens prefilled (N ≥ 1)
-  int64_t decode = 0;              ///< decode steps after it
-  int64_t max_batch_size = 1;      ///< create_tir_paged_kv_cache's arguments
-  int64_t max_total_seq_len = 0;   ///< 0: N + M
-  int64_t prefill_chunk_size = 0;  ///< 0: N
-  int64_t page_size = 16;
+/// One step of a session: the driver's calls of the KV cache (add or remove a sequence), or
+/// one forward of one sequence — kv_state_begin_forward, embed its tokens, prefill or decode,
+/// kv_state_end_forward — labelled for the flow ("prefill", "decode 0"; with several
+/// sequences "seq 1 prefill", "seq 1 decode 0"; a prefill split into chunks "prefill chunk 1").
+struct RelaxSessionStep {
+  enum class Kind { AddSequence, RemoveSequence, Prefill, Decode };
+  Kind kind = Kind::Prefill;
+  int64_t seq = 0;
+  int64_t tokens = 1;  ///< Prefill: tokens of this forward (a chunk's)
+  std::string label;   ///< Prefill, Decode: the step's name (Node::session_step, input_ids[label])
 };
 
-/// "prefill:N,decode:M[,page_size:P][,max_total_seq_len:T][,prefill_chunk_size:C]".
+/// A stated run of a language model's host program, as TVM's LLM tutorial and MLC's chat
+/// loop drive the VM functions: --session prefill:N,decode:M (one sequence: N tokens
+/// prefilled, then M decode steps), or a session file (docs/schema.md "Session files").
+struct RelaxSession {
+  int64_t max_batch_size = 1;      ///< create_tir_paged_kv_cache's arguments
+  int64_t max_total_seq_len = 0;   ///< 0: every token of the session
+  int64_t prefill_chunk_size = 0;  ///< 0: the largest forward; a longer prefill is split into chunks of this size
+  int64_t page_size = 16;
+  std::vector<RelaxSessionStep> steps;
+};
+
+/// "prefill:N,decode:M[,page_size:P][,max_total_seq_len:T][,prefill_chunk_size:C]", or the
+/// path of a session file (JSON, docs/schema.md).
 Expected<RelaxSession> parse_session(const std::string& spec);
 
 struct RelaxVmLimits {

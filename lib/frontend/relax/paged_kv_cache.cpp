@@ -90,6 +90,19 @@ Status PagedKvCacheModel::add_sequence(int64_t seq_id) {
   return Status::ok();
 }
 
+Status PagedKvCacheModel::remove_sequence(int64_t seq_id) {
+  auto it = std::find_if(seqs_.begin(), seqs_.end(), [&](const Sequence& s) { return s.id == seq_id; });
+  if (it == seqs_.end())
+    return Error{fmt::format("sequence {} cannot be removed: it is not in the KV cache", seq_id), ExitCode::DataError};
+  if (in_forward_) return Error{"a sequence removed inside a forward", ExitCode::DataError};
+  Block& b = blocks_[static_cast<size_t>(it->block)];
+  for (int64_t p : b.page_ids) free_pages_.push_back(p);
+  b = Block{};
+  seqs_.erase(it);
+  dirty_ = true;
+  return Status::ok();
+}
+
 Status PagedKvCacheModel::reserve(Block& b, int64_t n) {
   // PKV ReserveAppendLengthInSeq: pages until ceil((len + n) / P), each popped from the free list.
   const int64_t target = (b.seq_length + n + cfg_.page_size - 1) / cfg_.page_size;

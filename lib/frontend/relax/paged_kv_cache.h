@@ -81,6 +81,9 @@ class PagedKvCacheModel {
   DType buffer_dtype(KvBuffer b) const;
 
   Status add_sequence(int64_t seq_id);
+  /// kv_state_remove_sequence: its pages go back to the free list in order (the last one is
+  /// handed out first).
+  Status remove_sequence(int64_t seq_id);
   /// kv_state_begin_forward(seq_ids, append_lengths): the page bookkeeping and the auxiliary
   /// arrays of the forward (host work only).
   Status begin_forward(const std::vector<int64_t>& seq_ids, const std::vector<int64_t>& lengths);

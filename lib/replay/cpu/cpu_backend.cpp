@@ -117,10 +117,13 @@ class CpuBackend : public Backend {
       }
       // The safety check on the AST comes first: nothing of a refused module is compiled.
       // Where clang and nvcc read TVM's text differently, nvcc's meaning (tvm_source_fixups.h).
-      const std::string text = detail::tvm_source_fixups(src->bytes);
+      std::string text = detail::tvm_source_fixups(src->bytes);
       auto safety = cpu::check_kernel_safety(text, src->path);
       if (!safety) return safety.error();
       if (Status s = safety->status(); !s) return s;
+      // Warp barriers where the lanes of a warp must stay in step (warp_lockstep.h), last first.
+      for (auto it = safety->warp_sync_points.rbegin(); it != safety->warp_sync_points.rend(); ++it)
+        if (*it <= text.size()) text.insert(*it, "__syncwarp(); ");
       if (progress_.enabled) print_terminal_progress(&progress_, 0, 1, "cpu: compiling " + base_name(src->path));
       const Clock::time_point compile_start = Clock::now();
       auto id = device_->compile_module(text, src->path);

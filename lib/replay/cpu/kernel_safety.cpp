@@ -8,6 +8,7 @@
 // else (declared by the module without a body, a compiler builtin not in the table) is
 // refused. Templates are walked as their instantiations, the code that would run.
 #include "kernel_safety.h"
+#include "warp_lockstep.h"
 
 #include <algorithm>
 #include <cctype>
@@ -761,6 +762,7 @@ Expected<KernelSafetyReport> check_kernel_safety(const std::string& source, cons
   std::vector<const FunctionDecl*> kernels;
   detail::collect_cuda_kernels(ctx.getTranslationUnitDecl(), kernels);
   for (const FunctionDecl* k : kernels) out.kernels.push_back(k->getNameAsString());
+  out.warp_sync_points = warp_lockstep_points(ctx, kernels);
 
   auto line_for = [&](const SourceLoc& l, const std::string& kernel, const std::string& via,
                       const std::string& construct, ExitCode code) {

@@ -52,6 +52,9 @@ struct KernelSafetyReport {
   std::vector<SafetyRefusal> refusals;  ///< module-level ones first, then kernel by kernel in source order
   /// Every prelude built-in some kernel reaches (sorted, unique): what the prelude must provide.
   std::vector<std::string> builtins_used;
+  /// Byte offsets of the source where a warp barrier keeps lanes in step as a GPU does
+  /// (warp_lockstep.h); the back end inserts `__syncwarp(); ` there before compiling.
+  std::vector<size_t> warp_sync_points;
   bool safe() const { return refusals.empty(); }
   /// Ok, or the first refusal as Error{line, ExitCode::Unavailable} (what the caller prints).
   Status status() const;

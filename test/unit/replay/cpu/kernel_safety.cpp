@@ -337,3 +337,32 @@ TEST_CASE("hand-written: load-time initializers hidden in classes and templates 
         "hostile.cu:2:22: error: the module cannot run on the CPU: it defines global variable 'ran' with a dynamic "
         "initializer (it would run when loaded)");
 }
+
+TEST_CASE("a store every lane of a row shares, after they read it, gets a warp barrier before it", "[cpu][safety]") {
+  // Hand-written, in the form of TVM's tir_attention_merge_state: every lane of a row reads
+  // S[row]; the store at the end names no threadIdx.x. A GPU's warp reads before it stores;
+  // lane by lane, the second lane would read the first one's result.
+  const std::string merge = R"(
+extern "C" __global__ void merge(float* __restrict__ S, float* __restrict__ V, int H) {
+  float s = S[blockIdx.x * H + threadIdx.y];
+  V[(blockIdx.x * H + threadIdx.y) * 4 + threadIdx.x] *= s;
+  S[((int)blockIdx.x * H) + (int)threadIdx.y] = s + 1.0f;
+}
+extern "C" __global__ void own(float* __restrict__ S, int H) {
+  float s = S[blockIdx.x * H + threadIdx.x];
+  S[blockIdx.x * H + threadIdx.x] = s + 1.0f;
+}
+extern "C" __global__ void guarded(float* __restrict__ S, int H) {
+  float s = S[blockIdx.x];
+  if (threadIdx.x == 0) S[blockIdx.x] = s + 1.0f;
+}
+)";
+  auto r = cpu::check_kernel_safety(merge, "merge.cu");
+  REQUIRE(r);
+  REQUIRE(r->safe());
+  // Only the store of S in merge: V's index names threadIdx.x, own's lanes each have their
+  // element, guarded's store is under a branch (lanes that never reach a barrier there).
+  REQUIRE(r->warp_sync_points.size() == 1);
+  CHECK(merge.compare(r->warp_sync_points[0], 4, "  S[") != 0);
+  CHECK(merge.compare(r->warp_sync_points[0], 3, "S[(") == 0);
+}
