@@ -39,7 +39,9 @@ void add_build_inputs(CLI::App* cmd, kdflow::ExtractInputs& in) {
                   "Relax builds: the VM function to run (default main; a build without main lists its functions)");
   cmd->add_option("--session", in.session,
                   "Relax LLM builds (embed, prefill, decode, create_tir_paged_kv_cache): the flow of a run of the "
-                  "host program, prefill:N,decode:M (one sequence: N tokens prefilled, then M decode steps)");
+                  "host program with the KV cache runtime's kernels, prefill:N,decode:M[,prefill_chunk_size:C,...] "
+                  "(one sequence: N tokens prefilled, then M decode steps), or a session file (JSON: several "
+                  "sequences; docs/schema.md#sessions)");
   cmd->add_flag("--no-params", in.no_params, "Do not read a params file; params are the nodes named p<N>");
   cmd->add_flag("--no-device", in.no_device, "Do not read device.cu; accesses stay unknown");
   cmd->add_flag("--no-relay", in.no_relay, "Do not read relay.txt; Relay ops are decoded from names");
@@ -137,7 +139,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"table", "csv", "jsonl"}));
   costs->add_flag("-q,--quiet", co.quiet, "No progress on stderr");
   costs->add_option("--function", co.function, "Relax builds: the VM function to run (default main)");
-  costs->add_option("--session", co.session, "Relax LLM builds: the flow of a run prefill:N,decode:M (see extract)");
+  costs->add_option("--session", co.session, "Relax LLM builds: the flow of a session, prefill:N,decode:M or a session file (see extract)");
   costs->add_option("--time-limit", limits.seconds, time_limit_help)->capture_default_str();
   costs->add_option("--memory-limit", limits.memory_mib, memory_limit_help)->capture_default_str();
 
