@@ -154,7 +154,7 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   opt.modules = cmd.modules;
   // The CUDA back end loads binaries (PTX as the fallback); the CPU back end compiles the source.
   std::vector<const char*> exts = opt.backend == ReplayBackend::Cpu ? std::vector<const char*>{"cu"}
-                                                                   : std::vector<const char*>{"cubin", "ptx"};
+                                                                   : std::vector<const char*>{"cubin", "fatbin", "ptx"};
   if (opt.modules.empty() && !cmd.dir.empty())
     for (const char* ext : exts)
       if (std::string f = join(cmd.dir, fmt::format("device.{}", ext)); file_exists(f)) opt.modules.push_back(f);

@@ -133,7 +133,8 @@ Status Engine::eager() {
   // Gate the timed runs when the back end can and a whole run fits in its launch queue (a
   // launch and a marker per step): else the host, blocked in a launch, could never release it.
   bool fits = caps.queue_depth <= 0 || 2 * n + 2 <= static_cast<size_t>(caps.queue_depth);
-  bool gate = caps.gate && caps.asynchronous && !opt_.locate && fits;
+  // Host copies wait for the steps before them: a held queue would never start them.
+  bool gate = caps.gate && caps.asynchronous && !opt_.locate && fits && plan_.host_copies.empty();
   std::vector<std::vector<double>> samples(n);
   std::vector<double> runs_us, gated_runs_us;
   int runs = 1 + opt_.warmup + opt_.repeat;
@@ -141,8 +142,7 @@ Status Engine::eager() {
   for (int run = 0; run < runs; ++run) {
     bool checked = run == 0 || opt_.locate;
     bool timed = run >= 1 + opt_.warmup && !opt_.locate;
-    // Host copies wait for the steps before them: a gated (held) queue would never start them.
-    if (Status s = queue_run(run, checked, gate && timed && plan_.host_copies.empty()); !s || rep_.guard) return s;
+    if (Status s = queue_run(run, checked, gate && timed); !s || rep_.guard) return s;
     if (gate && timed && b_.gate_opened_by_deadline()) {
       // Nothing was gated after all: every timed run counts as ungated, this one and the rest.
       forced_run = run - opt_.warmup;
@@ -213,7 +213,11 @@ Status Engine::eager() {
                                  "as ncu, so no run was gated",
                                  forced_run)
         : !caps.gate ? fmt::format("the {} back end has no gate", b_.name())
-                   : fmt::format("a run of {} steps does not fit in the launch queue", n));
+        : !plan_.host_copies.empty()
+            ? fmt::format("the run copies data from the host between kernels {} times, each after the kernels "
+                          "before it finish",
+                          plan_.host_copies.size())
+            : fmt::format("a run of {} steps does not fit in the launch queue", n));
   if (!caps.asynchronous)
     rep_.timing_method += fmt::format("; the {} back end runs each step when it is queued, so the times are of "
                                       "the host, not of a GPU",

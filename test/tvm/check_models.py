@@ -234,6 +234,28 @@ def check_llm(kdflow: str, d: str, tmp: str) -> None:
            f"({r.returncode}: {r.stderr.strip()})")
 
 
+def check_llm_f16(kdflow: str, d: str, tmp: str) -> None:
+    """The language model in float16 (TVM's half host code, half4 in shared memory): both
+    sessions' KV cache runtime calls against TVM's runtime running the same model in float16,
+    and their replay on the CPU back end against TVM's logits within float16's precision."""
+    name = os.path.basename(d)
+    for spec, truth, tokens, forwards in (("prefill:7,decode:2", "kv_truth.json", "input_ids.npy", 3),
+                                          (os.path.join(d, "session.json"), "kv_truth_session_file.json",
+                                           "input_ids_session_file.npy", 10)):
+        flow = os.path.join(tmp, f"{name}_{truth}")
+        r = run([kdflow, "extract", d, "-q", "--session", spec, "-o", flow])
+        expect(r.returncode == 0, f"{name}: extract --session {os.path.basename(spec)} ({r.stderr.strip()})")
+        if r.returncode != 0:
+            continue
+        check_kv_runtime(f"{name} ({os.path.basename(spec)})", json.load(open(flow)), os.path.join(d, truth))
+        r = run([kdflow, "replay", d, "--session", spec, "--backend", "cpu", "-q", "--repeat", "1", "--input",
+                 "input_ids=" + os.path.join(d, tokens), "--rtol", "0.05", "--atol", "0.05"])
+        rows = [line for line in r.stdout.splitlines() if line.rstrip().endswith(" ok") and "/256" in line]
+        expect(r.returncode == 0 and len(rows) == forwards,
+               f"{name} {os.path.basename(spec)}: replay --backend cpu gives TVM's float16 logits of all {forwards} "
+               f"forwards within 0.05 ({len(rows)} match; exit {r.returncode}: {r.stderr.strip()[-300:]})")
+
+
 def check_session_replay(kdflow: str, d: str, tmp: str) -> None:
     """The session replayed on the CPU back end, every kernel (the KV cache runtime's too, with
     its auxiliary arrays copied between steps) from the CUDA source: each step's logits against
@@ -397,6 +419,8 @@ def main() -> int:
         for n in names:
             if n in ("llm", "llm_graph"):
                 check_llm(kdflow, os.path.join(models, n), tmp)
+            if n == "llm_f16":
+                check_llm_f16(kdflow, os.path.join(models, n), tmp)
                 continue
             check_model(kdflow, os.path.join(models, n), shared, tmp)
         check_swap(kdflow, os.path.join(models, "two_branch"), tmp)
