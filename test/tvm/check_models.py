@@ -419,6 +419,7 @@ def main() -> int:
         for n in names:
             if n in ("llm", "llm_graph"):
                 check_llm(kdflow, os.path.join(models, n), tmp)
+                continue
             if n == "llm_f16":
                 check_llm_f16(kdflow, os.path.join(models, n), tmp)
                 continue
