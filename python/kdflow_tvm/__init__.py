@@ -14,15 +14,16 @@ with the C host. Needs only the user's TVM and numpy; no GPU.
 
 from __future__ import annotations
 
+import os
 import sys
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import _folder, _relax, _relay, _tvm
+from . import _folder, _relax, _relay, _session, _tvm
 from .errors import DATA_ERROR, USAGE, ExportError
 
-__all__ = ["build", "export", "ExportError", "__version__"]
+__all__ = ["build", "export", "llm_session", "ExportError", "__version__"]
 __version__ = "1.0"
 
 ArrayLike = Any
@@ -243,3 +244,33 @@ def _write_given_inputs(inputs: Optional[Mapping[str, ArrayLike]], st: _folder.S
         st.write_npy(f"input_{_folder.safe_name(str(name))}.npy", a)
         info["inputs"].append({"name": str(name), "file": f"input_{name}.npy", "dtype": str(a.dtype),
                                "shape": list(a.shape)})
+
+
+def llm_session(make: Callable[[], Tuple[Any, Mapping[str, ArrayLike]]], out: str,
+                session: Union[str, Mapping[str, Any]] = "prefill:7,decode:2", *, seed: int = 11,
+                tokens_file: str = "input_ids.npy", quiet: bool = False) -> List[int]:
+    """TVM's own run of an LLM session, for `kdflow replay DIR --session SESSION` to compare with.
+
+    make: returns (IRModule, params in the packed tuple's order) of the model with TVM's paged
+        KV cache (embed, prefill, decode, create_tir_paged_kv_cache, as TVM's LLM tutorial
+        builds it). It is called under the llvm target: the KV cache's kernels are chosen by
+        the current target, so the module is made again for the CPU.
+    out: the folder `build`/`export` wrote for the CUDA build; input_ids.npy (every forward's
+        tokens, in order: prefill tokens at random with `seed`, decode tokens greedy) and
+        output_<step>.npy (TVM's logits of each forward: output_prefill.npy,
+        output_decode_0.npy, ...) are written into it.
+    session: as `kdflow --session` takes it ("prefill:N,decode:M[,...]", a session file or
+        its content). Returns the tokens."""
+    tvm = _tvm.import_tvm()
+    _tvm.check_supported(tvm)
+    if not out or not os.path.isdir(out):
+        raise ExportError(f"{out}: not a folder (write the CUDA build there first: build or export)", USAGE)
+    spec = _session.parse(session)
+    target = tvm.target.Target("llvm")
+    _log(quiet, f"building the session's model for the CPU (llvm) with TVM {tvm.__version__}")
+    with target:
+        mod, params = make()
+        ex = tvm.compile(mod, target)
+    _log(quiet, f"running {len([f for f in _session.forwards(spec) if f[1] in ('prefill', 'decode')])} forwards "
+                "on TVM's VM")
+    return _session.run(tvm, ex, _params(params), spec, out, tokens_file=tokens_file, seed=seed)

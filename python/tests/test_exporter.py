@@ -175,3 +175,45 @@ class OptionsTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SessionTest(unittest.TestCase):
+    """Sessions as kdflow states them (relax_vm.cpp parse_session, label_steps, chunk_prefills;
+    the C++ side is tested by test/pipeline/relax.cpp with the same cases)."""
+
+    def test_spec(self) -> None:
+        from kdflow_tvm import _session
+        s = _session.parse("prefill:7,decode:2")
+        fw = _session.forwards(s)
+        self.assertEqual([f[0] for f in fw], ["add_sequence", "prefill", "decode 0", "decode 1"])
+        self.assertEqual(_session.cache_args(s, fw), (1, 9, 7, 16))
+        c = _session.parse("prefill:10,decode:1,prefill_chunk_size:4")
+        self.assertEqual([(f[0], f[3]) for f in _session.forwards(c) if f[1] == "prefill"],
+                         [("prefill chunk 0", 4), ("prefill chunk 1", 4), ("prefill chunk 2", 2)])
+        for bad in ("prefill:0", "prefill:7,beam:2", "decode:x,prefill:1"):
+            with self.assertRaises(ExportError) as e:
+                _session.parse(bad)
+            self.assertEqual(e.exception.code, USAGE)
+
+    def test_file_labels(self) -> None:
+        from kdflow_tvm import _session
+        s = _session.parse({"steps": [{"op": "add_sequence", "seq": 0}, {"op": "prefill", "seq": 0, "tokens": 5},
+                                      {"op": "add_sequence", "seq": 3}, {"op": "prefill", "seq": 3, "tokens": 2},
+                                      {"op": "decode", "seq": 0}, {"op": "remove_sequence", "seq": 3},
+                                      {"op": "decode", "seq": 0}]})
+        self.assertEqual([f[0] for f in _session.forwards(s)],
+                         ["add_sequence", "seq 0 prefill", "add_sequence", "seq 3 prefill", "seq 0 decode 0",
+                          "remove_sequence", "seq 0 decode 1"])
+        with self.assertRaises(ExportError):
+            _session.parse({"steps": [{"op": "fork_sequence", "seq": 0}]})
+
+    def test_write_npy_replaces_only_a_regular_file(self) -> None:
+        from kdflow_tvm import _session
+        with tempfile.TemporaryDirectory() as d:
+            _session.write_npy(d, "output_prefill.npy", np.zeros(3, dtype="float32"))
+            _session.write_npy(d, "output_prefill.npy", np.ones(3, dtype="float32"))
+            self.assertEqual(float(np.load(os.path.join(d, "output_prefill.npy")).sum()), 3.0)
+            os.symlink("/etc/hostname", os.path.join(d, "input_ids.npy"))
+            with self.assertRaises(ExportError):
+                _session.write_npy(d, "input_ids.npy", np.zeros(1, dtype="int32"))
+            self.assertEqual(sorted(os.listdir(d)), ["input_ids.npy", "output_prefill.npy"])

@@ -56,36 +56,6 @@ SESSION_FILE: Dict[str, Any] = {
 }
 
 
-def forwards(session: Dict[str, Any]) -> List[Tuple[str, str, int, int]]:
-    """The session's forwards as kdflow labels them (relax_vm.cpp label_steps, chunk_prefills):
-    (label, "prefill" | "decode", seq, tokens)."""
-    steps = session["steps"]
-    several = len({s["seq"] for s in steps if s["op"] == "add_sequence"}) > 1
-    chunk = session.get("kv_cache", {}).get("prefill_chunk_size", 0)
-    out: List[Tuple[str, str, int, int]] = []
-    decodes: Dict[int, int] = {}
-    prefills: Dict[int, int] = {}
-    for s in steps:
-        who = f"seq {s['seq']} " if several else ""
-        if s["op"] == "decode":
-            k = decodes.get(s["seq"], 0)
-            decodes[s["seq"]] = k + 1
-            out.append((f"{who}decode {k}", "decode", s["seq"], 1))
-        elif s["op"] == "prefill":
-            k = prefills.get(s["seq"], 0)
-            prefills[s["seq"]] = k + 1
-            label = who + ("prefill" if k == 0 else f"prefill {k}")
-            n = s["tokens"]
-            if chunk and n > chunk:
-                for i, done in enumerate(range(0, n, chunk)):
-                    out.append((f"{label} chunk {i}", "prefill", s["seq"], min(chunk, n - done)))
-            else:
-                out.append((label, "prefill", s["seq"], n))
-        else:
-            out.append((s["op"], s["op"], s["seq"], 0))
-    return out
-
-
 def record(tvm: Any, make: Callable[[], Tuple[Any, Dict[str, np.ndarray]]], out_json: str, prefill: int = 7,
            decode: int = 2, page_size: int = 16) -> None:
     """Builds the module `make()` returns (llm_model.decoder_lm, called under the llvm target) for
@@ -97,7 +67,7 @@ def record(tvm: Any, make: Callable[[], Tuple[Any, Dict[str, np.ndarray]]], out_
     logits of each forward, output_<label>.npy (output_prefill.npy, output_decode_0.npy,
     output_seq_1_prefill_chunk_0.npy, ...), which `kdflow replay --session` reads."""
     import tvm_ffi
-    from tvm import relax
+    from kdflow_tvm import _session
 
     folder = os.path.dirname(os.path.abspath(out_json))
     target = tvm.target.Target("llvm")
@@ -124,56 +94,19 @@ def record(tvm: Any, make: Callable[[], Tuple[Any, Dict[str, np.ndarray]]], out_
                 args[i] = [wrap(x, role) if isinstance(x, tvm_ffi.Function) else x for x in a]
         return original(*args)
 
-    simple = {"steps": [{"op": "add_sequence", "seq": 0}, {"op": "prefill", "seq": 0, "tokens": prefill}] +
-              [{"op": "decode", "seq": 0}] * decode}
     with open(os.path.join(folder, "session.json"), "w") as f:
         json.dump(SESSION_FILE, f, indent=1)
     tvm_ffi.register_global_func("vm.builtin.paged_attention_kv_cache_create", hooked, override=True)
     try:
-        dev = tvm.cpu()
-        vm = relax.VirtualMachine(ex, dev)
-        shape = tvm_ffi.Shape
-        packed = [tvm.runtime.tensor(v, device=dev) for v in params.values()]
-        add_seq = tvm.get_global_func("vm.builtin.kv_state_add_sequence")
-        remove_seq = tvm.get_global_func("vm.builtin.kv_state_remove_sequence")
-        begin = tvm.get_global_func("vm.builtin.kv_state_begin_forward")
-        end = tvm.get_global_func("vm.builtin.kv_state_end_forward")
-        view = tvm.get_global_func("vm.builtin.reshape")
-        for session, calls_file, tokens_file in ((simple, out_json, "input_ids.npy"),
-                                                 (SESSION_FILE, os.path.join(folder, "kv_truth_session_file.json"),
-                                                  "input_ids_session_file.npy")):
+        # The exporter's own run of a session (kdflow_tvm.llm_session), with the runtime's
+        # kernel calls recorded on the way.
+        for spec, calls_file, tokens_file in ((f"prefill:{prefill},decode:{decode},page_size:{page_size}", out_json,
+                                               "input_ids.npy"),
+                                              (SESSION_FILE, os.path.join(folder, "kv_truth_session_file.json"),
+                                               "input_ids_session_file.npy")):
             events.clear()
-            fw = forwards(session)
-            cfg = session.get("kv_cache", {})
-            total = sum(n for _, op, _, n in fw if op in ("prefill", "decode"))
-            largest = max(n for _, op, _, n in fw if op in ("prefill", "decode"))
-            step[0] = "create"
-            cache = vm["create_tir_paged_kv_cache"](shape([1]), shape([cfg.get("max_total_seq_len", total)]),
-                                                    shape([cfg.get("prefill_chunk_size", largest)]),
-                                                    shape([page_size]))
-            rng = np.random.default_rng(11)
-            nxt: Dict[int, int] = {}
-            all_tokens: List[int] = []
-            for label, op, seq, n in fw:
-                if op == "add_sequence":
-                    add_seq(cache, seq)
-                    continue
-                if op == "remove_sequence":
-                    remove_seq(cache, seq)
-                    continue
-                step[0] = label
-                tokens = rng.integers(0, 256, size=n).astype("int32") if op == "prefill" else \
-                    np.array([nxt[seq]], dtype="int32")
-                all_tokens += [int(t) for t in tokens]
-                e = vm["embed"](tvm.runtime.tensor(tokens, device=dev), packed)
-                x = view(e, shape([1, e.shape[0], e.shape[1]]))
-                begin(cache, shape([seq]), shape([n]))
-                logits, cache = vm[op](x, cache, packed)
-                end(cache)
-                out = logits.numpy()
-                np.save(os.path.join(folder, "output_" + label.replace(" ", "_") + ".npy"), out)
-                nxt[seq] = int(np.argmax(out.reshape(-1)))  # greedy: the sequence's next token
-            np.save(os.path.join(folder, tokens_file), np.array(all_tokens, dtype="int32"))
+            _session.run(tvm, ex, params, _session.parse(spec), folder, tokens_file=tokens_file,
+                         on_step=lambda label: step.__setitem__(0, label))
             with open(calls_file, "w") as f:
                 json.dump({"tvm": str(tvm.__version__), "calls": list(events)}, f, indent=1)
     finally:

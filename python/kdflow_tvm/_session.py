@@ -1,0 +1,173 @@
+"""Sessions of a language model, as `kdflow extract --session` states them (docs/schema.md
+"Sessions"): the spec or session file parsed, each forward labelled as kdflow labels it, and
+the session run with TVM's own VM on the CPU for the references kdflow replay compares with
+(input_ids.npy, output_<step>.npy)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+
+import numpy as np
+
+from .errors import DATA_ERROR, USAGE, ExportError
+
+Session = Dict[str, Any]
+#: (label, op, seq, tokens): op is "prefill", "decode", "add_sequence" or "remove_sequence"
+Forward = Tuple[str, str, int, int]
+
+_CACHE_KEYS = ("max_batch_size", "max_total_seq_len", "prefill_chunk_size", "page_size")
+
+
+def parse(spec: Union[str, Mapping[str, Any]]) -> Session:
+    """"prefill:N,decode:M[,page_size:P,...]", a session file's path, or its content as a dict."""
+    if isinstance(spec, Mapping):
+        session = dict(spec)
+    elif ":" not in spec or os.path.exists(spec):
+        try:
+            with open(spec) as f:
+                session = json.load(f)
+        except (OSError, ValueError) as e:
+            raise ExportError(f"session {spec}: {e}", DATA_ERROR) from None
+    else:
+        cache: Dict[str, int] = {}
+        prefill, decode = 0, 0
+        for item in spec.split(","):
+            key, _, value = item.partition(":")
+            if not value.isdigit() or key not in ("prefill", "decode") + _CACHE_KEYS:
+                raise ExportError(f"session {spec}: expected prefill:N,decode:M, got {item!r}", USAGE)
+            if key == "prefill":
+                prefill = int(value)
+            elif key == "decode":
+                decode = int(value)
+            else:
+                cache[key] = int(value)
+        if prefill < 1:
+            raise ExportError(f"session {spec}: a session starts with prefill:N (N >= 1)", USAGE)
+        session = {"kv_cache": cache, "steps": [{"op": "add_sequence", "seq": 0},
+                                               {"op": "prefill", "seq": 0, "tokens": prefill}] +
+                   [{"op": "decode", "seq": 0}] * decode}
+    steps = session.get("steps")
+    if not isinstance(steps, list) or not steps:
+        raise ExportError("session: expected a non-empty list of steps", DATA_ERROR)
+    for i, s in enumerate(steps):
+        if not isinstance(s, dict) or s.get("op") not in ("add_sequence", "remove_sequence", "prefill", "decode") \
+                or not isinstance(s.get("seq"), int) or (s["op"] == "prefill" and not isinstance(s.get("tokens"), int)):
+            raise ExportError(f"session: step {i} is not one kdflow runs ({s!r})", DATA_ERROR)
+    cache = session.get("kv_cache", {})
+    if not isinstance(cache, dict) or any(k not in _CACHE_KEYS for k in cache):
+        raise ExportError(f"session: kv_cache takes {', '.join(_CACHE_KEYS)}", DATA_ERROR)
+    return {"kv_cache": dict(cache), "steps": list(steps)}
+
+
+def forwards(session: Session) -> List[Forward]:
+    """The session's steps in order, each forward labelled as kdflow labels it (relax_vm.cpp
+    label_steps, chunk_prefills): "prefill", "decode 0", "seq 1 prefill", "prefill chunk 0"."""
+    steps = session["steps"]
+    several = len({s["seq"] for s in steps if s["op"] == "add_sequence"}) > 1
+    chunk = int(session.get("kv_cache", {}).get("prefill_chunk_size", 0))
+    out: List[Forward] = []
+    decodes: Dict[int, int] = {}
+    prefills: Dict[int, int] = {}
+    for s in steps:
+        seq = int(s["seq"])
+        who = f"seq {seq} " if several else ""
+        if s["op"] == "decode":
+            k = decodes.get(seq, 0)
+            decodes[seq] = k + 1
+            out.append((f"{who}decode {k}", "decode", seq, 1))
+        elif s["op"] == "prefill":
+            k = prefills.get(seq, 0)
+            prefills[seq] = k + 1
+            label = who + ("prefill" if k == 0 else f"prefill {k}")
+            n = int(s["tokens"])
+            if chunk and n > chunk:
+                for i, done in enumerate(range(0, n, chunk)):
+                    out.append((f"{label} chunk {i}", "prefill", seq, min(chunk, n - done)))
+            else:
+                out.append((label, "prefill", seq, n))
+        else:
+            out.append((s["op"], s["op"], seq, 0))
+    return out
+
+
+def cache_args(session: Session, fw: List[Forward]) -> Tuple[int, int, int, int]:
+    """create_tir_paged_kv_cache's arguments as kdflow passes them (defaults: every token, the
+    largest forward, page size 16)."""
+    cfg = session.get("kv_cache", {})
+    sizes = [n for _, op, _, n in fw if op in ("prefill", "decode")]
+    return (int(cfg.get("max_batch_size", 1)), int(cfg.get("max_total_seq_len", sum(sizes))),
+            int(cfg.get("prefill_chunk_size", max(sizes))), int(cfg.get("page_size", 16)))
+
+
+def run(tvm: Any, ex: Any, params: Mapping[str, np.ndarray], session: Session, folder: str,
+        tokens_file: str = "input_ids.npy", seed: int = 11, vocab: Optional[int] = None,
+        on_step: Optional[Callable[[str], None]] = None) -> List[int]:
+    """Runs `session` on TVM's VM on the CPU with the llvm executable `ex` (embed, prefill,
+    decode, create_tir_paged_kv_cache; `params` in the packed tuple's order): prefill tokens at
+    random (seed `seed`, below `vocab`, default the embedding's rows), each decode token the
+    argmax of that sequence's last logits. Writes `folder/tokens_file` (every forward's tokens
+    in order) and TVM's logits of each forward, output_<label>.npy. `on_step(label)` is called
+    before each forward (and with "create" first). Returns the tokens."""
+    import tvm_ffi
+    from tvm import relax
+    dev = tvm.cpu()
+    vm = relax.VirtualMachine(ex, dev)
+    shape = tvm_ffi.Shape
+    packed = [tvm.runtime.tensor(np.asarray(v), device=dev) for v in params.values()]
+    if vocab is None:
+        vocab = int(next(iter(params.values())).shape[0])
+    fw = forwards(session)
+    if on_step:
+        on_step("create")
+    cache = vm["create_tir_paged_kv_cache"](*(shape([a]) for a in cache_args(session, fw)))
+    add_seq = tvm.get_global_func("vm.builtin.kv_state_add_sequence")
+    remove_seq = tvm.get_global_func("vm.builtin.kv_state_remove_sequence")
+    begin = tvm.get_global_func("vm.builtin.kv_state_begin_forward")
+    end = tvm.get_global_func("vm.builtin.kv_state_end_forward")
+    view = tvm.get_global_func("vm.builtin.reshape")
+    rng = np.random.default_rng(seed)
+    nxt: Dict[int, int] = {}
+    tokens_all: List[int] = []
+    for label, op, seq, n in fw:
+        if op == "add_sequence":
+            add_seq(cache, seq)
+            continue
+        if op == "remove_sequence":
+            remove_seq(cache, seq)
+            continue
+        if on_step:
+            on_step(label)
+        if op == "prefill":
+            tokens = rng.integers(0, vocab, size=n).astype("int32")
+        elif seq in nxt:
+            tokens = np.array([nxt[seq]], dtype="int32")
+        else:
+            raise ExportError(f"session: {label} decodes sequence {seq} before any prefill", DATA_ERROR)
+        tokens_all += [int(t) for t in tokens]
+        e = vm["embed"](tvm.runtime.tensor(tokens, device=dev), packed)
+        x = view(e, shape([1, e.shape[0], e.shape[1]]))
+        begin(cache, shape([seq]), shape([n]))
+        logits, cache = vm[op](x, cache, packed)
+        end(cache)
+        out = logits.numpy()
+        write_npy(folder, "output_" + label.replace(" ", "_") + ".npy", out)
+        nxt[seq] = int(np.argmax(out.reshape(-1)))
+    write_npy(folder, tokens_file, np.array(tokens_all, dtype="int32"))
+    return tokens_all
+
+
+def write_npy(folder: str, name: str, a: np.ndarray) -> None:
+    """folder/name, replacing only a regular file: written beside it, then renamed over it."""
+    path = os.path.join(folder, name)
+    if os.path.lexists(path) and (os.path.islink(path) or not os.path.isfile(path)):
+        raise ExportError(f"{path}: exists and is not a regular file; not replaced", USAGE)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "xb") as f:
+            np.save(f, a)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
