@@ -197,22 +197,6 @@ def check_llm(kdflow: str, d: str, tmp: str) -> None:
                f"3 logits outputs (TVM: {want if got != want else 'same'}; inputs {inputs})")
         check_kv_runtime(name, df, os.path.join(os.path.dirname(d), "llm", "kv_truth.json"))
         check_session_replay(kdflow, d, tmp)
-    # A session file: two sequences, a prefill in chunks (paged prefill and merge), a removal
-    # whose pages the next sequence reuses (kv_truth.py's SESSION_FILE, run by TVM alike).
-    session_file = os.path.join(d, "session.json")
-    flow = os.path.join(tmp, f"{name}_session_file.json")
-    r = run([kdflow, "extract", d, "-q", "--session", session_file, "-o", flow])
-    expect(r.returncode == 0, f"{name}: extract --session session.json ({r.stderr.strip()})")
-    if r.returncode == 0:
-        check_kv_runtime(name + " (session file)", json.load(open(flow)),
-                         os.path.join(os.path.dirname(d), "llm", "kv_truth_session_file.json"))
-        r = run([kdflow, "replay", d, "--session", session_file, "--backend", "cpu", "-q", "--repeat", "1",
-                 "--input", "input_ids=" + os.path.join(d, "input_ids_session_file.npy")])
-        rows = [line for line in r.stdout.splitlines() if line.rstrip().endswith(" ok") and "/256" in line]
-        expect(r.returncode == 0 and len(rows) == 10,
-               f"{name} session file: replay --backend cpu computes TVM's logits of all 10 forwards, the chunks "
-               f"merged with the cached pages' attention included ({len(rows)} of 10; exit {r.returncode}: "
-               f"{r.stderr.strip()[-300:]})")
         last = [n for n in df["nodes"] if n["op"] == "tvm_op" and n.get("session_step") == "decode 1"][-1]
         r = run([kdflow, "explain", flow, f"n{last['id']}"])
         graph = last.get("cuda_graph")
@@ -225,6 +209,22 @@ def check_llm(kdflow: str, d: str, tmp: str) -> None:
             marks = ["[decode 1]"] if cmd == "show" else ["session step prefill:", "session step decode 1:"]
             expect(r.returncode == 0 and all(m in r.stdout for m in marks),
                    f"{name} session: {cmd} shows the steps apart ({r.stderr.strip()})")
+    # A session file: two sequences, a prefill in chunks (paged prefill and merge), a removal
+    # whose pages the next sequence reuses (kv_truth.py's SESSION_FILE, run by TVM alike).
+    session_file = os.path.join(d, "session.json")
+    file_flow = os.path.join(tmp, f"{name}_session_file.json")
+    r = run([kdflow, "extract", d, "-q", "--session", session_file, "-o", file_flow])
+    expect(r.returncode == 0, f"{name}: extract --session session.json ({r.stderr.strip()})")
+    if r.returncode == 0:
+        check_kv_runtime(name + " (session file)", json.load(open(file_flow)),
+                         os.path.join(os.path.dirname(d), "llm", "kv_truth_session_file.json"))
+        r = run([kdflow, "replay", d, "--session", session_file, "--backend", "cpu", "-q", "--repeat", "1",
+                 "--input", "input_ids=" + os.path.join(d, "input_ids_session_file.npy")])
+        rows = [line for line in r.stdout.splitlines() if line.rstrip().endswith(" ok") and "/256" in line]
+        expect(r.returncode == 0 and len(rows) == 10,
+               f"{name} session file: replay --backend cpu computes TVM's logits of all 10 forwards, the chunks "
+               f"merged with the cached pages' attention included ({len(rows)} of 10; exit {r.returncode}: "
+               f"{r.stderr.strip()[-300:]})")
     embed = np.zeros((1, 1, 64), dtype="float32")
     np.save(os.path.join(tmp, "x.npy"), embed)
     r = run([kdflow, "replay", d, "--function", "decode", "--backend", "cpu", "-q", "--input",
