@@ -183,15 +183,11 @@ class Runner {
       x.shape = {v};
       return x;
     };
-    // The cache as the session needs it: every token, the largest forward, every sequence alive.
-    int64_t total = 0, largest = 0, alive = 0, most_alive = 0;
-    for (const RelaxSessionStep& st : session.steps) {
+    // The cache as the session needs it: every token, the largest forward (one sequence a forward).
+    int64_t total = 0, largest = 0;
+    for (const RelaxSessionStep& st : session.steps)
       if (st.kind == RelaxSessionStep::Kind::Prefill || st.kind == RelaxSessionStep::Kind::Decode)
         total += st.tokens, largest = std::max(largest, st.tokens);
-      if (st.kind == RelaxSessionStep::Kind::AddSequence) most_alive = std::max(most_alive, ++alive);
-      if (st.kind == RelaxSessionStep::Kind::RemoveSequence) --alive;
-    }
-    (void)most_alive;
     step_ = "create";
     Value cache;
     if (!invoke(create,
@@ -209,7 +205,8 @@ class Runner {
         // The driver's calls of the cache: host bookkeeping, nothing on the device.
         const bool add = st.kind == RelaxSessionStep::Kind::AddSequence;
         callee_ = add ? "vm.builtin.kv_state_add_sequence" : "vm.builtin.kv_state_remove_sequence";
-        if (Status r = add ? kv_->add_sequence(st.seq) : kv_->remove_sequence(st.seq); !r) return fail(r.error().message);
+        step_ = fmt::format("{} {}", add ? "add_sequence" : "remove_sequence", st.seq);
+        if (Status r = add ? kv_->add_sequence(st.seq) : kv_->remove_sequence(st.seq); !r) return driver_fail(r.error());
         continue;
       }
       const bool is_prefill = st.kind == RelaxSessionStep::Kind::Prefill;
@@ -238,11 +235,11 @@ class Runner {
       view_shape.shape = {1, tensors_[embedded.i].shape[0], tensors_[embedded.i].shape[1]};
       if (!view(embedded, view_shape, &v)) return error_;
       callee_ = "vm.builtin.kv_state_begin_forward";
-      if (Status r = kv_->begin_forward({st.seq}, {tokens}); !r) return fail(r.error().message);
+      if (Status r = kv_->begin_forward({st.seq}, {tokens}); !r) return driver_fail(r.error());
       callee_ = "";
       Value result;
       if (!invoke(is_prefill ? prefill : decode, {v, cache, params}, &result)) return error_;
-      if (Status r = kv_->end_forward(); !r) return fail(r.error().message);
+      if (Status r = kv_->end_forward(); !r) return driver_fail(r.error());
       std::vector<int> logits;
       collect_heads(result, &logits);
       if (logits.size() != 1)
@@ -369,6 +366,13 @@ class Runner {
     return set(ins.dst, std::move(v));
   }
 
+
+  /// A session's driver call (kv_state_*) the KV cache's runtime would refuse: named by step.
+  Error driver_fail(const Error& e) {
+    error_ = file_error(ex_.file, fmt::format("session step {} ({}): {}", step_.empty() ? "?" : step_, callee_, e.message),
+                        e.code);
+    return error_;
+  }
 
   Error fail(const std::string& msg) {
     error_ = file_error(ex_.file, callee_.empty() ? fmt::format("instruction {}: {}", pc_, msg)
@@ -807,9 +811,12 @@ class Runner {
           node.args.push_back(pa);
           continue;
         }
-        int current = ka.kind == KvArg::Kind::Qkv ? qkv : ka.kind == KvArg::Kind::Output ? out
-                                                    : kv_tensor_.at({static_cast<int>(ka.buffer),
-                                                                     ka.buffer == KvBuffer::Pages ? ka.layer : 0});
+        int current = ka.kind == KvArg::Kind::Qkv ? qkv : out;
+        if (ka.kind == KvArg::Kind::Buffer) {
+          auto it = kv_tensor_.find({static_cast<int>(ka.buffer), ka.buffer == KvBuffer::Pages ? ka.layer : 0});
+          if (it == kv_tensor_.end()) return fail("internal: a KV cache buffer that was never allocated"), false;
+          current = it->second;
+        }
         int used = current;
         if (ka.writes) {
           TensorObj& cur = tensors_[current];
@@ -1445,6 +1452,10 @@ Expected<RelaxSession> parse_session_file(const std::string& path) {
       return bad(p + "/tokens", "expected the prefill's tokens, an integer in [1, 1048576]");
     s.steps.push_back(st);
   }
+  if (std::none_of(s.steps.begin(), s.steps.end(), [](const RelaxSessionStep& st) {
+        return st.kind == RelaxSessionStep::Kind::Prefill || st.kind == RelaxSessionStep::Kind::Decode;
+      }))
+    return bad("/steps", "the session runs no forward: add a prefill or decode step");
   return s;
 }
 
