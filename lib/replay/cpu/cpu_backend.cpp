@@ -134,10 +134,15 @@ class CpuBackend : public Backend {
       size_t fibers = 0;
       for (const cpu::CpuKernel& k : ks) fibers += k.fibers;
       log_ << fmt::format("replay: cpu: {} compiled for the host in {:.2f} s: {} kernels, {} of them synchronise "
-                          "(their blocks run one fiber per thread), {} run each block as a loop\n",
+                          "(their blocks run one fiber per thread), {} run each block as a loop{}\n",
                           base_name(src->path),
                           std::chrono::duration<double>(Clock::now() - compile_start).count(), ks.size(), fibers,
-                          ks.size() - fibers);
+                          ks.size() - fibers,
+                          safety->warp_sync_points.empty()
+                              ? std::string()
+                              : fmt::format("; {} warp barrier{} added where a warp's lanes must stay in step",
+                                            safety->warp_sync_points.size(),
+                                            safety->warp_sync_points.size() == 1 ? "" : "s"));
       if (!names.empty()) names += ", ";
       names += base_name(src->path);
     }
