@@ -22,6 +22,10 @@
 #   --deps DIR        a folder made by --pack-deps: fmt, nlohmann_json, CLI11 and isl for the build
 #   --pack-deps DIR   (on a development machine) copy those three packages into DIR and exit
 #   --allow-mismatch  outputs that differ are not a failure (the fake driver runs no kernels)
+#   --session DIR=FLOW[=TOKENS]  (repeatable) also replay an LLM session eagerly: FLOW extracted
+#                     on a machine with clang (kdflow extract DIR --session ... -o FLOW), DIR the
+#                     build with TVM's output_<step>.npy, TOKENS its token ids (default
+#                     DIR/input_ids.npy; both written by kdflow_tvm.llm_session)
 # Exit status: 0 all runs passed; 1 a run failed or (without --allow-mismatch) an output
 # differed; 64 usage; 69 the build tools are missing.
 set -u
@@ -35,6 +39,7 @@ SAMPLES=""
 SHARED=../shared/samples
 DEPS=""
 ALLOW_MISMATCH=0
+SESSIONS=""
 
 usage() { echo "gpu-check.sh: error: $1 (see the header of scripts/gpu-check.sh)" >&2; exit 64; }
 
@@ -62,6 +67,9 @@ while [ $# -gt 0 ]; do
       echo "gpu-check: packed fmt, nlohmann_json, CLI11 and isl into $D; on the GPU machine: scripts/gpu-check.sh --deps $D"
       exit 0 ;;
     --allow-mismatch) ALLOW_MISMATCH=1; shift ;;
+    --session)
+      [ $# -ge 2 ] && [ "${2#*=}" != "$2" ] || usage "--session needs DIR=FLOW[=TOKENS]"
+      SESSIONS="$SESSIONS $2"; shift 2 ;;
     -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) usage "unknown option $1" ;;
   esac
@@ -165,6 +173,31 @@ for m in $SAMPLES; do
     esac
     row "$m | $mode | $result | $outs | ${ksum:--} | ${e2e:--} | ${launches:--}"
   done
+done
+
+# --- LLM sessions: eager only (the KV cache's host copies sit between kernels) ------------
+for pair in $SESSIONS; do
+  dir=${pair%%=*}; flow=${pair#*=}; tokens=""
+  if [ "${flow#*=}" != "$flow" ]; then tokens=${flow#*=}; flow=${flow%%=*}; fi
+  T=""; [ -n "$tokens" ] && T="--input input_ids=$tokens"
+  m="$(basename "$dir") $(basename "$flow" .json)"
+  RUNS=$((RUNS + 1))
+  base="$OUT/$(basename "$dir").$(basename "$flow" .json)"
+  # shellcheck disable=SC2086
+  "$KDFLOW" replay "$dir" --flow "$flow" $T --warmup 2 --timing-json "$base.timing.json" >"$base.txt" 2>"$base.err"
+  rc=$?
+  outs=$(awk 'f && NF >= 6 { n++; if ($6 != "ok") bad++; if ($3 + 0 > a) a = $3 + 0; if ($4 + 0 > r) r = $4 + 0 }
+              $1 == "output" && $2 == "expected" { f = 1 }
+              END { if (!n) print "none compared"; else printf "%s (%g / %g)\n", bad ? bad "/" n " MISMATCH" : n "/" n " ok", a, r }' "$base.txt")
+  ksum=$(sed -n 's/^total: \([0-9.]*\) (min [0-9.]*) over \([0-9]*\) kernels$/\1/p' "$base.txt")
+  launches=$(sed -n 's/^total: [0-9.]* (min [0-9.]*) over \([0-9]*\) kernels$/\1/p' "$base.txt")
+  e2e=$(sed -n 's/^eager end to end: \([0-9.]*\) us.*/\1/p' "$base.txt")
+  case $rc in
+    0) result=ok ;;
+    1) result="outputs differ"; MISMATCHED=$((MISMATCHED + 1)); [ "$ALLOW_MISMATCH" = 1 ] || FAILED=$((FAILED + 1)) ;;
+    *) result="exit $rc: $(tail -1 "$base.err" | cut -c1-120 | tr '|' '/')"; FAILED=$((FAILED + 1)) ;;
+  esac
+  row "$m | eager | $result | $outs | ${ksum:--} | ${e2e:--} | ${launches:--}"
 done
 
 # --- guard once, a Chrome trace --------------------------------------------------------

@@ -109,10 +109,6 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
     size_t eq = s.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
       return report(usage(fmt::format("--input {}: expected NAME=FILE.npy", s)), err);
-    if (s.substr(0, eq) == "input_ids" && !cmd.extract.session.empty()) {
-      session_tokens = s.substr(eq + 1);  // a session's token ids, sliced by step
-      continue;
-    }
     opt.inputs.inputs.emplace_back(s.substr(0, eq), s.substr(eq + 1));
   }
 
@@ -145,8 +141,16 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   if (!df->sources.vm_exec.empty() && !cmd.dir.empty() && file_exists(join(cmd.dir, "params.bin")) &&
       opt.inputs.params != join(cmd.dir, "params.bin"))
     opt.inputs.packed_params = join(cmd.dir, "params.bin");
-  // A session's token ids: input_ids.npy beside the build (or --input input_ids=FILE).
+  // A session's token ids: --input input_ids=FILE, else input_ids.npy beside the build; the
+  // flow's inputs are each forward's tokens (input_ids[<step>]), sliced from it in order.
   const bool session = df->sources.vm_function.rfind("session ", 0) == 0;
+  if (session)
+    for (auto it = opt.inputs.inputs.begin(); it != opt.inputs.inputs.end(); ++it)
+      if (it->first == "input_ids") {
+        session_tokens = it->second;
+        opt.inputs.inputs.erase(it);
+        break;
+      }
   if (session && session_tokens.empty() && !cmd.dir.empty() && file_exists(join(cmd.dir, "input_ids.npy")))
     session_tokens = join(cmd.dir, "input_ids.npy");
   opt.inputs.session_tokens = session_tokens;
