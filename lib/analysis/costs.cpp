@@ -393,6 +393,76 @@ std::optional<double> intensity(std::optional<uint64_t> flops, uint64_t bytes) {
   return static_cast<double>(*flops) / static_cast<double>(bytes);
 }
 
+/// The attention a KV cache runtime call computes (Node::runtime_role "prefill ragged",
+/// "prefill paged", "decode"), from the runtime's arguments and the auxiliary arrays the flow
+/// copied before it (Dataflow::host_copies): 4 · query heads · head dim per (query, key) pair
+/// — q·k and p·v, 2 · head dim each — summed over the sequences' pairs (causal: a query sees
+/// the keys up to its own). nullopt for other nodes or when an array is not in a copy.
+static std::optional<OpWork> kv_attention_work(const Dataflow& df, const Node& n) {
+  const std::string& role = n.runtime_role;
+  if (role != "prefill ragged" && role != "prefill paged" && role != "decode") return std::nullopt;
+  const std::vector<Arg>& a = n.runtime_args;
+  auto tensor = [&](size_t i) -> const Arg* {
+    return i < a.size() && a[i].kind == Arg::Kind::Buffer && !a[i].tensor_shape.empty() ? &a[i] : nullptr;
+  };
+  // The int32 array argument i holds, read from the latest copy into its storage before the node.
+  auto values = [&](size_t i) -> std::optional<std::vector<int64_t>> {
+    const Arg* t = tensor(i);
+    if (!t || t->tensor_dtype != "int32" || t->tensor_shape.size() != 1) return std::nullopt;
+    const Buffer& b = df.buffers[static_cast<size_t>(t->buffer)];
+    const HostCopy* from = nullptr;
+    for (const HostCopy& c : df.host_copies)
+      if (c.node < n.id && df.buffers[static_cast<size_t>(c.buffer)].storage_id == b.storage_id) from = &c;
+    if (!from || (t->offset - from->offset) % 4 != 0) return std::nullopt;
+    const int64_t first = (t->offset - from->offset) / 4, count = t->tensor_shape[0];
+    if (first < 0 || count < 0 || static_cast<uint64_t>(first + count) > from->values.size()) return std::nullopt;
+    return std::vector<int64_t>(from->values.begin() + first, from->values.begin() + first + count);
+  };
+  const Arg* q = tensor(0);
+  if (!q || q->tensor_shape.size() != 3) return std::nullopt;
+  const uint64_t heads = static_cast<uint64_t>(q->tensor_shape[1]), dim = static_cast<uint64_t>(q->tensor_shape[2]);
+  uint64_t pairs = 0;
+  auto kv_lengths = [&](size_t pages_at, size_t indptr_at, size_t last_at) -> std::optional<std::vector<int64_t>> {
+    const Arg* pages = tensor(pages_at);
+    auto indptr = values(indptr_at), last = values(last_at);
+    if (!pages || pages->tensor_shape.size() != 5 || !indptr || !last || indptr->size() != last->size() + 1)
+      return std::nullopt;
+    const int64_t page = pages->tensor_shape[3];
+    std::vector<int64_t> len;
+    for (size_t i = 0; i < last->size(); ++i) {
+      const int64_t np = (*indptr)[i + 1] - (*indptr)[i];
+      len.push_back(np <= 0 ? 0 : (np - 1) * page + (*last)[i]);
+    }
+    return len;
+  };
+  if (role == "prefill ragged") {
+    auto qo = values(1);
+    const bool causal = a.size() > 9 && a[9].kind == Arg::Kind::Int && a[9].int_value != 0;
+    if (!qo || qo->empty()) return std::nullopt;
+    for (size_t i = 0; i + 1 < qo->size(); ++i) {
+      const uint64_t len = static_cast<uint64_t>(std::max<int64_t>(0, (*qo)[i + 1] - (*qo)[i]));
+      pairs = add(pairs, causal ? len * (len + 1) / 2 : mul(len, len));
+    }
+  } else if (role == "decode") {
+    auto len = kv_lengths(1, 2, 4);
+    if (!len) return std::nullopt;
+    for (int64_t l : *len) pairs = add(pairs, static_cast<uint64_t>(std::max<int64_t>(0, l)));
+  } else {
+    auto qo = values(1);
+    auto len = kv_lengths(2, 3, 5);
+    if (!qo || !len || qo->size() != len->size() + 1) return std::nullopt;
+    for (size_t i = 0; i < len->size(); ++i)
+      pairs = add(pairs, mul(static_cast<uint64_t>(std::max<int64_t>(0, (*qo)[i + 1] - (*qo)[i])),
+                             static_cast<uint64_t>(std::max<int64_t>(0, (*len)[i]))));
+  }
+  OpWork w;
+  w.op = n.relay_ops.empty() ? "kv_cache." + role : n.relay_ops[0].name;
+  w.formula = "attention";
+  w.flops = mul(4, mul(heads, mul(dim, pairs)));
+  w.tensor_core = q->tensor_dtype == "float16" || q->tensor_dtype == "bfloat16";
+  return w;
+}
+
 CostReport compute_costs(const Dataflow& df, const DeviceSpec* device, const KernelTimes* times) {
   CostReport r;
   if (device) r.device = device->id;
@@ -428,8 +498,9 @@ CostReport compute_costs(const Dataflow& df, const DeviceSpec* device, const Ker
     FunctionCost f;
     f.node = node.id;
     bool all = !node.relay_ops.empty();
+    const std::optional<OpWork> attention = kv_attention_work(df, node);
     for (const RelayOp& op : node.relay_ops) {
-      OpWork w = op_work(op);
+      OpWork w = attention ? *attention : op_work(op);
       if (w.flops) f.flops_known = add(f.flops_known, *w.flops);
       else {
         all = false;

@@ -209,6 +209,17 @@ def check_llm(kdflow: str, d: str, tmp: str) -> None:
             marks = ["[decode 1]"] if cmd == "show" else ["session step prefill:", "session step decode 1:"]
             expect(r.returncode == 0 and all(m in r.stdout for m in marks),
                    f"{name} session: {cmd} shows the steps apart ({r.stderr.strip()})")
+        # The attention's FLOPs from the runtime's arguments and the copied page tables: 4 query
+        # heads of 16, 4·4·16 FLOPs a (query, key) pair; prefill of 7 causal: 28 pairs, the
+        # second decode: 1 query over 9 keys.
+        r = run([kdflow, "costs", flow])
+        rows = {(ln.split()[0]): ln.split() for ln in r.stdout.splitlines() if "kv_cache." in ln}
+        ragged = [v for v in rows.values() if v[2] == "kv_cache.prefill_ragged"]
+        decode = [v for v in rows.values() if v[2] == "kv_cache.decode"]
+        expect(len(ragged) == 2 and len(decode) == 4 and all("0.00717" in v for v in ragged) and
+               sum("0.00205" in v for v in decode) == 2 and sum("0.0023" in v for v in decode) == 2,
+               f"{name} session: costs gives each attention the FLOPs of its (query, key) pairs "
+               f"(prefill {[v[5:7] for v in ragged]}, decode {[v[5:7] for v in decode]})")
     # A session file: two sequences, a prefill in chunks (paged prefill and merge), a removal
     # whose pages the next sequence reuses (kv_truth.py's SESSION_FILE, run by TVM alike).
     session_file = os.path.join(d, "session.json")
