@@ -271,6 +271,6 @@ def llm_session(make: Callable[[], Tuple[Any, Mapping[str, ArrayLike]]], out: st
     with target:
         mod, params = make()
         ex = tvm.compile(mod, target)
-    _log(quiet, f"running {len([f for f in _session.forwards(spec) if f[1] in ('prefill', 'decode')])} forwards "
+    _log(quiet, f"running {len([f for f in _session.forwards(spec) if f[1] in ('prefill', 'decode', 'batch_decode')])} forwards "
                 "on TVM's VM")
     return _session.run(tvm, ex, _params(params), spec, out, tokens_file=tokens_file, seed=seed)

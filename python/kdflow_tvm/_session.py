@@ -14,8 +14,9 @@ import numpy as np
 from .errors import DATA_ERROR, USAGE, ExportError
 
 Session = Dict[str, Any]
-#: (label, op, seq, tokens): op is "prefill", "decode", "add_sequence" or "remove_sequence"
-Forward = Tuple[str, str, int, int]
+#: (label, op, seqs, tokens): op is "prefill", "decode", "batch_decode" (one token of each of
+#: seqs in one forward), "add_sequence" or "remove_sequence"
+Forward = Tuple[str, str, List[int], int]
 
 _CACHE_KEYS = ("max_batch_size", "max_total_seq_len", "prefill_chunk_size", "page_size")
 
@@ -52,8 +53,11 @@ def parse(spec: Union[str, Mapping[str, Any]]) -> Session:
     if not isinstance(steps, list) or not steps:
         raise ExportError("session: expected a non-empty list of steps", DATA_ERROR)
     for i, s in enumerate(steps):
+        batch = isinstance(s, dict) and s.get("op") == "decode" and isinstance(s.get("seq"), list) and \
+            s["seq"] and all(isinstance(x, int) for x in s["seq"])
         if not isinstance(s, dict) or s.get("op") not in ("add_sequence", "remove_sequence", "prefill", "decode") \
-                or not isinstance(s.get("seq"), int) or (s["op"] == "prefill" and not isinstance(s.get("tokens"), int)):
+                or not (isinstance(s.get("seq"), int) or batch) or \
+                (s["op"] == "prefill" and not isinstance(s.get("tokens"), int)):
             raise ExportError(f"session: step {i} is not one kdflow runs ({s!r})", DATA_ERROR)
     cache = session.get("kv_cache", {})
     if not isinstance(cache, dict) or any(k not in _CACHE_KEYS for k in cache):
@@ -70,13 +74,18 @@ def forwards(session: Session) -> List[Forward]:
     out: List[Forward] = []
     decodes: Dict[int, int] = {}
     prefills: Dict[int, int] = {}
+    batches = 0
     for s in steps:
+        if s["op"] == "decode" and isinstance(s["seq"], list):
+            out.append((f"batch decode {batches}", "batch_decode", [int(x) for x in s["seq"]], len(s["seq"])))
+            batches += 1
+            continue
         seq = int(s["seq"])
         who = f"seq {seq} " if several else ""
         if s["op"] == "decode":
             k = decodes.get(seq, 0)
             decodes[seq] = k + 1
-            out.append((f"{who}decode {k}", "decode", seq, 1))
+            out.append((f"{who}decode {k}", "decode", [seq], 1))
         elif s["op"] == "prefill":
             k = prefills.get(seq, 0)
             prefills[seq] = k + 1
@@ -84,11 +93,11 @@ def forwards(session: Session) -> List[Forward]:
             n = int(s["tokens"])
             if chunk and n > chunk:
                 for i, done in enumerate(range(0, n, chunk)):
-                    out.append((f"{label} chunk {i}", "prefill", seq, min(chunk, n - done)))
+                    out.append((f"{label} chunk {i}", "prefill", [seq], min(chunk, n - done)))
             else:
-                out.append((label, "prefill", seq, n))
+                out.append((label, "prefill", [seq], n))
         else:
-            out.append((s["op"], s["op"], seq, 0))
+            out.append((s["op"], s["op"], [seq], 0))
     return out
 
 
@@ -96,8 +105,9 @@ def cache_args(session: Session, fw: List[Forward]) -> Tuple[int, int, int, int]
     """create_tir_paged_kv_cache's arguments as kdflow passes them (defaults: every token, the
     largest forward, page size 16)."""
     cfg = session.get("kv_cache", {})
-    sizes = [n for _, op, _, n in fw if op in ("prefill", "decode")]
-    return (int(cfg.get("max_batch_size", 1)), int(cfg.get("max_total_seq_len", sum(sizes))),
+    sizes = [n for _, op, _, n in fw if op in ("prefill", "decode", "batch_decode")]
+    widest = max([n for _, op, _, n in fw if op == "batch_decode"] + [1])
+    return (max(int(cfg.get("max_batch_size", 1)), widest), int(cfg.get("max_total_seq_len", sum(sizes))),
             int(cfg.get("prefill_chunk_size", max(sizes))), int(cfg.get("page_size", 16)))
 
 
@@ -130,30 +140,33 @@ def run(tvm: Any, ex: Any, params: Mapping[str, np.ndarray], session: Session, f
     rng = np.random.default_rng(seed)
     nxt: Dict[int, int] = {}
     tokens_all: List[int] = []
-    for label, op, seq, n in fw:
+    for label, op, seqs, n in fw:
         if op == "add_sequence":
-            add_seq(cache, seq)
+            add_seq(cache, seqs[0])
             continue
         if op == "remove_sequence":
-            remove_seq(cache, seq)
+            remove_seq(cache, seqs[0])
             continue
         if on_step:
             on_step(label)
         if op == "prefill":
             tokens = rng.integers(0, vocab, size=n).astype("int32")
-        elif seq in nxt:
-            tokens = np.array([nxt[seq]], dtype="int32")
+        elif all(s in nxt for s in seqs):
+            tokens = np.array([nxt[s] for s in seqs], dtype="int32")
         else:
-            raise ExportError(f"session: {label} decodes sequence {seq} before any prefill", DATA_ERROR)
+            raise ExportError(f"session: {label} decodes a sequence before any prefill", DATA_ERROR)
         tokens_all += [int(t) for t in tokens]
         e = vm["embed"](tvm.runtime.tensor(tokens, device=dev), packed)
-        x = view(e, shape([1, e.shape[0], e.shape[1]]))
-        begin(cache, shape([seq]), shape([n]))
+        batch = op == "batch_decode"
+        x = view(e, shape([e.shape[0], 1, e.shape[1]] if batch else [1, e.shape[0], e.shape[1]]))
+        begin(cache, shape(seqs), shape([1] * len(seqs) if batch else [n]))
         logits, cache = vm[op](x, cache, packed)
         end(cache)
         out = logits.numpy()
         write_npy(folder, "output_" + label.replace(" ", "_") + ".npy", out)
-        nxt[seq] = int(np.argmax(out.reshape(-1)))
+        rows = out.reshape(len(seqs), -1) if batch else out.reshape(1, -1)
+        for s, row in zip(seqs, rows):
+            nxt[s] = int(np.argmax(row))
     write_npy(folder, tokens_file, np.array(tokens_all, dtype="int32"))
     return tokens_all
 

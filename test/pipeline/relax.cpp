@@ -410,13 +410,16 @@ TEST_CASE("relax: session files (hand-written, labelled: the steps a driver make
   auto s = kdflow::parse_session(write(R"({"kv_cache": {"max_total_seq_len": 64},
       "steps": [{"op": "add_sequence", "seq": 0}, {"op": "prefill", "seq": 0, "tokens": 5},
                 {"op": "add_sequence", "seq": 3}, {"op": "prefill", "seq": 3, "tokens": 2},
+                {"op": "decode", "seq": [3, 0]},
                 {"op": "decode", "seq": 0}, {"op": "remove_sequence", "seq": 3}, {"op": "decode", "seq": 0}]})"));
   REQUIRE(s);
   CHECK(s->max_total_seq_len == 64);
   std::vector<std::string> labels;
   for (const auto& st : s->steps) labels.push_back(st.label);
-  CHECK(labels == std::vector<std::string>{"", "seq 0 prefill", "", "seq 3 prefill", "seq 0 decode 0", "",
-                                           "seq 0 decode 1"});
+  CHECK(labels == std::vector<std::string>{"", "seq 0 prefill", "", "seq 3 prefill", "batch decode 0",
+                                           "seq 0 decode 0", "", "seq 0 decode 1"});
+  CHECK(s->steps[4].kind == kdflow::RelaxSessionStep::Kind::BatchDecode);
+  CHECK(s->steps[4].seqs == std::vector<int64_t>{3, 0});
   struct Bad {
     const char* text;
     const char* pointer;
@@ -429,6 +432,9 @@ TEST_CASE("relax: session files (hand-written, labelled: the steps a driver make
                            kdflow::ExitCode::Unavailable},
                        Bad{R"({"steps": [{"op": "prefill", "seq": 0}]})", "/steps/0/tokens", kdflow::ExitCode::DataError},
                        Bad{R"({"steps": [{"op": "decode", "seq": -1}]})", "/steps/0/seq", kdflow::ExitCode::DataError},
+                       Bad{R"({"steps": [{"op": "decode", "seq": [1, 1]}]})", "/steps/0/seq/1",
+                           kdflow::ExitCode::DataError},
+                       Bad{R"({"steps": [{"op": "decode", "seq": []}]})", "/steps/0/seq", kdflow::ExitCode::DataError},
                        Bad{R"({"steps": [{"op": "decode", "seq": 0, "tokens": 2}]})", "/steps/0/tokens",
                            kdflow::ExitCode::DataError},
                        Bad{R"({"kv_cache": {"page": 16}, "steps": [{"op": "decode", "seq": 0}]})", "/kv_cache/page",

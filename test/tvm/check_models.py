@@ -231,10 +231,11 @@ def check_llm(kdflow: str, d: str, tmp: str) -> None:
                          os.path.join(os.path.dirname(d), "llm", "kv_truth_session_file.json"))
         r = run([kdflow, "replay", d, "--session", session_file, "--backend", "cpu", "-q", "--repeat", "1",
                  "--input", "input_ids=" + os.path.join(d, "input_ids_session_file.npy")])
-        rows = [line for line in r.stdout.splitlines() if line.rstrip().endswith(" ok") and "/256" in line]
-        expect(r.returncode == 0 and len(rows) == 10,
-               f"{name} session file: replay --backend cpu computes TVM's logits of all 10 forwards, the chunks "
-               f"merged with the cached pages' attention included ({len(rows)} of 10; exit {r.returncode}: "
+        rows = ok_rows(r.stdout)
+        expect(r.returncode == 0 and len(rows) == 11,
+               f"{name} session file: replay --backend cpu computes TVM's logits of all 11 forwards, the chunks "
+               f"merged with the cached pages' attention and a batch decode of two sequences included "
+               f"({len(rows)} of 11; exit {r.returncode}: "
                f"{r.stderr.strip()[-300:]})")
     embed = np.zeros((1, 1, 64), dtype="float32")
     np.save(os.path.join(tmp, "x.npy"), embed)
@@ -245,6 +246,11 @@ def check_llm(kdflow: str, d: str, tmp: str) -> None:
            f"({r.returncode}: {r.stderr.strip()})")
 
 
+def ok_rows(stdout: str) -> List[str]:
+    """The rows of replay's output table that matched their reference (output_<step>.npy)."""
+    return [ln for ln in stdout.splitlines() if "output_" in ln and ln.split()[-1:] == ["ok"]]
+
+
 def check_llm_f16(kdflow: str, d: str, tmp: str) -> None:
     """The language model in float16 (TVM's half host code, half4 in shared memory): both
     sessions' KV cache runtime calls against TVM's runtime running the same model in float16,
@@ -252,7 +258,7 @@ def check_llm_f16(kdflow: str, d: str, tmp: str) -> None:
     name = os.path.basename(d)
     for spec, truth, tokens, forwards in (("prefill:7,decode:2", "kv_truth.json", "input_ids.npy", 3),
                                           (os.path.join(d, "session.json"), "kv_truth_session_file.json",
-                                           "input_ids_session_file.npy", 10)):
+                                           "input_ids_session_file.npy", 11)):
         flow = os.path.join(tmp, f"{name}_{truth}")
         r = run([kdflow, "extract", d, "-q", "--session", spec, "-o", flow])
         expect(r.returncode == 0, f"{name}: extract --session {os.path.basename(spec)} ({r.stderr.strip()})")
@@ -261,7 +267,7 @@ def check_llm_f16(kdflow: str, d: str, tmp: str) -> None:
         check_kv_runtime(f"{name} ({os.path.basename(spec)})", json.load(open(flow)), os.path.join(d, truth))
         r = run([kdflow, "replay", d, "--session", spec, "--backend", "cpu", "-q", "--repeat", "1", "--input",
                  "input_ids=" + os.path.join(d, tokens), "--rtol", "0.05", "--atol", "0.05"])
-        rows = [line for line in r.stdout.splitlines() if line.rstrip().endswith(" ok") and "/256" in line]
+        rows = ok_rows(r.stdout)
         expect(r.returncode == 0 and len(rows) == forwards,
                f"{name} {os.path.basename(spec)}: replay --backend cpu gives TVM's float16 logits of all {forwards} "
                f"forwards within 0.05 ({len(rows)} match; exit {r.returncode}: {r.stderr.strip()[-300:]})")
@@ -274,7 +280,7 @@ def check_session_replay(kdflow: str, d: str, tmp: str) -> None:
     other tokens the logits must differ: the comparison can fail."""
     name = os.path.basename(d)
     r = run([kdflow, "replay", d, "--session", "prefill:7,decode:2", "--backend", "cpu", "-q", "--repeat", "1"])
-    rows = [line for line in r.stdout.splitlines() if line.rstrip().endswith(" ok") and "/256" in line]
+    rows = ok_rows(r.stdout)
     expect(r.returncode == 0 and len(rows) == 3,
            f"{name} session: replay --backend cpu computes TVM's logits of prefill and both decode steps "
            f"({len(rows)} of 3 match; exit {r.returncode}: {r.stderr.strip()[-300:]})")

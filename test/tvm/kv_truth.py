@@ -43,7 +43,8 @@ def _describe(tvm_ffi: Any, a: Any) -> Dict[str, Any]:
 
 
 # The session file check_models.py replays: two sequences, a prefill in chunks (the paged
-# prefill and the merge of TVM's runtime), a removal whose pages the next sequence reuses.
+# prefill and the merge of TVM's runtime), a removal whose pages the next sequence reuses, and
+# a batch decode of two sequences in one forward (batch_decode).
 SESSION_FILE: Dict[str, Any] = {
     "kv_cache": {"prefill_chunk_size": 4},
     "steps": [
@@ -51,7 +52,7 @@ SESSION_FILE: Dict[str, Any] = {
         {"op": "add_sequence", "seq": 1}, {"op": "prefill", "seq": 1, "tokens": 3},
         {"op": "decode", "seq": 0}, {"op": "decode", "seq": 1}, {"op": "remove_sequence", "seq": 0},
         {"op": "add_sequence", "seq": 2}, {"op": "prefill", "seq": 2, "tokens": 5},
-        {"op": "decode", "seq": 2}, {"op": "decode", "seq": 1},
+        {"op": "decode", "seq": 2}, {"op": "decode", "seq": 1}, {"op": "decode", "seq": [2, 1]},
     ],
 }
 

@@ -65,6 +65,9 @@ def decoder_lm(tvm: Any, dtype: str = "float32", layers: int = 2, hidden: int = 
         def decode(self, x: Any, cache: Any) -> Any:
             return self._logits(self._body(x, cache)), cache
 
+        def batch_decode(self, x: Any, cache: Any) -> Any:
+            return self._logits(self._body(x, cache)), cache
+
         def create_tir_paged_kv_cache(self, max_batch_size: Any, max_total_seq_len: Any, prefill_chunk_size: Any,
                                       page_size: Any) -> Any:
             return TIRPagedKVCache(
@@ -87,6 +90,8 @@ def decoder_lm(tvm: Any, dtype: str = "float32", layers: int = 2, hidden: int = 
                     "cache": nn.spec.Object(object_type=PagedKVCache), "$": packed},
         "decode": {"x": nn.spec.Tensor([1, 1, hidden], dtype),
                    "cache": nn.spec.Object(object_type=PagedKVCache), "$": packed},
+        "batch_decode": {"x": nn.spec.Tensor(["batch_size", 1, hidden], dtype),
+                         "cache": nn.spec.Object(object_type=PagedKVCache), "$": packed},
         "create_tir_paged_kv_cache": {"max_batch_size": int, "max_total_seq_len": int, "prefill_chunk_size": int,
                                       "page_size": int, "$": {"param_mode": "none", "effect_mode": "none"}},
     }, model)

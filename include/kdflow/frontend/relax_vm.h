@@ -72,9 +72,12 @@ struct RelaxProgram {
 /// kv_state_end_forward — labelled for the flow ("prefill", "decode 0"; with several
 /// sequences "seq 1 prefill", "seq 1 decode 0"; a prefill split into chunks "prefill chunk 1").
 struct RelaxSessionStep {
-  enum class Kind { AddSequence, RemoveSequence, Prefill, Decode };
+  /// BatchDecode: one forward decoding one token of each of `seqs` through the build's
+  /// `batch_decode` (MLC's batched decode: x of shape (batch, 1, hidden)).
+  enum class Kind { AddSequence, RemoveSequence, Prefill, Decode, BatchDecode };
   Kind kind = Kind::Prefill;
   int64_t seq = 0;
+  std::vector<int64_t> seqs;  ///< BatchDecode: the sequences, in the batch's order
   int64_t tokens = 1;  ///< Prefill: tokens of this forward (a chunk's)
   std::string label;   ///< Prefill, Decode: the step's name (Node::session_step, input_ids[label])
 };

@@ -156,7 +156,7 @@ class Runner {
       return fi >= 0 && ex_.functions[fi].kind == VmFunction::Kind::Bytecode ? fi : -1;
     };
     const int create = bytecode("create_tir_paged_kv_cache"), embed = bytecode("embed"),
-              prefill = bytecode("prefill"), decode = bytecode("decode");
+              prefill = bytecode("prefill"), decode = bytecode("decode"), batch_decode = bytecode("batch_decode");
     for (auto [fi, name] : {std::pair{create, "create_tir_paged_kv_cache"}, std::pair{embed, "embed"},
                             std::pair{prefill, "prefill"}, std::pair{decode, "decode"}})
       if (fi < 0)
@@ -185,13 +185,20 @@ class Runner {
     };
     // The cache as the session needs it: every token, the largest forward (one sequence a forward).
     int64_t total = 0, largest = 0;
-    for (const RelaxSessionStep& st : session.steps)
+    int64_t widest = 1;
+    for (const RelaxSessionStep& st : session.steps) {
       if (st.kind == RelaxSessionStep::Kind::Prefill || st.kind == RelaxSessionStep::Kind::Decode)
         total += st.tokens, largest = std::max(largest, st.tokens);
+      if (st.kind == RelaxSessionStep::Kind::BatchDecode) {
+        const int64_t b = static_cast<int64_t>(st.seqs.size());
+        total += b, largest = std::max(largest, b), widest = std::max(widest, b);
+      }
+    }
     step_ = "create";
     Value cache;
     if (!invoke(create,
-                {shape(session.max_batch_size), shape(session.max_total_seq_len > 0 ? session.max_total_seq_len : total),
+                {shape(std::max(session.max_batch_size, widest)),
+                 shape(session.max_total_seq_len > 0 ? session.max_total_seq_len : total),
                  shape(session.prefill_chunk_size > 0 ? session.prefill_chunk_size : largest),
                  shape(session.page_size)},
                 &cache))
@@ -210,7 +217,13 @@ class Runner {
         continue;
       }
       const bool is_prefill = st.kind == RelaxSessionStep::Kind::Prefill;
-      const int64_t tokens = st.tokens;
+      const bool batch = st.kind == RelaxSessionStep::Kind::BatchDecode;
+      const int64_t tokens = batch ? static_cast<int64_t>(st.seqs.size()) : st.tokens;
+      if (batch && batch_decode < 0)
+        return file_error(ex_.file, fmt::format("session step {}: decodes {} sequences in one forward, which needs the "
+                                                "bytecode VM function batch_decode; this executable has none",
+                                                st.label, st.seqs.size()),
+                          ExitCode::Usage);
       step_ = st.label;
       TensorObj ids;
       ids.home = TensorObj::Home::Input;
@@ -232,13 +245,18 @@ class Runner {
       // The host program's view of the embeddings as (1, tokens, hidden): a __nop node.
       Value view_shape;
       view_shape.kind = Value::Kind::Shape;
-      view_shape.shape = {1, tensors_[embedded.i].shape[0], tensors_[embedded.i].shape[1]};
+      // A batch decode sees one token per sequence: (batch, 1, hidden).
+      view_shape.shape = batch ? std::vector<int64_t>{tokens, 1, tensors_[embedded.i].shape[1]}
+                               : std::vector<int64_t>{1, tensors_[embedded.i].shape[0], tensors_[embedded.i].shape[1]};
       if (!view(embedded, view_shape, &v)) return error_;
       callee_ = "vm.builtin.kv_state_begin_forward";
-      if (Status r = kv_->begin_forward({st.seq}, {tokens}); !r) return driver_fail(r.error());
+      if (Status r = batch ? kv_->begin_forward(st.seqs, std::vector<int64_t>(st.seqs.size(), 1))
+                           : kv_->begin_forward({st.seq}, {tokens});
+          !r)
+        return driver_fail(r.error());
       callee_ = "";
       Value result;
-      if (!invoke(is_prefill ? prefill : decode, {v, cache, params}, &result)) return error_;
+      if (!invoke(is_prefill ? prefill : batch ? batch_decode : decode, {v, cache, params}, &result)) return error_;
       if (Status r = kv_->end_forward(); !r) return driver_fail(r.error());
       std::vector<int> logits;
       collect_heads(result, &logits);
@@ -1355,11 +1373,13 @@ void label_steps(RelaxSession& s) {
   for (const RelaxSessionStep& st : s.steps)
     if (st.kind == RelaxSessionStep::Kind::AddSequence) seqs.insert(st.seq);
   std::map<int64_t, int64_t> decodes, prefills;
+  int64_t batch_decodes = 0;
   std::map<int64_t, int64_t> chunks_left;  // consecutive prefill chunks of a sequence
   for (size_t i = 0; i < s.steps.size(); ++i) {
     RelaxSessionStep& st = s.steps[i];
     const std::string who = seqs.size() > 1 ? fmt::format("seq {} ", st.seq) : "";
     if (st.kind == RelaxSessionStep::Kind::Decode) st.label = fmt::format("{}decode {}", who, decodes[st.seq]++);
+    if (st.kind == RelaxSessionStep::Kind::BatchDecode) st.label = fmt::format("batch decode {}", batch_decodes++);
     if (st.kind != RelaxSessionStep::Kind::Prefill) continue;
     const int64_t k = prefills[st.seq]++;
     st.label = who + (k == 0 ? std::string("prefill") : fmt::format("prefill {}", k));
@@ -1445,15 +1465,32 @@ Expected<RelaxSession> parse_session_file(const std::string& path) {
     for (const auto& [key, v] : j.items())
       if (key != "op" && key != "seq" && !(key == "tokens" && st.kind == RelaxSessionStep::Kind::Prefill))
         return bad(p + "/" + key, fmt::format("unknown member {} of a {} step", detail::quote_input(key), op));
+    if (st.kind == RelaxSessionStep::Kind::Decode && j.contains("seq") && j["seq"].is_array()) {
+      // Several sequences decoded in one forward (batch_decode).
+      st.kind = RelaxSessionStep::Kind::BatchDecode;
+      const json& list = j["seq"];
+      if (list.empty() || list.size() > 4096) return bad(p + "/seq", "expected 1 to 4096 sequence ids");
+      for (size_t k = 0; k < list.size(); ++k) {
+        int64_t id = 0;
+        if (!detail::int_in_range(list[k], 0, int64_t(1) << 31, &id))
+          return bad(fmt::format("{}/seq/{}", p, k), "expected a sequence id, an integer in [0, 2^31]");
+        if (std::find(st.seqs.begin(), st.seqs.end(), id) != st.seqs.end())
+          return bad(fmt::format("{}/seq/{}", p, k), fmt::format("sequence {} twice in one forward", id));
+        st.seqs.push_back(id);
+      }
+      s.steps.push_back(st);
+      continue;
+    }
     if (!j.contains("seq") || !detail::int_in_range(j["seq"], 0, int64_t(1) << 31, &st.seq))
-      return bad(p + "/seq", "expected the sequence id, an integer in [0, 2^31]");
+      return bad(p + "/seq", "expected the sequence id, an integer in [0, 2^31] (a decode: or a list of them)");
     if (st.kind == RelaxSessionStep::Kind::Prefill &&
         (!j.contains("tokens") || !detail::int_in_range(j["tokens"], 1, int64_t(1) << 20, &st.tokens)))
       return bad(p + "/tokens", "expected the prefill's tokens, an integer in [1, 1048576]");
     s.steps.push_back(st);
   }
   if (std::none_of(s.steps.begin(), s.steps.end(), [](const RelaxSessionStep& st) {
-        return st.kind == RelaxSessionStep::Kind::Prefill || st.kind == RelaxSessionStep::Kind::Decode;
+        return st.kind == RelaxSessionStep::Kind::Prefill || st.kind == RelaxSessionStep::Kind::Decode ||
+               st.kind == RelaxSessionStep::Kind::BatchDecode;
       }))
     return bad("/steps", "the session runs no forward: add a prefill or decode step");
   return s;
@@ -1502,9 +1539,9 @@ Expected<RelaxSession> parse_session(const std::string& spec) {
   if (!have_prefill || prefill < 1 || s.page_size < 1 || decode > 100000)
     return Error{fmt::format("error: --session {}: a session starts with prefill:N (N ≥ 1 tokens)", spec),
                  ExitCode::Usage};
-  s.steps.push_back(RelaxSessionStep{RelaxSessionStep::Kind::AddSequence, 0, 1, ""});
-  s.steps.push_back(RelaxSessionStep{RelaxSessionStep::Kind::Prefill, 0, prefill, ""});
-  for (int64_t k = 0; k < decode; ++k) s.steps.push_back(RelaxSessionStep{RelaxSessionStep::Kind::Decode, 0, 1, ""});
+  s.steps.push_back(RelaxSessionStep{RelaxSessionStep::Kind::AddSequence, 0, {}, 1, ""});
+  s.steps.push_back(RelaxSessionStep{RelaxSessionStep::Kind::Prefill, 0, {}, prefill, ""});
+  for (int64_t k = 0; k < decode; ++k) s.steps.push_back(RelaxSessionStep{RelaxSessionStep::Kind::Decode, 0, {}, 1, ""});
   label_steps(s);
   chunk_prefills(s);
   return s;
