@@ -196,13 +196,13 @@ class Runner {
     }
     step_ = "create";
     Value cache;
-    if (!invoke(create,
-                {shape(std::max(session.max_batch_size, widest)),
-                 shape(session.max_total_seq_len > 0 ? session.max_total_seq_len : total),
-                 shape(session.prefill_chunk_size > 0 ? session.prefill_chunk_size : largest),
-                 shape(session.page_size)},
-                &cache))
-      return error_;
+    std::vector<Value> create_args = {shape(std::max(session.max_batch_size, widest)),
+                                      shape(session.max_total_seq_len > 0 ? session.max_total_seq_len : total),
+                                      shape(session.prefill_chunk_size > 0 ? session.prefill_chunk_size : largest),
+                                      shape(session.page_size)};
+    // MLC-LLM's models take a fifth, support_sliding_window: 0 (a sliding window is not modelled).
+    if (ex_.functions[static_cast<size_t>(create)].num_args == 5) create_args.push_back(shape(0));
+    if (!invoke(create, create_args, &cache)) return error_;
     if (cache.kind != Value::Kind::Object || !kv_)
       return fail(fmt::format("create_tir_paged_kv_cache returns {}, not the KV cache", kind_name(cache.kind)));
     std::vector<int> heads;
