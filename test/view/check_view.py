@@ -201,6 +201,7 @@ def check_page(browser, kdflow, name, src, flow_json, html, shots, fold_box=None
     flow = json.load(open(flow_json))
     page = Page(browser)
     painted = page.open(html)
+    phases = page.eval("JSON.stringify(window.kdflowView)")
     fcp = page.eval("(performance.getEntriesByName('first-contentful-paint')[0]||{}).startTime||null")
     failures = []
 
@@ -237,8 +238,11 @@ def check_page(browser, kdflow, name, src, flow_json, html, shots, fold_box=None
 
         # Search by name: the first match is selected.
         target = flow["kernels"][-1]["name"]
-        page.eval("(() => { const s = document.getElementById('search'); s.value = " + json.dumps(target) + ";"
-                  "s.dispatchEvent(new Event('input')); s.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter'})); })()")
+        search_ms = page.eval("(() => { const t = performance.now(); const s = document.getElementById('search'); "
+                              "s.value = " + json.dumps(target) + "; s.dispatchEvent(new Event('input')); "
+                              "s.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter'})); "
+                              "document.getElementById('graph').getBoundingClientRect(); "
+                              "document.querySelector('.kernel').getBBox(); return performance.now() - t; })()")
         check(page.eval("document.querySelector('#panel h2').textContent") == target,
               f"search {target}: not selected")
         check((page.eval("parseInt(document.getElementById('search-count').textContent)") or 0) >= 1,
@@ -250,7 +254,9 @@ def check_page(browser, kdflow, name, src, flow_json, html, shots, fold_box=None
         hidden = page.eval(f"Array.from(document.querySelectorAll('.box[data-b=\"{box}\"] .kernel')).every(e => "
                            "getComputedStyle(e).display === 'none')")
         check(hidden, f"folding box {box}: its kernels are still shown")
-        page.eval("document.getElementById('fold-all').click()")
+        fold_ms = page.eval("(() => { const t = performance.now(); document.getElementById('fold-all').click(); "
+                            "getComputedStyle(document.querySelector('.kernel')).display; "
+                            "document.querySelector('.box').getBBox(); return performance.now() - t; })()")
         check(page.eval("Array.from(document.querySelectorAll('.kernel')).every(e => getComputedStyle(e).display === 'none')"),
               "fold all: kernels still shown")
         if shots and name == "resnet18_tuned":
@@ -271,8 +277,9 @@ def check_page(browser, kdflow, name, src, flow_json, html, shots, fold_box=None
     check(not bad, f"network requests: {bad}")
     check(len([u for u in page.requests if u.startswith("file://")]) <= 1, f"requests: {page.requests}")
     size = os.path.getsize(html)
-    return failures, {"sample": name, "launches": n_launch, "page_bytes": size,
-                      "graph_painted_ms": round(painted, 1), "first_contentful_paint_ms": fcp and round(fcp, 1)}
+    extra = {"search_ms": round(search_ms, 1), "fold_all_ms": round(fold_ms, 1)} if n_launch else {}
+    return failures, {**extra, "sample": name, "launches": n_launch, "page_bytes": size,
+                      "graph_painted_ms": round(painted, 1), "phases": json.loads(phases), "first_contentful_paint_ms": fcp and round(fcp, 1)}
 
 
 def main():
