@@ -18,6 +18,13 @@
     return String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
   }
   function cut(s, n) { s = String(s); return s.length > n ? s.slice(0, n - 1) + '…' : s; }
+  // Kernel and function names differ at their ends (…_kernel_2): keep both ends.
+  function mid(s, n) {
+    s = String(s);
+    if (s.length <= n) return s;
+    var tail = Math.min(14, Math.floor(n / 3));
+    return s.slice(0, n - tail - 1) + '…' + s.slice(s.length - tail);
+  }
   function bytes(b) {
     if (b === undefined || b === null) return '—';
     if (b < 1024) return b + ' B';
@@ -76,6 +83,10 @@
     parts.push('<path class="edge" data-e="' + i + '" d="' + l.d + '" marker-end="url(#arrow)"/>');
   });
   L.forEach(function (l, i) { parts.push('<path class="hit" data-e="' + i + '" d="' + l.d + '"/>'); });
+  L.forEach(function (l, i) {
+    var b = B[l.buffer];
+    if (b) parts.push('<text class="elabel" x="' + (l.label[0] + 4) + '" y="' + (l.label[1] + 3) + '">' + bytes(b.bytes) + '</text>');
+  });
   parts.push('</g><g class="boxes">');
   X.forEach(function (b, i) {
     var tr = 'translate(' + b.x + ',' + b.y + ')';
@@ -95,7 +106,7 @@
     var chars = Math.floor((b.w - 28) / 6.6);
     var s = '<g class="box" data-b="' + i + '" transform="' + tr + '">' +
       '<rect class="frame" rx="4" width="' + b.w + '" height="' + b.h + '" fill="' + (FAMILY[b.family] || '#eee') + '"/>' +
-      '<g class="head"><text x="18" y="15">' + esc(cut('n' + b.node + ' ' + title, chars)) + '</text>' +
+      '<g class="head"><text x="18" y="15">' + esc(mid('n' + b.node + ' ' + title, chars)) + '</text>' +
       '<text class="sub" x="18" y="30">' + esc(cut(sub, chars + 4)) +
       '<tspan class="folded-note"> (folded)</tspan></text></g>' +
       (rows ? '<text class="fold" x="5" y="15">▾</text>' : '');
@@ -103,7 +114,7 @@
     b.kernels.forEach(function (k) {
       var kk = K[k];
       s += '<g class="kernel" data-k="' + k + '" transform="translate(6,' + y + ')"><rect width="' + (b.w - 12) +
-        '" height="' + (ROW - 2) + '"/><text x="3" y="11">' + esc(cut('k' + k + ' ' + kk.name, chars - 12)) +
+        '" height="' + (ROW - 2) + '"/><text x="3" y="11">' + esc(mid('k' + k + ' ' + kk.name, chars - 12)) +
         '</text><text class="sub" x="' + (b.w - 15) + '" y="11" text-anchor="end">' + esc(dims(kk.grid) + '·' + kk.block[0]) +
         '</text></g>';
       y += ROW;

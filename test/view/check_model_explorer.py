@@ -62,7 +62,7 @@ def main():
             if n is None:
                 problems.append(f"k{k['id']} missing")
                 continue
-            node = f["nodes"][k["node"]]
+            node = f["nodes"][k["graph_node"]]
             if not n["namespace"].endswith(node["name"]):
                 problems.append(f"k{k['id']}: namespace {n['namespace']!r} does not fold by node {node['name']}")
             attrs = {a["key"]: a["value"] for a in n["attrs"]}

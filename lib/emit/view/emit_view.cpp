@@ -114,6 +114,7 @@ struct Link {
   int from = 0, to = 0;  ///< indices in boxes
   int buffer = -1;
   std::string path;      ///< SVG path data
+  double lx = 0, ly = 0; ///< where the label (the buffer's size) goes: the spline's middle point
 };
 
 struct Scene {
@@ -228,6 +229,11 @@ Status layout(Scene& s) {
       if (bz.eflag) d += fmt::format("L{} {}", num(X(bz.ep.x)), num(Y(bz.ep.y)));
     }
     s.links[i].path = d;
+    if (spl && spl->size > 0 && spl->list[0].size > 0) {
+      const bezier& bz = spl->list[0];
+      s.links[i].lx = X(bz.list[bz.size / 2].x);
+      s.links[i].ly = Y(bz.list[bz.size / 2].y);
+    }
   }
   gvFreeLayout(gvc, g);
   agclose(g);
@@ -291,7 +297,9 @@ json page_data(const Dataflow& df, const ViewFacts& facts, const Scene& s) {
   j["boxes"] = boxes;
 
   json links = json::array();
-  for (const Link& l : s.links) links.push_back({{"from", l.from}, {"to", l.to}, {"buffer", l.buffer}, {"d", l.path}});
+  for (const Link& l : s.links)
+    links.push_back({{"from", l.from}, {"to", l.to}, {"buffer", l.buffer}, {"d", l.path},
+                     {"label", {std::stod(num(l.lx)), std::stod(num(l.ly))}}});
   j["links"] = links;
 
   json kernels = json::array();
