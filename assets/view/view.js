@@ -41,6 +41,7 @@
     return String(v);
   }
   function dims(d) { return d.join('×'); }
+  function us(v) { return (v >= 100 ? v.toFixed(0) : v.toPrecision(3)) + ' µs'; }
 
   // --- the summary ---------------------------------------------------------------------
   document.getElementById('title').textContent = (D.title || 'kdflow') + ' — kernel-level dataflow';
@@ -50,11 +51,17 @@
 
   // --- indices ---------------------------------------------------------------------------
   var rowOf = {};  // 'k12' / 'c3' → [box, row]
+  // A box's rows in launch order: a library call comes right after the kernel launched before it.
+  function rows(b) {
+    var r = b.kernels.map(function (k) { return [k, 1, 'k' + k]; })
+      .concat(b.calls.map(function (c) { return [C[c].after_kernel, 2, 'c' + c]; }));
+    r.sort(function (x, y) { return x[0] - y[0] || x[1] - y[1] || (x[2] < y[2] ? -1 : 1); });
+    return r.map(function (x) { return x[2]; });
+  }
   X.forEach(function (b, i) {
     if (b.node === undefined) return;
-    var r = 0;
-    b.kernels.forEach(function (k) { rowOf['k' + k] = [i, r++]; });
-    b.calls.forEach(function (c) { rowOf['c' + c] = [i, r++]; });
+    b.rows = rows(b);
+    b.rows.forEach(function (id, r) { rowOf[id] = [i, r]; });
   });
   var consumers = {};  // buffer → boxes reading it
   X.forEach(function (b, i) {
@@ -94,7 +101,7 @@
       var buf = B[b.buffer];
       parts.push('<g class="box terminal ' + b.terminal + '" data-b="' + i + '" transform="' + tr + '">' +
         '<rect class="frame" rx="12" width="' + b.w + '" height="' + b.h + '"/>' +
-        '<text x="' + (b.w / 2) + '" y="17" text-anchor="middle">' + esc(cut(b.terminal + ' ' + buf.name, 24)) +
+        '<text x="' + (b.w / 2) + '" y="17" text-anchor="middle">' + esc(mid(b.terminal + ' ' + buf.name, 24)) +
         '</text></g>');
       return;
     }
@@ -111,17 +118,18 @@
       '<tspan class="folded-note"> (folded)</tspan></text></g>' +
       (rows ? '<text class="fold" x="5" y="15">▾</text>' : '');
     var y = HEADER;
-    b.kernels.forEach(function (k) {
-      var kk = K[k];
-      s += '<g class="kernel" data-k="' + k + '" transform="translate(6,' + y + ')"><rect width="' + (b.w - 12) +
-        '" height="' + (ROW - 2) + '"/><text x="3" y="11">' + esc(mid('k' + k + ' ' + kk.name, chars - 12)) +
-        '</text><text class="sub" x="' + (b.w - 15) + '" y="11" text-anchor="end">' + esc(dims(kk.grid) + '·' + kk.block[0]) +
-        '</text></g>';
-      y += ROW;
-    });
-    b.calls.forEach(function (c) {
-      s += '<g class="call" data-c="' + c + '" transform="translate(6,' + y + ')"><rect width="' + (b.w - 12) +
-        '" height="' + (ROW - 2) + '"/><text x="3" y="11">' + esc(cut('call ' + C[c].name, chars - 2)) + '</text></g>';
+    b.rows.forEach(function (id) {
+      var n = +id.slice(1);
+      if (id[0] === 'k') {
+        var kk = K[n];
+        s += '<g class="kernel" data-k="' + n + '" transform="translate(6,' + y + ')"><rect width="' + (b.w - 12) +
+          '" height="' + (ROW - 2) + '"/><text x="3" y="11">' + esc(mid('k' + n + ' ' + kk.name, chars - 12)) +
+          '</text><text class="sub" x="' + (b.w - 15) + '" y="11" text-anchor="end">' + esc(dims(kk.grid) + '·' + kk.block[0]) +
+          '</text></g>';
+      } else {
+        s += '<g class="call" data-c="' + n + '" transform="translate(6,' + y + ')"><rect width="' + (b.w - 12) +
+          '" height="' + (ROW - 2) + '"/><text x="3" y="11">' + esc(mid('c' + n + ' ' + C[n].name, chars - 2)) + '</text></g>';
+      }
       y += ROW;
     });
     parts.push(s + '</g>');
@@ -201,8 +209,8 @@
         ? 'no measured times: pass --timing or --profile to kdflow view' : 'no values';
     }
     function scaleOf(v) {
-      if (mode === 'roofline')
-        return d3.scale.linear().domain([0, 0.5, 1]).range(['#d73027', '#fee08b', '#1a9850']).clamp(true);
+      if (mode === 'roofline')  // bound / measured, log: 0.1% red, 3% yellow, 100% green
+        return d3.scale.log().domain([0.001, 0.03, 1]).range(['#d73027', '#fee08b', '#1a9850']).clamp(true);
       var lo = d3.min(v) || 1, hi = d3.max(v) || 1;
       if (hi <= lo) hi = lo * 10;
       return d3.scale.log().domain([lo, hi]).range(['#f7fbff', '#08519c']).interpolate(d3.interpolateLab).clamp(true);
@@ -263,8 +271,8 @@
   function costRows(o) {
     var r = [['FLOPs', o.flops !== undefined ? count(o.flops) + ' (' + (o.flops_source || '') + ')' : '—'],
              ['bytes', bytes(o.bytes)]];
-    if (o.bound_us !== undefined) r.push(['roofline bound (' + (D.device || '') + ')', o.bound_us.toFixed(2) + ' µs, ' + o.limiter]);
-    if (o.time_us !== undefined) r.push(['measured', o.time_us.toFixed(2) + ' µs' + (D.measured_source ? ' (' + D.measured_source + ')' : '')]);
+    if (o.bound_us !== undefined) r.push(['roofline bound (' + (D.device || '') + ')', us(o.bound_us) + ', ' + o.limiter]);
+    if (o.time_us !== undefined) r.push(['measured', us(o.time_us) + (D.measured_source ? ' (' + D.measured_source + ')' : '')]);
     if (o.roofline !== undefined) r.push(['fraction of bound', (100 * o.roofline).toFixed(1) + '%']);
     return r;
   }
@@ -314,8 +322,10 @@
         ['function', esc(b.function)], ['ops fused', esc(b.ops.join(', ') || '—')], ['operator family', esc(b.family)]]
         .concat(b.cuda_graph ? [['CUDA graph', esc(b.cuda_graph)]] : [])
         .concat(b.session_step ? [['session step', esc(b.session_step)]] : []).concat(costRows(b))) +
-        '<h3>Launches</h3><p>' + (b.kernels.map(function (k) { return link('kernel', k, 'k' + k + ' ' + K[k].name); })
-          .concat(b.calls.map(function (c) { return link('call', c, 'c' + c + ' ' + C[c].name); })).join('<br>') || 'none') + '</p>' +
+        '<h3>Launches, in order</h3><p>' + (b.rows.map(function (id) {
+          var n = +id.slice(1);
+          return id[0] === 'k' ? link('kernel', n, id + ' ' + K[n].name) : link('call', n, id + ' ' + C[n].name);
+        }).join('<br>') || 'none') + '</p>' +
         '<h3>Inputs</h3><p>' + (b.inputs.map(function (x) { return bufferLink(x) + ' ' + bytes(B[x] && B[x].bytes) + ' ' + esc(B[x] ? B[x].kind : ''); }).join('<br>') || 'none') + '</p>' +
         '<h3>Outputs</h3><p>' + (b.outputs.map(function (x) { return bufferLink(x) + ' ' + bytes(B[x] && B[x].bytes); }).join('<br>') || 'none') + '</p>' +
         '<h3>Workspaces</h3><p>' + (b.workspaces.map(function (x) { return bufferLink(x) + ' ' + bytes(B[x] && B[x].bytes); }).join('<br>') || 'none') + '</p>';

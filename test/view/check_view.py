@@ -197,6 +197,18 @@ def explain_buffers(kdflow, src, kernel):
     return text, out
 
 
+def check_measured(page):
+    """With --profile: colour by fraction of the roofline bound gives every measured kernel a colour."""
+    page.eval("(() => { const s = document.getElementById('color-by'); s.value = 'roofline'; "
+              "s.dispatchEvent(new Event('change')); })()")
+    fills = page.eval("Array.from(document.querySelectorAll('.kernel rect')).map(r => r.style.fill)")
+    measured = page.eval("JSON.parse(document.getElementById('kdflow-data').textContent).kernels"
+                         ".map(k => k.roofline !== undefined)")
+    return [f"k{i}: measured but not coloured ({f})" for i, (f, m) in enumerate(zip(fills, measured))
+            if m and (not f or f in ("rgb(238, 238, 238)", "#eeeeee"))] + \
+        ([] if any(measured) else ["no kernel has a measured time"])
+
+
 def check_page(browser, kdflow, name, src, flow_json, html, shots, fold_box=None, select=None):
     flow = json.load(open(flow_json))
     page = Page(browser)
@@ -269,6 +281,11 @@ def check_page(browser, kdflow, name, src, flow_json, html, shots, fold_box=None
         page.eval("document.getElementById('deps-up').click()")
         check(page.eval("document.getElementById('graph').classList.contains('dim')"), "depends-on: nothing highlighted")
 
+    if name.endswith("+profile"):
+        failures.extend(check_measured(page))
+        if shots:
+            page.eval("document.getElementById('fit').click()")
+            page.screenshot(os.path.join(shots, f"{name}.png"))
     time.sleep(0.2)
     page.drain()
     check(not page.problems, "console: " + "; ".join(page.problems))
@@ -287,6 +304,8 @@ def main():
     ap.add_argument("kdflow")
     ap.add_argument("--sample", action="append", default=[])
     ap.add_argument("--synthetic", type=int, default=0)
+    ap.add_argument("--profile", nargs=2, metavar=("SAMPLE", "CSV"),
+                    help="also a page of SAMPLE with --profile CSV, coloured by fraction of the roofline bound")
     ap.add_argument("--screenshots")
     ap.add_argument("--times")
     ap.add_argument("--chromium", default=os.environ.get("KDFLOW_CHROMIUM", ""))
@@ -301,22 +320,25 @@ def main():
         os.makedirs(a.screenshots, exist_ok=True)
     cases = []
     for s in a.sample:
-        cases.append((os.path.basename(s.rstrip("/")), s, []))
+        cases.append((os.path.basename(s.rstrip("/")), s, [], []))
+    if a.profile:
+        cases.append((os.path.basename(a.profile[0].rstrip("/")) + "+profile", a.profile[0], [],
+                      ["--profile", os.path.abspath(a.profile[1])]))
     if a.synthetic:
         syn = os.path.join(tmp, f"synthetic_{a.synthetic}x")
         run([sys.executable, os.path.join(ROOT, "bench", "make_synthetic.py"),
              os.path.join(ROOT, "samples", "resnet18_tuned"), syn, str(a.synthetic)])
-        cases.append((os.path.basename(syn), syn, ["--no-params", "--no-relay"]))
+        cases.append((os.path.basename(syn), syn, ["--no-params", "--no-relay"], []))
     browser = Browser(exe)
     status, times = 0, []
     try:
-        for name, src, extra in cases:
-            flow = os.path.join(tmp, name + ".json")
+        for name, src, extra, view_args in cases:
+            flow = os.path.join(tmp, name.split("+")[0] + ".json")
             t0 = time.time()
             run([kdflow, "extract", src, "-q", "-o", flow] + extra)
             t1 = time.time()
-            html = os.path.join(tmp, name + ".html")
-            run([kdflow, "view", flow, "-q", "-o", html])
+            html = os.path.join(tmp, name.replace("+", "_") + ".html")
+            run([kdflow, "view", flow, "-q", "-o", html] + view_args)
             t2 = time.time()
             # The page from the flow must equal the page from the build (same input, same bytes).
             failures, t = check_page(browser, kdflow, name, flow, flow, html, a.screenshots)
