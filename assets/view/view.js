@@ -123,12 +123,12 @@
       if (id[0] === 'k') {
         var kk = K[n];
         s += '<g class="kernel" data-k="' + n + '" transform="translate(6,' + y + ')"><rect width="' + (b.w - 12) +
-          '" height="' + (ROW - 2) + '"/><text x="3" y="11">' + esc(mid('k' + n + ' ' + kk.name, chars - 12)) +
+          '" height="' + (ROW - 2) + '"/><text x="3" y="10.5">' + esc(mid('k' + n + ' ' + kk.name, chars - 12)) +
           '</text><text class="sub" x="' + (b.w - 15) + '" y="11" text-anchor="end">' + esc(dims(kk.grid) + '·' + kk.block[0]) +
           '</text></g>';
       } else {
         s += '<g class="call" data-c="' + n + '" transform="translate(6,' + y + ')"><rect width="' + (b.w - 12) +
-          '" height="' + (ROW - 2) + '"/><text x="3" y="11">' + esc(mid('c' + n + ' ' + C[n].name, chars - 2)) + '</text></g>';
+          '" height="' + (ROW - 2) + '"/><text x="3" y="10.5">' + esc(mid('c' + n + ' ' + C[n].name, chars - 2)) + '</text></g>';
       }
       y += ROW;
     });
@@ -227,7 +227,7 @@
       e.firstChild.setAttribute('fill', v !== undefined && v > 0 ? bs(v) : '#f4f4f4');
     });
     if (vals.length) {
-      var fmt = mode === 'bytes' ? bytes : mode === 'roofline' ? function (v) { return (100 * v).toFixed(0) + '%'; }
+      var fmt = mode === 'bytes' ? bytes : mode === 'roofline' ? function (v) { return (100 * v).toPrecision(2) + '%'; }
         : mode === 'time' ? function (v) { return v.toFixed(1) + ' µs'; } : count;
       var d = ks.domain();
       legend.innerHTML = '<span><i style="background:' + ks(d[0]) + '"></i>' + fmt(d[0]) + '</span>' +
@@ -501,6 +501,8 @@
   lod = first.s < 0.3;
   // For tests and benchmarks: when the first frame with the graph was painted.
   window.kdflowView = { launches: K.length, calls: C.length, startMs: t0, parseMs: tParsed - t0,
+    select: function (kind, id) { unfoldFor(kind, id); select(kind, id, true); },
+    zoomTo: function (x, y, s) { centre(x, y, s); },
     buildMs: tBuilt - tParsed, domMs: tDom - tBuilt, scriptMs: performance.now() };
   requestAnimationFrame(function () {
     requestAnimationFrame(function () { window.kdflowView.paintedMs = performance.now(); });
