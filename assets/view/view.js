@@ -77,7 +77,7 @@
   function launch(id) { return id[0] === 'k' ? K[+id.slice(1)] : C[+id.slice(1)]; }
 
   function fitted() {
-    var w = svgEl.clientWidth || 800, h = svgEl.clientHeight || 600;
+    var w = view.w, h = view.h;
     var s = Math.min(1, Math.max(0.01, Math.min(w / D.size[0], h / D.size[1])));
     return { s: s, t: [(w - D.size[0] * s) / 2, Math.max(0, (h - D.size[1] * s) / 2)] };
   }
@@ -85,6 +85,7 @@
   // --- drawing: one SVG string, set once (fast for 10,000 launches) -----------------------
   var svgEl = document.getElementById('graph');
   var vp = document.getElementById('viewport');
+  var view = { w: svgEl.clientWidth || 800, h: svgEl.clientHeight || 600 };  // the canvas, px
   var parts = ['<g class="edges">'];
   L.forEach(function (l, i) {
     parts.push('<path class="edge" data-e="' + i + '" d="' + l.d + '" marker-end="url(#arrow)"/>');
@@ -139,7 +140,7 @@
   // The first view is fitted before the graph enters the DOM: measuring the canvas then costs
   // nothing, and the level of detail is set before 10,000 rows are laid out.
   var first = fitted();
-  svgEl.classList.toggle('lod', first.s < 0.3);
+  setLod(first.s);
   vp.setAttribute('transform', 'translate(' + first.t + ')scale(' + first.s + ')');
   vp.innerHTML = parts.join('');
   var tDom = performance.now();
@@ -152,12 +153,39 @@
 
   // --- pan and zoom (d3) -----------------------------------------------------------------
   var svg = d3.select(svgEl);
-  // Level of detail: below 30% text is under 4 px and unreadable; it is not drawn (nor shaped).
+  // Culling: boxes wholly outside the view (with a margin) are not displayed, so that zooming
+  // into a 10,000-launch graph lays out and shapes the text of what is on screen only.
+  var off = new Uint8Array(X.length);
+  function cull(s, t) {
+    var m = 300 / s, x0 = -t[0] / s - m, y0 = -t[1] / s - m, x1 = x0 + view.w / s + 2 * m, y1 = y0 + view.h / s + 2 * m;
+    for (var i = 0; i < X.length; ++i) {
+      var b = X[i], o = b.x > x1 || b.x + b.w < x0 || b.y > y1 || b.y + b.h < y0 ? 1 : 0;
+      if (o !== off[i]) {
+        off[i] = o;
+        boxEls[i].classList.toggle('off', o === 1);
+        if (!o) boxEls[i].classList.toggle('folded', folded[i] === 1);
+      }
+    }
+  }
+  // Level of detail: below 30% text is under 4 px (not drawn, nor shaped); below 12% a launch's
+  // row is under 2 px (rows not drawn: the node's box carries the colour).
   var lod = null;
+  function setLod(scale) {
+    var l = scale < 0.12 ? 2 : scale < 0.3 ? 1 : 0;
+    if (l === lod) return;
+    svgEl.classList.toggle('lod', l >= 1);
+    svgEl.classList.toggle('lod2', l === 2);
+    lod = l;
+  }
   var zoom = d3.behavior.zoom().scaleExtent([0.01, 4]).on('zoom', function () {
     vp.setAttribute('transform', 'translate(' + d3.event.translate + ')scale(' + d3.event.scale + ')');
-    var low = d3.event.scale < 0.3;
-    if (low !== lod) { svgEl.classList.toggle('lod', low); lod = low; }
+    cull(d3.event.scale, d3.event.translate);
+    setLod(d3.event.scale);
+  });
+  window.addEventListener('resize', function () {
+    view.w = svgEl.clientWidth || 800;
+    view.h = svgEl.clientHeight || 600;
+    cull(zoom.scale(), zoom.translate());
   });
   svg.call(zoom).on('dblclick.zoom', null);
   function fit() {
@@ -166,7 +194,7 @@
     zoom.event(svg);
   }
   function centre(x, y, scale) {
-    var w = svgEl.clientWidth || 800, h = svgEl.clientHeight || 600;
+    var w = view.w, h = view.h;
     var s = scale || Math.max(zoom.scale(), 0.8);
     zoom.scale(s).translate([w / 2 - x * s, h / 2 - y * s]);
     zoom.event(svg);
@@ -364,23 +392,31 @@
   });
 
   // --- folding ------------------------------------------------------------------------------------
-  function setFold(i, folded) { boxEls[i].classList.toggle('folded', folded); }
+  // The fold state lives here; a box's 'folded' class follows it while the box is displayed
+  // (culled boxes catch up when they come back into view: cull), so folding all nodes of a
+  // 10,000-launch graph touches only what is on screen.
+  var folded = new Uint8Array(X.length);
+  function isFolded(i) { return folded[i] === 1; }
+  function setFold(i, f) {
+    if (X[i].node === undefined) return;
+    folded[i] = f ? 1 : 0;
+    if (!off[i]) boxEls[i].classList.toggle('folded', !!f);
+  }
+  function foldAll(f) {
+    for (var i = 0; i < X.length; ++i) if (X[i].node !== undefined) setFold(i, f);
+  }
   function unfoldFor(kind, id) {
     var r = rowOf[(kind === 'kernel' ? 'k' : kind === 'call' ? 'c' : 'x') + id];
     if (r) setFold(r[0], false);
   }
-  document.getElementById('fold-all').addEventListener('click', function () {
-    Array.prototype.forEach.call(boxEls, function (e, i) { if (X[i].node !== undefined) setFold(i, true); });
-  });
-  document.getElementById('unfold-all').addEventListener('click', function () {
-    Array.prototype.forEach.call(boxEls, function (e, i) { setFold(i, false); });
-  });
+  document.getElementById('fold-all').addEventListener('click', function () { foldAll(true); });
+  document.getElementById('unfold-all').addEventListener('click', function () { foldAll(false); });
 
   // --- clicks on the graph (delegated) ------------------------------------------------------------
   vp.addEventListener('click', function (ev) {
     var t = ev.target;
     var fold = t.closest('.fold');
-    if (fold) { var bx = fold.closest('.box'); setFold(+bx.getAttribute('data-b'), !bx.classList.contains('folded')); return; }
+    if (fold) { var bx = fold.closest('.box'); var bi = +bx.getAttribute('data-b'); setFold(bi, !isFolded(bi)); return; }
     var k = t.closest('[data-k]');
     if (k) return select('kernel', +k.getAttribute('data-k'));
     var c = t.closest('[data-c]');
@@ -498,11 +534,11 @@
 
   colourBy('family', true);
   zoom.scale(first.s).translate(first.t);
-  lod = first.s < 0.3;
   // For tests and benchmarks: when the first frame with the graph was painted.
   window.kdflowView = { launches: K.length, calls: C.length, startMs: t0, parseMs: tParsed - t0,
     select: function (kind, id) { unfoldFor(kind, id); select(kind, id, true); },
     zoomTo: function (x, y, s) { centre(x, y, s); },
+    folded: function (i) { return isFolded(i); },
     buildMs: tBuilt - tParsed, domMs: tDom - tBuilt, scriptMs: performance.now() };
   requestAnimationFrame(function () {
     requestAnimationFrame(function () { window.kdflowView.paintedMs = performance.now(); });

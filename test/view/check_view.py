@@ -143,7 +143,9 @@ class Page:
                 continue
             m, p = e["method"], e.get("params", {})
             if m == "Runtime.exceptionThrown":
-                self.problems.append("exception: " + json.dumps(p.get("exceptionDetails", {}))[:400])
+                d = p.get("exceptionDetails", {})
+                self.problems.append(f"exception at line {d.get('lineNumber')}: " +
+                                     str(d.get("exception", {}).get("description", d.get("text")))[:400])
             elif m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "warning", "assert"):
                 self.problems.append("console " + p["type"] + ": " + json.dumps(p.get("args", []))[:400])
             elif m == "Log.entryAdded" and p.get("entry", {}).get("level") in ("error", "warning"):
@@ -165,6 +167,9 @@ class Page:
             v = self.eval("window.kdflowView && window.kdflowView.paintedMs || null")
             if v:
                 return v
+            self.drain()
+            if self.problems:  # the script failed: say why now, not after the timeout
+                raise RuntimeError(f"{path}: " + "; ".join(self.problems))
             time.sleep(0.05)
         raise RuntimeError(f"{path}: the graph was not painted within {timeout} s")
 
@@ -261,7 +266,11 @@ def check_page(browser, kdflow, name, src, flow_json, html, shots, fold_box=None
               f"search {target}: no match counted")
 
         # Folding a node hides its kernels.
-        box = page.eval("(() => { const k = document.querySelector('.kernel'); return +k.closest('.box').dataset.b; })()")
+        # The searched kernel's node: on screen and zoomed in, so its rows are drawn before the fold.
+        box = page.eval(f"+document.querySelector('.kernel[data-k=\"{n_launch - 1}\"]').closest('.box').dataset.b")
+        shown = page.eval(f"Array.from(document.querySelectorAll('.box[data-b=\"{box}\"] .kernel')).every(e => "
+                          "getComputedStyle(e).display !== 'none')")
+        check(shown, f"box {box}: its kernels are not shown before folding")
         page.eval(f"document.querySelector('.box[data-b=\"{box}\"] .fold').dispatchEvent(new MouseEvent('click', {{bubbles: true}}))")
         hidden = page.eval(f"Array.from(document.querySelectorAll('.box[data-b=\"{box}\"] .kernel')).every(e => "
                            "getComputedStyle(e).display === 'none')")
@@ -269,13 +278,18 @@ def check_page(browser, kdflow, name, src, flow_json, html, shots, fold_box=None
         fold_ms = page.eval("(() => { const t = performance.now(); document.getElementById('fold-all').click(); "
                             "getComputedStyle(document.querySelector('.kernel')).display; "
                             "document.querySelector('.box').getBBox(); return performance.now() - t; })()")
-        check(page.eval("Array.from(document.querySelectorAll('.kernel')).every(e => getComputedStyle(e).display === 'none')"),
+        # Nothing of a kernel is drawn (boxes off screen are not drawn at all), and every node is folded.
+        check(page.eval("Array.from(document.querySelectorAll('.kernel')).every(e => e.getBoundingClientRect().width === 0)"),
               "fold all: kernels still shown")
+        check(page.eval("Array.from(document.querySelectorAll('.box:not(.terminal)')).every(e => "
+                        "window.kdflowView.folded(+e.dataset.b))"), "fold all: a node is not folded")
         if shots and name == "resnet18_tuned":
             page.eval("document.getElementById('fit').click()")
             page.screenshot(os.path.join(shots, f"{name}-folded.png"))
         page.eval("document.getElementById('unfold-all').click()")
-        check(page.eval("document.querySelectorAll('.box:not(.folded) .kernel').length") == n_launch, "unfold all")
+        check(page.eval("document.querySelectorAll('.box.folded').length") == 0 and
+              page.eval("Array.from(document.querySelectorAll('.box:not(.terminal)')).every(e => "
+                        "!window.kdflowView.folded(+e.dataset.b))"), "unfold all")
         # Dependencies of the last kernel: the closure is highlighted.
         page.eval(f"document.querySelector('.kernel[data-k=\"{n_launch - 1}\"] rect').dispatchEvent(new MouseEvent('click', {{bubbles: true}}))")
         page.eval("document.getElementById('deps-up').click()")
