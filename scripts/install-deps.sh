@@ -9,6 +9,8 @@ PACKAGES=(
   cmake ninja-build g++
   libcli11-dev nlohmann-json3-dev libfmt-dev catch2
   graphviz
+  libgraphviz-dev  # kdflow view: Graphviz's libgvc lays the page out (lib/emit/view)
+  chromium  # kdflow view's browser tests (test/view), headless
   llvm-15-dev libclang-15-dev libclang-cpp15-dev libclang-common-15-dev
   libprotobuf-dev protobuf-compiler  # Chakra traces (kdflow extract --format chakra)
   libisl-dev pkg-config  # footprints (lib/analysis/footprint)

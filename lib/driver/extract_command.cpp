@@ -11,6 +11,7 @@
 #include "kdflow/analysis/costs.h"
 #include "kdflow/analysis/dependencies.h"
 #include "kdflow/driver/commands.h"
+#include "kdflow/driver/view.h"
 #include "kdflow/emit/emit.h"
 #include "kdflow/emit/emit_chakra.h"
 #include "kdflow/frontend/extract.h"
@@ -59,6 +60,8 @@ int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
                     err);
   }
 
+  if (*format == Format::Html && !view_available()) return report(emit_view_html(Dataflow{}, ViewFacts{}).error(), err);
+
   Expected<ExtractInputs> in = resolve_extract_inputs(cmd.inputs);
   if (!in) return report(in.error(), err);
   if (cmd.output != "-") {
@@ -105,6 +108,16 @@ int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
     case Format::Json: text = emit_json(*df); break;
     case Format::Dot: text = emit_dot(*df, cmd.dot); break;
     case Format::Text: text = emit_text(*df); break;
+    case Format::Html: {
+      // The page `kdflow view` writes, with the H100 roofline and no measured times.
+      const CostReport costs = compute_costs(*df, find_device_spec("h100"), nullptr);
+      std::string s = cmd.inputs.dir.empty() ? in->graph : cmd.inputs.dir;
+      while (s.size() > 1 && s.back() == '/') s.pop_back();
+      Expected<std::string> page = emit_view_html(*df, view_facts(*df, &costs, base_name(s)));
+      if (!page) return report(page.error(), err);
+      text = page.take();
+      break;
+    }
     case Format::Chakra: {
       std::optional<KernelTimes> times;
       if (!cmd.timing.empty()) {

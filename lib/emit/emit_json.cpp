@@ -415,7 +415,8 @@ Expected<Format> format_from_name(const std::string& name) {
   if (n == "dot") return Format::Dot;
   if (n == "text") return Format::Text;
   if (n == "chakra") return Format::Chakra;
-  return Error{fmt::format("error: unknown output format '{}' (expected json, dot, text or chakra)", printable(name)),
+  if (n == "html") return Format::Html;
+  return Error{fmt::format("error: unknown output format '{}' (expected json, dot, text, chakra or html)", printable(name)),
                ExitCode::Usage};
 }
 
@@ -428,7 +429,8 @@ Expected<Format> format_from_path(const std::string& path) {
   if (ext == "dot" || ext == "gv") return Format::Dot;
   if (ext == "txt") return Format::Text;
   if (ext == "et") return Format::Chakra;
-  return Error{fmt::format("error: cannot tell the output format from '{}' (expected a .json, .dot, .gv, .txt or .et "
+  if (ext == "html" || ext == "htm") return Format::Html;
+  return Error{fmt::format("error: cannot tell the output format from '{}' (expected a .json, .dot, .gv, .txt, .et or .html "
                            "extension)",
                            printable(path)),
                ExitCode::Usage};

@@ -15,6 +15,7 @@
 #include "kdflow/driver/inspect.h"
 #include "kdflow/replay/replay.h"
 #include "kdflow/driver/show.h"
+#include "kdflow/driver/view.h"
 #include "kdflow/driver/watchdog.h"
 
 namespace {
@@ -67,8 +68,9 @@ int main(int argc, char** argv) {
                       "or an exported model.so");
   extract->add_option("-o,--output", ex.output, "Output file, or - for stdout")->capture_default_str();
   extract->add_option("--format", ex.format,
-                      "json | dot | text | chakra (default: from the output's extension, .et for chakra; stdout: json)")
-      ->check(CLI::IsMember({"json", "dot", "text", "chakra"}));
+                      "json | dot | text | chakra | html (default: from the output's extension, .et for chakra, .html for the page "
+                      "of kdflow view; stdout: json)")
+      ->check(CLI::IsMember({"json", "dot", "text", "chakra", "html"}));
   extract->add_option("--timing", ex.timing, "Chakra: kdflow replay --timing-json file, for measured durations");
   extract->add_option("--roofline", ex.roofline,
                       "Chakra: device whose roofline bound stands in for unmeasured durations (h100, h200, a100, l4, "
@@ -126,6 +128,21 @@ int main(int argc, char** argv) {
   explain->add_flag("-q,--quiet", xp.quiet, "No progress on stderr");
   explain->add_option("--time-limit", limits.seconds, time_limit_help)->capture_default_str();
   explain->add_option("--memory-limit", limits.memory_mib, memory_limit_help)->capture_default_str();
+
+  kdflow::ViewCommand vw;
+  CLI::App* view = app.add_subcommand("view", "The dataflow as one interactive HTML page (or Model Explorer's graph JSON)");
+  view->add_option("INPUT", vw.inputs.dir, "Build folder (extracted), model.so, or a kdflow JSON file")->required();
+  view->add_option("-o,--output", vw.output, "Output file (.html: the page; .json: Model Explorer's graph)")->required();
+  view->add_option("--format", vw.format, "html | model-explorer (default: from the output's extension)")
+      ->check(CLI::IsMember({"html", "model-explorer"}));
+  view->add_option("--timing", vw.timing, "kdflow replay --timing-json file: colour by measured time and roofline");
+  view->add_option("--profile", vw.profile, "Nsight Compute / Systems CSV export: colour by measured time and roofline");
+  view->add_option("--roofline", vw.device, "Roofline device: h100, h200, a100, l4, rtx4090, or none")
+      ->capture_default_str();
+  add_build_inputs(view, vw.inputs);
+  view->add_flag("-q,--quiet", vw.quiet, "No progress on stderr");
+  view->add_option("--time-limit", limits.seconds, time_limit_help)->capture_default_str();
+  view->add_option("--memory-limit", limits.memory_mib, memory_limit_help)->capture_default_str();
 
   kdflow::CostsCommand co;
   CLI::App* costs = app.add_subcommand("costs", "FLOPs, bytes, roofline bound and measured time per fused function or kernel");
@@ -230,6 +247,10 @@ int main(int argc, char** argv) {
   if (explain->parsed()) {
     kdflow::Watchdog watchdog(limits, "kdflow explain");
     return kdflow::run_explain_command(xp, std::cout, std::cerr);
+  }
+  if (view->parsed()) {
+    kdflow::Watchdog watchdog(limits, "kdflow view");
+    return kdflow::run_view_command(vw, std::cerr);
   }
   if (costs->parsed()) {
     kdflow::Watchdog watchdog(limits, "kdflow costs");

@@ -45,9 +45,10 @@ std::string emit_text(const Dataflow& df);
 
 /// The JSON form's reader is parse_dataflow_json (ir/dataflow_json.h); emitters only render.
 
-enum class Format { Json, Dot, Text, Chakra };
-/// "json" | "dot" | "text" | "chakra" → Format; or from an output file's extension
-/// (.json/.dot/.gv/.txt/.et; the Chakra trace itself is written by emit_chakra.h).
+enum class Format { Json, Dot, Text, Chakra, Html };
+/// "json" | "dot" | "text" | "chakra" | "html" → Format; or from an output file's extension
+/// (.json/.dot/.gv/.txt/.et/.html; the Chakra trace itself is written by emit_chakra.h, the
+/// page by emit_view.h).
 Expected<Format> format_from_name(const std::string& name);
 Expected<Format> format_from_path(const std::string& path);
 
