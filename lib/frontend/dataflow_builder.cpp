@@ -14,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include "formats/json_read.h"  // detail::quote_input
+
 namespace kdflow {
 
 namespace {
@@ -21,6 +23,17 @@ namespace {
 bool is_relay_param_name(const std::string& name) {
   if (name.size() < 2 || name[0] != 'p') return false;
   return std::all_of(name.begin() + 1, name.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+}
+
+/// A graph attr holding a small integer ("-1", "14"): at most 9 digits, no other characters.
+bool small_integer(const std::string& text, int64_t* out) {
+  const size_t start = !text.empty() && text[0] == '-' ? 1 : 0;
+  if (text.size() <= start || text.size() - start > 9 ||
+      !std::all_of(text.begin() + static_cast<std::ptrdiff_t>(start), text.end(),
+                   [](char c) { return c >= '0' && c <= '9'; }))
+    return false;
+  *out = std::stoll(text);
+  return true;
 }
 
 Error at(const SourceLoc& loc, const std::string& msg) {
@@ -128,8 +141,13 @@ Expected<Dataflow> build_dataflow(const Graph& g, const FunctionTable& table,
     if (auto g = gn.attrs.find("session_step"); g != gn.attrs.end()) node.session_step = g->second;
     if (auto g = gn.attrs.find("runtime_call"); g != gn.attrs.end()) node.runtime_call = g->second;
     if (auto g = gn.attrs.find("kv_role"); g != gn.attrs.end()) node.runtime_role = g->second;
-    if (auto g = gn.attrs.find("kv_layer"); g != gn.attrs.end() && !node.runtime_call.empty())
-      node.layer = std::stoll(g->second);
+    if (auto kl = gn.attrs.find("kv_layer"); kl != gn.attrs.end() && !node.runtime_call.empty()) {
+      int64_t layer = -1;
+      if (!small_integer(kl->second, &layer))
+        return file_error(g.file, fmt::format("node {} has kv_layer {}, not an integer", nid,
+                                              detail::quote_input(kl->second)));
+      node.layer = layer;
+    }
     for (const auto& in : gn.inputs) node.inputs.push_back(g.entry_id(in));
     for (int i = 0; i < gn.num_outputs; ++i) node.outputs.push_back(g.entry_id(static_cast<int>(nid), i));
     if (gn.op == "tvm_op") {
@@ -149,7 +167,11 @@ Expected<Dataflow> build_dataflow(const Graph& g, const FunctionTable& table,
       node.loc = tr.function_loc;
       // A runtime's call (the KV cache's) states its own argument count: views and scalars.
       auto num_args = gn.attrs.find("num_args");
-      const size_t n_tensors = num_args != gn.attrs.end() ? std::stoul(num_args->second)
+      int64_t stated = -1;
+      if (num_args != gn.attrs.end() && (!small_integer(num_args->second, &stated) || stated < 0))
+        return file_error(g.file, fmt::format("node {} has num_args {}, not a count", nid,
+                                              detail::quote_input(num_args->second)));
+      const size_t n_tensors = num_args != gn.attrs.end() ? static_cast<size_t>(stated)
                                                           : gn.inputs.size() + static_cast<size_t>(gn.num_outputs);
       if (tr.args_used != static_cast<int>(n_tensors))
         return at(tr.function_loc, fmt::format("function '{}' unpacks {} arguments, but graph node {} ('{}') passes {} "
