@@ -123,7 +123,7 @@
       '<g class="head"><text x="18" y="15">' + esc(mid('n' + b.node + ' ' + title, chars)) + '</text>' +
       '<text class="sub" x="18" y="30">' + esc(cut(sub, chars + 4)) +
       '<tspan class="folded-note"> (folded)</tspan></text></g>' +
-      (rows ? '<text class="fold" x="5" y="15">▾</text>' : '');
+      (rows ? '<text class="fold" x="5" y="15"><tspan class="is-open">▾</tspan><tspan class="is-folded">▸</tspan></text>' : '');
     var y = HEADER;
     b.rows.forEach(function (id) {
       var n = +id.slice(1);
