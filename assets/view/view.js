@@ -76,6 +76,7 @@
   }
   function launch(id) { return id[0] === 'k' ? K[+id.slice(1)] : C[+id.slice(1)]; }
 
+  function lodOf(scale) { return scale < 0.12 ? 2 : scale < 0.3 ? 1 : 0; }
   function fitted() {
     var w = view.w, h = view.h;
     var s = Math.min(1, Math.max(0.01, Math.min(w / D.size[0], h / D.size[1])));
@@ -86,7 +87,12 @@
   var svgEl = document.getElementById('graph');
   var vp = document.getElementById('viewport');
   var view = { w: svgEl.clientWidth || 800, h: svgEl.clientHeight || 600 };  // the canvas, px
-  var parts = ['<g class="edges">'];
+  // The first view is fitted before the graph is built: measuring the canvas then costs nothing,
+  // and every box is written with its level of detail, so 10,000 rows are not laid out twice.
+  var first = fitted();
+  var lod = lodOf(first.s);
+  var lodClass = ['', ' lod', ' lod lod2'];
+  var parts = ['<g class="edges' + (lod >= 1 ? ' lod' : '') + '">'];
   L.forEach(function (l, i) {
     parts.push('<path class="edge" data-e="' + i + '" d="' + l.d + '" marker-end="url(#arrow)"/>');
   });
@@ -100,7 +106,7 @@
     var tr = 'translate(' + b.x + ',' + b.y + ')';
     if (b.node === undefined) {
       var buf = B[b.buffer];
-      parts.push('<g class="box terminal ' + b.terminal + '" data-b="' + i + '" transform="' + tr + '">' +
+      parts.push('<g class="box terminal ' + b.terminal + lodClass[lod] + '" data-b="' + i + '" transform="' + tr + '">' +
         '<rect class="frame" rx="12" width="' + b.w + '" height="' + b.h + '"/>' +
         '<text x="' + (b.w / 2) + '" y="17" text-anchor="middle">' + esc(mid(b.terminal + ' ' + buf.name, 24)) +
         '</text></g>');
@@ -112,12 +118,12 @@
       (b.kernels.length === 1 ? '' : 'es') + (b.calls.length ? ', ' + b.calls.length + ' call' : '') +
       (b.workspaces.length ? ', ' + b.workspaces.length + ' ws' : '');
     var chars = Math.floor((b.w - 28) / 6.6);
-    var s = '<g class="box" data-b="' + i + '" transform="' + tr + '">' +
+    var s = '<g class="box' + lodClass[lod] + '" data-b="' + i + '" transform="' + tr + '">' +
       '<rect class="frame" rx="4" width="' + b.w + '" height="' + b.h + '" fill="' + (FAMILY[b.family] || '#eee') + '"/>' +
       '<g class="head"><text x="18" y="15">' + esc(mid('n' + b.node + ' ' + title, chars)) + '</text>' +
       '<text class="sub" x="18" y="30">' + esc(cut(sub, chars + 4)) +
       '<tspan class="folded-note"> (folded)</tspan></text></g>' +
-      (rows ? '<text class="fold" x="5" y="15">▾</text>' : '');
+      (rows ? '<text class="fold" x="5" y="15"><tspan class="is-open">▾</tspan><tspan class="is-folded">▸</tspan></text>' : '');
     var y = HEADER;
     b.rows.forEach(function (id) {
       var n = +id.slice(1);
@@ -137,10 +143,6 @@
   });
   parts.push('</g>');
   var tBuilt = performance.now();
-  // The first view is fitted before the graph enters the DOM: measuring the canvas then costs
-  // nothing, and the level of detail is set before 10,000 rows are laid out.
-  var first = fitted();
-  setLod(first.s);
   vp.setAttribute('transform', 'translate(' + first.t + ')scale(' + first.s + ')');
   vp.innerHTML = parts.join('');
   var tDom = performance.now();
@@ -149,38 +151,44 @@
   Array.prototype.forEach.call(vp.querySelectorAll('.kernel'), function (e) { kernelEls[+e.getAttribute('data-k')] = e; });
   Array.prototype.forEach.call(vp.querySelectorAll('.call'), function (e) { callEls[+e.getAttribute('data-c')] = e; });
   var edgeEls = vp.querySelectorAll('path.edge');
+  var edgesEl = vp.querySelector('.edges');
   function launchEl(id) { return id[0] === 'k' ? kernelEls[+id.slice(1)] : callEls[+id.slice(1)]; }
 
   // --- pan and zoom (d3) -----------------------------------------------------------------
   var svg = d3.select(svgEl);
   // Culling: boxes wholly outside the view (with a margin) are not displayed, so that zooming
   // into a 10,000-launch graph lays out and shapes the text of what is on screen only.
-  var off = new Uint8Array(X.length);
+  // Level of detail (lodOf): below 30% text is under 4 px (not drawn, nor shaped); below 12% a
+  // launch's row is under 2 px (rows not drawn: the node's box carries the colour). Both are
+  // classes on each box, set only on the boxes on screen (boxLod: the level each box carries):
+  // a class on the root would restyle every element of the graph.
+  var off = new Uint8Array(X.length), boxLod = new Int8Array(X.length).fill(lod);
   function cull(s, t) {
     var m = 300 / s, x0 = -t[0] / s - m, y0 = -t[1] / s - m, x1 = x0 + view.w / s + 2 * m, y1 = y0 + view.h / s + 2 * m;
     for (var i = 0; i < X.length; ++i) {
-      var b = X[i], o = b.x > x1 || b.x + b.w < x0 || b.y > y1 || b.y + b.h < y0 ? 1 : 0;
+      var b = X[i], o = b.x > x1 || b.x + b.w < x0 || b.y > y1 || b.y + b.h < y0 ? 1 : 0, e = boxEls[i];
       if (o !== off[i]) {
         off[i] = o;
-        boxEls[i].classList.toggle('off', o === 1);
-        if (!o) boxEls[i].classList.toggle('folded', folded[i] === 1);
+        e.classList.toggle('off', o === 1);
+        if (!o) e.classList.toggle('folded', folded[i] === 1);
+      }
+      if (!o && boxLod[i] !== lod) {
+        boxLod[i] = lod;
+        e.classList.toggle('lod', lod >= 1);
+        e.classList.toggle('lod2', lod === 2);
       }
     }
   }
-  // Level of detail: below 30% text is under 4 px (not drawn, nor shaped); below 12% a launch's
-  // row is under 2 px (rows not drawn: the node's box carries the colour).
-  var lod = null;
   function setLod(scale) {
-    var l = scale < 0.12 ? 2 : scale < 0.3 ? 1 : 0;
+    var l = lodOf(scale);
     if (l === lod) return;
-    svgEl.classList.toggle('lod', l >= 1);
-    svgEl.classList.toggle('lod2', l === 2);
     lod = l;
+    edgesEl.classList.toggle('lod', l >= 1);
   }
   var zoom = d3.behavior.zoom().scaleExtent([0.01, 4]).on('zoom', function () {
     vp.setAttribute('transform', 'translate(' + d3.event.translate + ')scale(' + d3.event.scale + ')');
-    cull(d3.event.scale, d3.event.translate);
     setLod(d3.event.scale);
+    cull(d3.event.scale, d3.event.translate);
   });
   window.addEventListener('resize', function () {
     view.w = svgEl.clientWidth || 800;

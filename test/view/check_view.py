@@ -121,8 +121,8 @@ def fcntl_dup(fd, lowest):
 class Page:
     def __init__(self, browser):
         self.b = browser
-        target = browser.call("Target.createTarget", {"url": "about:blank"})["targetId"]
-        self.s = browser.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        self.target = browser.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+        self.s = browser.call("Target.attachToTarget", {"targetId": self.target, "flatten": True})["sessionId"]
         self.problems = []
         self.requests = []
         for domain in ("Runtime", "Log", "Page", "Network"):
@@ -172,6 +172,9 @@ class Page:
                 raise RuntimeError(f"{path}: " + "; ".join(self.problems))
             time.sleep(0.05)
         raise RuntimeError(f"{path}: the graph was not painted within {timeout} s")
+
+    def close(self):
+        self.b.call("Target.closeTarget", {"targetId": self.target})
 
     def screenshot(self, path):
         data = self.call("Page.captureScreenshot", {"format": "png"})["data"]
@@ -307,6 +310,7 @@ def check_page(browser, kdflow, name, src, flow_json, html, shots, fold_box=None
            and u != "about:blank"]
     check(not bad, f"network requests: {bad}")
     check(len([u for u in page.requests if u.startswith("file://")]) <= 1, f"requests: {page.requests}")
+    page.close()
     size = os.path.getsize(html)
     extra = {"search_ms": round(search_ms, 1), "fold_all_ms": round(fold_ms, 1)} if n_launch else {}
     return failures, {**extra, "sample": name, "launches": n_launch, "page_bytes": size,
