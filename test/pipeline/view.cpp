@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "kdflow/emit/emit_view.h"
 #include "test_util.h"
 
@@ -69,4 +71,38 @@ TEST_CASE("view: bad command lines and outputs", "[view][cli]") {
   r = run_kdflow({"view", sample_dir("mlp"), "-o", dir + "/x.html", "--timing", sample_dir("mlp") + "/graph.json"});
   CHECK(r.exit_code == 65);
   CHECK(r.err.find('\n') == r.err.size() - 1);
+}
+
+TEST_CASE("view --timing: replay's measured times reach the page and the Model Explorer graph", "[samples][view]") {
+  const std::string dir = temp_dir();
+  // Times from the CPU back end (relax_mlp: 5 kernels, under a second); the page only needs a
+  // timing file of this model.
+  RunResult r = run_kdflow({"replay", sample_dir("relax_mlp"), "--backend", "cpu", "--repeat", "2", "--warmup", "0",
+                            "--timing-json", dir + "/timing.json", "-q"});
+  if (r.exit_code == 69) {
+    WARN("skipped: no CPU replay back end in this build: " << r.err);
+    return;
+  }
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(run_kdflow({"view", sample_dir("relax_mlp"), "-q", "--timing", dir + "/timing.json", "-o", dir + "/me.json"})
+              .exit_code == 0);
+  const nlohmann::json me = nlohmann::json::parse(slurp(dir + "/me.json"));
+  int timed = 0;
+  for (const auto& n : me[0]["subgraphs"][0]["nodes"])
+    for (const auto& a : n["attrs"]) timed += a["key"] == "time_us";
+  CHECK(timed == 5);
+  if (!kdflow::view_available()) return;
+  REQUIRE(run_kdflow({"view", sample_dir("relax_mlp"), "-q", "--timing", dir + "/timing.json", "-o", dir + "/p.html"})
+              .exit_code == 0);
+  const std::string page = slurp(dir + "/p.html");
+  const std::string open = "<script id=\"kdflow-data\" type=\"application/json\">";
+  const size_t at = page.find(open);
+  REQUIRE(at != std::string::npos);
+  const nlohmann::json data =
+      nlohmann::json::parse(page.substr(at + open.size(), page.find("</script>", at) - at - open.size()));
+  CHECK(data["measured_source"].get<std::string>().rfind("replay timing", 0) == 0);
+  for (const auto& k : data["kernels"]) {
+    CHECK(k.contains("time_us"));
+    CHECK(k.contains("roofline"));
+  }
 }
