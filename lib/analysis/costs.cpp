@@ -420,14 +420,20 @@ static std::optional<OpWork> kv_attention_work(const Dataflow& df, const Node& n
   };
   const Arg* q = tensor(0);
   if (!q || q->tensor_shape.size() != 3) return std::nullopt;
+  const uint64_t rows = static_cast<uint64_t>(q->tensor_shape[0]);
   const uint64_t heads = static_cast<uint64_t>(q->tensor_shape[1]), dim = static_cast<uint64_t>(q->tensor_shape[2]);
+  const auto qt = parse_dtype(q->tensor_dtype);
+  const uint64_t elem = qt ? dtype_element_bytes(*qt) : 4;
   uint64_t pairs = 0;
+  uint64_t keys = 0;      // K and V rows read: new tokens (ragged) or cached ones (paged, decode)
+  uint64_t kv_heads = 0;
   auto kv_lengths = [&](size_t pages_at, size_t indptr_at, size_t last_at) -> std::optional<std::vector<int64_t>> {
     const Arg* pages = tensor(pages_at);
     auto indptr = values(indptr_at), last = values(last_at);
     if (!pages || pages->tensor_shape.size() != 5 || !indptr || !last || indptr->size() != last->size() + 1)
       return std::nullopt;
     const int64_t page = pages->tensor_shape[3];
+    kv_heads = static_cast<uint64_t>(std::max<int64_t>(0, pages->tensor_shape[2]));
     std::vector<int64_t> len;
     for (size_t i = 0; i < last->size(); ++i) {
       const int64_t np = (*indptr)[i + 1] - (*indptr)[i];
@@ -442,23 +448,33 @@ static std::optional<OpWork> kv_attention_work(const Dataflow& df, const Node& n
     for (size_t i = 0; i + 1 < qo->size(); ++i) {
       const uint64_t len = static_cast<uint64_t>(std::max<int64_t>(0, (*qo)[i + 1] - (*qo)[i]));
       pairs = add(pairs, causal ? len * (len + 1) / 2 : mul(len, len));
+      keys = add(keys, len);
     }
+    const Arg* k = tensor(2);
+    kv_heads = k && k->tensor_shape.size() == 3 ? static_cast<uint64_t>(std::max<int64_t>(0, k->tensor_shape[1])) : 0;
   } else if (role == "decode") {
     auto len = kv_lengths(1, 2, 4);
     if (!len) return std::nullopt;
     for (int64_t l : *len) pairs = add(pairs, static_cast<uint64_t>(std::max<int64_t>(0, l)));
+    keys = pairs;
   } else {
     auto qo = values(1);
     auto len = kv_lengths(2, 3, 5);
     if (!qo || !len || qo->size() != len->size() + 1) return std::nullopt;
-    for (size_t i = 0; i < len->size(); ++i)
+    for (size_t i = 0; i < len->size(); ++i) {
       pairs = add(pairs, mul(static_cast<uint64_t>(std::max<int64_t>(0, (*qo)[i + 1] - (*qo)[i])),
                              static_cast<uint64_t>(std::max<int64_t>(0, (*len)[i]))));
+      keys = add(keys, static_cast<uint64_t>(std::max<int64_t>(0, (*len)[i])));
+    }
   }
   OpWork w;
   w.op = n.relay_ops.empty() ? "kv_cache." + role : n.relay_ops[0].name;
   w.formula = "attention";
   w.flops = mul(4, mul(heads, mul(dim, pairs)));
+  // Bytes: q read and the output written (rows · heads · dim), the LSE (float32), and each
+  // key's K and V row read once: what grows with the context.
+  w.bytes = add(mul(2, mul(rows, mul(heads, mul(dim, elem)))),
+                add(mul(rows, mul(heads, 4)), mul(2, mul(keys, mul(kv_heads, mul(dim, elem))))));
   w.tensor_core = q->tensor_dtype == "float16" || q->tensor_dtype == "bfloat16";
   return w;
 }
@@ -511,7 +527,8 @@ CostReport compute_costs(const Dataflow& df, const DeviceSpec* device, const Ker
     if (all) f.flops = f.flops_known;
     std::vector<int> io = node.inputs;
     io.insert(io.end(), node.outputs.begin(), node.outputs.end());
-    f.bytes = buffer_bytes(io);
+    // An attention's bytes are the keys it reads, not the whole page pool.
+    f.bytes = attention && attention->bytes ? *attention->bytes : buffer_bytes(io);
     bool analyzed = false;
     for (int k : node.kernels)
       analyzed |= k >= 0 && static_cast<size_t>(k) < df.kernels.size() && df.kernels[static_cast<size_t>(k)].ops;

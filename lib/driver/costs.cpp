@@ -207,21 +207,40 @@ std::string render_table(const std::string& model, const Dataflow& df, const Cos
                                  : std::string());
   // A session (--session): each step apart, in the order the steps ran (prefill, decode 0, ...).
   std::vector<std::string> steps;
-  std::map<std::string, std::array<uint64_t, 3>> per_step;  // counted FLOPs, bytes, functions
+  struct StepTotals {
+    uint64_t flops = 0, attention_flops = 0, attention_bytes = 0, bytes = 0, functions = 0;
+    double bound_us = 0, measured_us = 0;
+    bool all_bound = true, all_measured = true;
+  };
+  std::map<std::string, StepTotals> per_step;
   for (const FunctionCost& f : r.functions) {
     if (f.node < 0 || static_cast<size_t>(f.node) >= df.nodes.size()) continue;
-    const std::string& step = df.nodes[static_cast<size_t>(f.node)].session_step;
-    if (step.empty()) continue;
-    if (!per_step.count(step)) steps.push_back(step);
-    auto& t = per_step[step];
-    if (f.counted && f.counted->flops) t[0] += *f.counted->flops;
-    t[1] += f.bytes;
-    ++t[2];
+    const Node& node = df.nodes[static_cast<size_t>(f.node)];
+    if (node.session_step.empty()) continue;
+    if (!per_step.count(node.session_step)) steps.push_back(node.session_step);
+    StepTotals& t = per_step[node.session_step];
+    // The formula where there is one (the KV cache's attention), else what the code counts.
+    const bool attention = !f.ops.empty() && f.ops[0].formula == "attention" && f.flops;
+    if (f.flops) t.flops += *f.flops;
+    else if (f.counted && f.counted->flops) t.flops += *f.counted->flops;
+    if (attention) t.attention_flops += *f.flops, t.attention_bytes += f.bytes;
+    t.bytes += f.bytes;
+    ++t.functions;
+    if (f.bound) t.bound_us += f.bound->us();
+    else t.all_bound = false;
+    if (f.measured) t.measured_us += f.measured->us;
+    else t.all_measured = false;
   }
   for (const std::string& step : steps) {
-    const auto& t = per_step[step];
-    out += fmt::format("session step {}: {} MFLOP counted from the kernels' code, {} KB in and out of {} functions\n",
-                       step, num(static_cast<double>(t[0]) / 1e6), num(static_cast<double>(t[1]) / 1e3), t[2]);
+    const StepTotals& t = per_step[step];
+    out += fmt::format("session step {}: {} MFLOP ({} in attention), {} KB in and out ({} KB attention's keys, "
+                       "queries and outputs) of {} functions{}{}\n",
+                       step, num(static_cast<double>(t.flops) / 1e6), num(static_cast<double>(t.attention_flops) / 1e6),
+                       num(static_cast<double>(t.bytes) / 1e3), num(static_cast<double>(t.attention_bytes) / 1e3),
+                       t.functions,
+                       dev && t.all_bound ? fmt::format("; roofline bound {} us", num(t.bound_us)) : std::string(),
+                       t.all_measured && t.measured_us > 0 ? fmt::format("; measured {} us", num(t.measured_us))
+                                                           : std::string());
   }
   if (timed && measured > 0) {
     std::vector<const FunctionCost*> by_time;
