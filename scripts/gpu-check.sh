@@ -22,7 +22,7 @@
 #   --deps DIR        a folder made by --pack-deps: fmt, nlohmann_json, CLI11 and isl for the build
 #   --pack-deps DIR   (on a development machine) copy those three packages into DIR and exit
 #   --allow-mismatch  outputs that differ are not a failure (the fake driver runs no kernels)
-#   --session DIR=FLOW[=TOKENS]  (repeatable) also replay an LLM session eagerly: FLOW extracted
+#   --session DIR=FLOW[=TOKENS]  (repeatable) also replay an LLM session (eager, graph, dag): FLOW extracted
 #                     on a machine with clang (kdflow extract DIR --session ... -o FLOW), DIR the
 #                     build with TVM's output_<step>.npy, TOKENS its token ids (default
 #                     DIR/input_ids.npy; both written by kdflow_tvm.llm_session)
@@ -205,7 +205,7 @@ for pair in $MODELS; do
   done
 done
 
-# --- LLM sessions: eager only (the KV cache's host copies sit between kernels) ------------
+# --- LLM sessions: eager, graph and dag (the KV cache's host copies as copy nodes) ------------
 for pair in $SESSIONS; do
   dir=${pair%%=*}; flow=${pair#*=}; tokens=""
   if [ "${flow#*=}" != "$flow" ]; then tokens=${flow#*=}; flow=${flow%%=*}; fi
@@ -214,9 +214,11 @@ for pair in $SESSIONS; do
   # TVM's reference ran on the CPU in float16 too, and the two orders of summation differ.
   label="$(basename "$dir") $(basename "$flow" .json)"
   if grep -q '"dtype": "float16"' "$flow"; then T="$T --rtol 0.05 --atol 0.05"; label="$label (float16: within 0.05)"; fi
-  # shellcheck disable=SC2086
-  replay_row "$label" eager "$OUT/$(basename "$dir").$(basename "$flow" .json)" \
-    "$dir" --flow "$flow" $T --warmup 2
+  for mode in eager graph dag; do
+    # shellcheck disable=SC2086
+    replay_row "$label" "$mode" "$OUT/$(basename "$dir").$(basename "$flow" .json).$mode" \
+      "$dir" --flow "$flow" --mode "$mode" $T --warmup 2
+  done
 done
 
 # --- guard once, a Chrome trace --------------------------------------------------------

@@ -2,6 +2,7 @@
 #include "kdflow/analysis/launch_graph.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <set>
 #include <utility>
@@ -81,25 +82,52 @@ LaunchGraph launch_graph(const Dataflow& df) {
   return g;
 }
 
+namespace {
+
+/// The memory a buffer lives in, for host copies' dependencies: its storage, or the buffer
+/// itself where it has none (a workspace). Storage keys are >= 0, buffer keys < 0.
+int64_t memory_key(const Dataflow& df, int buffer) {
+  if (buffer < 0 || static_cast<size_t>(buffer) >= df.buffers.size()) return INT64_MIN;
+  const Buffer& b = df.buffers[buffer];
+  return b.storage_id ? *b.storage_id : -1 - static_cast<int64_t>(buffer);
+}
+
+}  // namespace
+
 StepGraph step_graph(const Dataflow& df) {
   StepGraph g;
-  const size_t nk = df.kernels.size(), nc = df.library_calls.size();
-  std::vector<int> kernel_step(nk, -1), call_step(nc, -1);
+  const size_t nk = df.kernels.size(), nc = df.library_calls.size(), nh = df.host_copies.size();
+  std::vector<int> kernel_step(nk, -1), call_step(nc, -1), copy_step(nh, -1);
   std::vector<std::vector<int>> calls_after(nk + 1);
   for (size_t c = 0; c < nc; ++c) {
     int a = df.library_calls[c].after_kernel;
     if (a < -1 || a >= static_cast<int>(nk)) a = static_cast<int>(nk) - 1;  // out of range: at the end
     calls_after[static_cast<size_t>(a + 1)].push_back(static_cast<int>(c));
   }
+  // Host copies in node order (stable); each goes before the first step of a later node.
+  std::vector<int> copies(nh);
+  for (size_t c = 0; c < nh; ++c) copies[c] = static_cast<int>(c);
+  std::stable_sort(copies.begin(), copies.end(),
+                   [&](int a, int b) { return df.host_copies[a].node < df.host_copies[b].node; });
+  size_t next_copy = 0;
+  auto add_copy = [&] {
+    const int c = copies[next_copy++];
+    copy_step[c] = static_cast<int>(g.steps.size());
+    g.steps.push_back({false, true, c});
+  };
   auto add = [&](bool call, int id) {
+    const int node = call ? df.library_calls[id].node : df.kernels[id].node;
+    while (next_copy < nh && df.host_copies[copies[next_copy]].node < node) add_copy();
     (call ? call_step : kernel_step)[id] = static_cast<int>(g.steps.size());
-    g.steps.push_back({call, id});
+    g.steps.push_back({call, false, id});
   };
   for (int c : calls_after[0]) add(true, c);
   for (size_t k = 0; k < nk; ++k) {
     add(false, static_cast<int>(k));
     for (int c : calls_after[k + 1]) add(true, c);
   }
+  // Copies after the last step change nothing a step reads; they are steps all the same.
+  while (next_copy < nh) add_copy();
   const size_t n = g.steps.size();
   g.preds.assign(n, {});
   std::vector<std::set<int>> direct(n);
@@ -110,6 +138,30 @@ StepGraph step_graph(const Dataflow& df) {
       continue;
     int u = fs[d.from], v = ts[d.to];
     if (u < v) direct[v].insert(u);  // an edge against run order cannot be honoured: dropped
+  }
+  if (nh > 0) {
+    // The memory each step touches; a copy is ordered after every earlier step touching
+    // what it writes and before every later one.
+    std::vector<std::set<int64_t>> touches(n);
+    for (size_t s = 0; s < n; ++s) {
+      const StepGraph::Step& st = g.steps[s];
+      if (st.host_copy) {
+        touches[s].insert(memory_key(df, df.host_copies[st.id].buffer));
+        continue;
+      }
+      const std::vector<Arg>& args = st.library_call ? df.library_calls[st.id].args : df.kernels[st.id].args;
+      for (const Arg& a : args)
+        if (a.kind == Arg::Kind::Buffer) touches[s].insert(memory_key(df, a.buffer));
+    }
+    for (size_t c = 0; c < nh; ++c) {
+      const int cs = copy_step[c];
+      const int64_t key = memory_key(df, df.host_copies[c].buffer);
+      for (size_t s = 0; s < n; ++s) {
+        if (static_cast<int>(s) == cs || !touches[s].count(key)) continue;
+        if (static_cast<int>(s) < cs) direct[cs].insert(static_cast<int>(s));
+        else direct[s].insert(cs);
+      }
+    }
   }
   for (const auto& s : direct) g.dependency_pairs += s.size();
   g.edges = reduce_transitively(direct, &g.preds);

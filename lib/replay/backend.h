@@ -123,10 +123,20 @@ struct LibraryCallArgs {
   DevicePtr a = 0, b = 0, c = 0;             ///< TVM's A, B, C on the device
 };
 
-/// One step of a graph: a kernel (plan launch index) or a library call (plan call index),
-/// with the steps that must finish before it (indices into the step list; all smaller).
+/// One host copy of the plan (an LLM session's KV-cache auxiliary arrays): `bytes` to the
+/// device address `dst` (allocation base + offset).
+struct HostCopyArgs {
+  size_t index = 0;                   ///< host copy index in the plan
+  DevicePtr dst = 0;
+  const std::string* bytes = nullptr; ///< PlanHostCopy::data (outlives the back end's use)
+};
+
+/// One step of a graph: a kernel (plan launch index), a library call (plan call index) or a
+/// host copy (plan host copy index), with the steps that must finish before it (indices into
+/// the step list; all smaller).
 struct GraphStep {
   bool library_call = false;
+  bool host_copy = false;
   size_t index = 0;
   std::vector<size_t> preds;
 };
@@ -205,6 +215,11 @@ class Backend {
   /// was closed (a profiler such as ncu runs each launch before returning), so that run was
   /// not gated. Reading it clears it.
   virtual bool gate_opened_by_deadline() { return false; }
+
+  /// The plan's host copies, for graphs that hold them (a copy node per copy, from host
+  /// memory the back end keeps for as long as the graph can run). Eager runs upload them
+  /// with upload(). Default: nothing to keep (a back end without graphs).
+  virtual Status bind_host_copies(const std::vector<HostCopyArgs>&) { return Status::ok(); }
 
   /// caps().graphs / caps().dag: builds the device graph of `steps` (chain: a captured
   /// sequence, as TVM's CUDA graph executor; else one node per step, an edge per pred).

@@ -145,12 +145,11 @@ Status check_options(const Dataflow& df, const ReplayOptions& opt) {
                                   opt.kernel >= 0 ? "--kernel" : "--nodes", df.library_calls.size(),
                                   df.library_calls[0].name),
                       ExitCode::Unavailable);
-  if (!df.host_copies.empty() && (opt.kernel >= 0 || opt.slice_first >= 0 || opt.mode != ReplayMode::Eager))
+  if (!df.host_copies.empty() && (opt.kernel >= 0 || opt.slice_first >= 0))
     return file_error(opt.inputs.label.empty() ? std::string("flow") : opt.inputs.label,
                       fmt::format("this flow copies data from the host between kernels ({} copies: the KV cache's "
-                                  "auxiliary arrays of each step); replay runs it whole and eagerly: drop {}",
-                                  df.host_copies.size(),
-                                  opt.kernel >= 0 ? "--kernel" : opt.slice_first >= 0 ? "--nodes" : "--mode graph/dag"),
+                                  "auxiliary arrays of each step); replay runs it whole: drop {}",
+                                  df.host_copies.size(), opt.kernel >= 0 ? "--kernel" : "--nodes"),
                       ExitCode::Unavailable);
   if (opt.kernel >= 0) {
     if (static_cast<size_t>(opt.kernel) >= df.kernels.size())

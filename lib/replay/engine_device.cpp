@@ -204,6 +204,14 @@ Status Engine::bind() {
     rep_.cublas = b_.info().library_calls;
   }
   if (Status s = b_.bind(ls, calls); !s) return s;
+  if (opt_.mode != ReplayMode::Eager && !plan_.host_copies.empty()) {
+    std::vector<HostCopyArgs> copies;
+    for (size_t c = 0; c < plan_.host_copies.size(); ++c) {
+      const PlanHostCopy& h = plan_.host_copies[c];
+      copies.push_back({c, bases_[h.allocation] + h.offset, &h.data});
+    }
+    if (Status s = b_.bind_host_copies(copies); !s) return s;
+  }
   // The sequence of one run: library calls before the first kernel, then each kernel and
   // the calls that follow it.
   std::vector<std::vector<size_t>> after(df_.kernels.size() + 1);
@@ -214,7 +222,7 @@ Status Engine::bind() {
     seq_.push_back({false, i});
     for (size_t c : after[static_cast<size_t>(plan_.launches[i].kernel + 1)]) seq_.push_back({true, c});
   }
-  // Host copies: before the first step of a later node (after the last step: never needed).
+  // Host copies: before the first step of a later node (or after the last step).
   copies_before_.assign(seq_.size() + 1, {});
   for (size_t c = 0; c < plan_.host_copies.size(); ++c) {
     size_t s = 0;

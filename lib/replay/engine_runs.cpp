@@ -119,6 +119,9 @@ Status Engine::queue_run(int run, bool checked, bool gated) {
     if (checked) return fail(done);
     return unlocated(run, done, "a kernel");
   }
+  // Host copies after the last step (of the last node): made too, as the program makes them.
+  if (last < copies_before_.size() && !copies_before_[last].empty())
+    if (Status c = host_copies_before(run, last); !c) return c;
   return Status::ok();
 }
 
@@ -251,19 +254,27 @@ Status Engine::locate_or_fail(int run, const Step& s, const Fault& f, const std:
 std::vector<GraphStep> Engine::graph_steps(bool chain) {
   std::vector<GraphStep> out;
   if (chain) {
-    for (size_t s = 0; s < seq_.size(); ++s) {
+    // Host copies where the eager runs make them: before the step they precede.
+    auto push = [&](bool call, bool copy, size_t index) {
       GraphStep g;
-      g.library_call = seq_[s].call;
-      g.index = seq_[s].index;
-      if (s > 0) g.preds.push_back(s - 1);
-      out.push_back(g);
+      g.library_call = call;
+      g.host_copy = copy;
+      g.index = index;
+      if (!out.empty()) g.preds.push_back(out.size() - 1);
+      out.push_back(std::move(g));
+    };
+    for (size_t s = 0; s <= seq_.size(); ++s) {
+      if (s < copies_before_.size())
+        for (size_t c : copies_before_[s]) push(false, true, c);
+      if (s < seq_.size()) push(seq_[s].call, false, seq_[s].index);
     }
     return out;
   }
   StepGraph sg = step_graph(df_);
-  std::map<int, size_t> launch_of, call_of;
+  std::map<int, size_t> launch_of, call_of, copy_of;
   for (size_t i = 0; i < plan_.launches.size(); ++i) launch_of[plan_.launches[i].kernel] = i;
   for (size_t c = 0; c < plan_.library_calls.size(); ++c) call_of[plan_.library_calls[c].call] = c;
+  for (size_t c = 0; c < plan_.host_copies.size(); ++c) copy_of[plan_.host_copies[c].copy] = c;
   // Reachability, to add only the call → call edges no path already gives.
   std::vector<std::set<size_t>> reach(sg.steps.size());
   int last_call = -1;
@@ -271,7 +282,10 @@ std::vector<GraphStep> Engine::graph_steps(bool chain) {
   for (size_t s = 0; s < sg.steps.size(); ++s) {
     GraphStep g;
     g.library_call = sg.steps[s].library_call;
-    g.index = g.library_call ? call_of.at(sg.steps[s].id) : launch_of.at(sg.steps[s].id);
+    g.host_copy = sg.steps[s].host_copy;
+    g.index = g.host_copy      ? copy_of.at(sg.steps[s].id)
+              : g.library_call ? call_of.at(sg.steps[s].id)
+                               : launch_of.at(sg.steps[s].id);
     for (int u : sg.preds[s]) g.preds.push_back(static_cast<size_t>(u));
     if (g.library_call && last_call >= 0) {
       bool reached = false;
@@ -303,8 +317,11 @@ void Engine::dag_stats(const std::vector<GraphStep>& steps) {
   double best = 0;
   int longest = 0;
   for (size_t s = 0; s < steps.size(); ++s) {
-    double w = steps[s].library_call ? call_us[plan_.library_calls[steps[s].index].call]
-                                     : kernel_us[plan_.launches[steps[s].index].kernel];
+    // A host copy weighs nothing here: its time is not measured (eager runs make it from
+    // the host between steps).
+    double w = steps[s].host_copy      ? 0.0
+               : steps[s].library_call ? call_us[plan_.library_calls[steps[s].index].call]
+                                       : kernel_us[plan_.launches[steps[s].index].kernel];
     double d = 0;
     int c = 0;
     for (size_t p : steps[s].preds) {
@@ -340,9 +357,12 @@ Status Engine::graph_mode() {
   if (dag) {
     dag_stats(steps);
     StepGraph sg = step_graph(df_);
-    log_ << fmt::format("replay: dag: {} launches, {} library calls, {} edges ({} dependent pairs before "
+    log_ << fmt::format("replay: dag: {} launches, {} library calls, {}{} edges ({} dependent pairs before "
                         "reduction{}), longest chain {} steps\n",
-                        plan_.launches.size(), plan_.library_calls.size(), rep_.dag_edges, sg.dependency_pairs,
+                        plan_.launches.size(), plan_.library_calls.size(),
+                        plan_.host_copies.empty() ? std::string()
+                                                  : fmt::format("{} host copies, ", plan_.host_copies.size()),
+                        rep_.dag_edges, sg.dependency_pairs,
                         extra_edges_ ? fmt::format("; {} added to keep library calls in sequence", extra_edges_)
                                      : std::string(),
                         rep_.dag_longest_chain);

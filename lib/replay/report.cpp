@@ -352,9 +352,14 @@ std::string format_times(const ReplayReport& r, const Dataflow& df) {
           "eager end to end: {:.2f} us per run (min {:.2f}); no launch overhead measured (runs not gated: kernel "
           "times include the host's enqueue gaps)\n",
           r.eager_run_median_us, r.eager_run_min_us);
-    if (r.mode != ReplayMode::Eager)
-      out += fmt::format("{}: median {:.2f} us, min {:.2f} us per launch of all {} kernels\n", to_string(r.mode),
-                         r.graph_run_median_us, r.graph_run_min_us, r.plan.launches.size());
+    // Only when the graph ran (a back end without graphs made only the eager runs).
+    if (r.mode != ReplayMode::Eager && r.graph_run_median_us > 0)
+      out += fmt::format("{}: median {:.2f} us, min {:.2f} us per launch of all {} kernels{}\n", to_string(r.mode),
+                         r.graph_run_median_us, r.graph_run_min_us, r.plan.launches.size(),
+                         r.plan.host_copies.empty()
+                             ? std::string()
+                             : fmt::format(" and {} host copies (graph copy nodes from pinned memory)",
+                                           r.plan.host_copies.size()));
     if (r.mode == ReplayMode::Dag) {
       double steps_us = r.kernel_sum_median_us;
       for (const KernelTime& t : r.library_call_times) steps_us += t.median_us;
@@ -364,7 +369,8 @@ std::string format_times(const ReplayReport& r, const Dataflow& df) {
           "time (at most {:.2f}x from concurrency, over the eager runs' step times: those include the gap "
           "between dependent launches on a stream, which a graph launch mostly removes, so the {} time above can "
           "be lower still)\n",
-          r.dag_edges, r.dag_longest_chain, r.plan.launches.size() + r.plan.library_calls.size(),
+          r.dag_edges, r.dag_longest_chain,
+          r.plan.launches.size() + r.plan.library_calls.size() + r.plan.host_copies.size(),
           r.dag_critical_path_us, steps_us,
           speedup, to_string(r.mode));
     }

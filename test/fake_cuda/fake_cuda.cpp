@@ -224,6 +224,7 @@ struct State {
   };
   std::map<uintptr_t, std::vector<Held>> held;      // stream → work queued behind its gate
   std::set<void*> host_allocs;                      // cuMemHostAlloc'd
+  std::map<void*, size_t> host_bytes;               // their sizes
   std::map<uintptr_t, std::chrono::steady_clock::time_point> slow_until;  // stream → real time it drains
   std::map<uintptr_t, std::chrono::steady_clock::time_point> event_ready;  // event → real time it is ready
   State() = default;
@@ -650,12 +651,14 @@ CUresult cuDeviceGetAttribute(int* value, int attrib, int dev) {
 CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned flags) {
   *p = std::calloc(1, bytes ? bytes : 1);
   st().host_allocs.insert(*p);
+  st().host_bytes[*p] = bytes;
   log_line("cuMemHostAlloc bytes=%zu flags=%u -> 0", bytes, flags);
   return kSuccess;
 }
 
 CUresult cuMemFreeHost(void* p) {
   CUresult r = st().host_allocs.erase(p) ? kSuccess : kInvalidValue;
+  st().host_bytes.erase(p);
   if (r == kSuccess) std::free(p);
   log_line("cuMemFreeHost -> %d", r);
   return r;
@@ -932,6 +935,13 @@ CUresult cuMemFree_v2(CUdeviceptr ptr) {
   return r;
 }
 
+/// FNV-1a of n bytes (the log lines of copies carry it, for the tests).
+static uint64_t fnv1a(const void* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
+  return h;
+}
+
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
   if (refused_in_capture("cuMemcpyHtoD")) return kCaptureUnsupported;
   CUdeviceptr base = 0;
@@ -939,10 +949,68 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
   CUresult r = st().sticky ? st().sticky : a ? kSuccess : kInvalidValue;
   // Pageable source: staged now, lands when the NULL stream gets to it.
   if (r == kSuccess) st().pending.push_back(Pending{dst, std::string(static_cast<const char*>(src), bytes)});
-  uint64_t fnv = 1469598103934665603ull;  // FNV-1a of the bytes copied, for the tests
-  for (size_t i = 0; i < bytes; ++i) fnv = (fnv ^ static_cast<const unsigned char*>(src)[i]) * 1099511628211ull;
+  uint64_t fnv = fnv1a(src, bytes);  // of the bytes copied, for the tests
   log_line("cuMemcpyHtoD dst=0x%llx bytes=%zu -> %d index=%d offset=%llu deferred=%d fnv=0x%016llx", dst, bytes, r,
            a ? a->index : -1, a ? dst - base : 0ull, r == kSuccess ? 1 : 0, static_cast<unsigned long long>(fnv));
+  return r;
+}
+
+/// Whether [p, p + n) lies in one cuMemHostAlloc'd block.
+static bool pinned(const void* p, size_t n) {
+  const auto& m = st().host_bytes;
+  auto it = m.upper_bound(const_cast<void*>(p));
+  if (it == m.begin()) return false;
+  --it;
+  const char* base = static_cast<const char*>(it->first);
+  const char* q = static_cast<const char*>(p);
+  return q >= base && static_cast<size_t>(q - base) <= it->second && n <= it->second - static_cast<size_t>(q - base);
+}
+
+/// A stream-ordered copy: while the stream is captured it becomes graph work that reads the
+/// source at each launch of the graph, and then the source must be pinned (the driver refuses
+/// a captured copy from pageable memory and invalidates the capture); otherwise it runs in
+/// stream order (a pageable source is staged now, as the driver does before returning).
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes, Handle stream) {
+  State& s = st();
+  uintptr_t sh = reinterpret_cast<uintptr_t>(stream);
+  bool captured = s.capturing.count(sh) > 0;
+  bool is_pinned = pinned(src, bytes);
+  CUdeviceptr base = 0;
+  Alloc* a = find(dst, bytes, &base);
+  CUresult r = s.sticky;
+  if (r == kSuccess && sh != 0 && !s.stream_flags.count(sh)) r = kInvalidHandle;
+  if (r == kSuccess && !a) r = kInvalidValue;
+  if (r == kSuccess && captured && !is_pinned) {
+    s.capture_invalidated = true;
+    r = kCaptureUnsupported;
+  }
+  if (r == kSuccess) {
+    // The bytes are read when the work runs (pinned) or now (pageable, staged); the log line
+    // of each landing carries their FNV-1a, for the tests.
+    auto land = [dst](const void* from, size_t n) {
+      CUdeviceptr b = 0;
+      Alloc* to = find(dst, n, &b);
+      if (to) std::memcpy(to->mem.data() + (dst - b), from, n);
+      log_line("memcpy-lands dst=0x%llx bytes=%zu index=%d fnv=0x%016llx", dst, n, to ? to->index : -1,
+               static_cast<unsigned long long>(fnv1a(from, n)));
+    };
+    std::function<void()> work;
+    if (is_pinned)
+      work = [land, src, bytes] { land(src, bytes); };
+    else
+      work = [land, staged = std::string(static_cast<const char*>(src), bytes)] { land(staged.data(), staged.size()); };
+    Launch l{0, {1, 1, 1}, {1, 1, 1}, 0, "", std::move(work), "cuMemcpyHtoDAsync"};
+    if (captured) s.graphs[s.capturing[sh]].push_back(l);
+    else {
+      if (blocking_stream(sh)) flush_null_stream();
+      drain_gates();
+      if (gated(sh)) s.held[sh].push_back({false, 0, l});
+      else execute(l, sh);
+    }
+  }
+  log_line("cuMemcpyHtoDAsync dst=0x%llx bytes=%zu stream=0x%lx captured=%d pinned=%d -> %d index=%d offset=%llu", dst,
+           bytes, static_cast<unsigned long>(sh), captured ? 1 : 0, is_pinned ? 1 : 0, r, a ? a->index : -1,
+           a ? dst - base : 0ull);
   return r;
 }
 
@@ -1544,6 +1612,8 @@ static const ProcEntry kProcs[] = {
     {"cuMemFree", 3020, reinterpret_cast<void*>(&cuMemFree_v2)},
     {"cuMemcpyHtoD", 2000, nullptr},  // an older ABI
     {"cuMemcpyHtoD", 3020, reinterpret_cast<void*>(&cuMemcpyHtoD_v2)},
+    {"cuMemcpyHtoDAsync", 2000, nullptr},  // an older ABI
+    {"cuMemcpyHtoDAsync", 3020, reinterpret_cast<void*>(&cuMemcpyHtoDAsync_v2)},
     {"cuMemcpyDtoH", 2000, nullptr},  // an older ABI
     {"cuMemcpyDtoH", 3020, reinterpret_cast<void*>(&cuMemcpyDtoH_v2)},
     {"cuMemsetD8", 2000, nullptr},  // an older ABI

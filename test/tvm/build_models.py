@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -171,6 +171,8 @@ def models(tvm: Any) -> Dict[str, Callable[[str], None]]:
         "llm": lambda out: llm_model_build(tvm, out),
         "llm_graph": lambda out: llm_model_build(tvm, out, cuda_graph=True),
         "llm_f16": lambda out: llm_model_build(tvm, out, dtype="float16"),
+        # Another size: 3 layers, hidden 128, 4 query heads sharing 1 KV head (MQA), head dim 32.
+        "llm_mqa": lambda out: llm_model_build(tvm, out, size=LLM_MQA),
     }
 
 
@@ -194,18 +196,24 @@ def vm_calls(text: str) -> Dict[str, List[str]]:
     return out
 
 
-def llm_model_build(tvm: Any, out: str, cuda_graph: bool = False, dtype: str = "float32") -> None:
+LLM_MQA: Dict[str, int] = {"layers": 3, "hidden": 128, "heads": 4, "kv_heads": 1, "head_dim": 32, "ffn": 256,
+                           "vocab": 320}
+
+
+def llm_model_build(tvm: Any, out: str, cuda_graph: bool = False, dtype: str = "float32",
+                    size: Optional[Dict[str, int]] = None) -> None:
     """A small language model with TVM's paged KV cache (llm_model.py), exported, and beside it
     vm_calls.json: each VM function's calls as TVM prints them. `cuda_graph`: built with
     relax.backend.use_cuda_graph (regions of each function run through capture functions);
-    `dtype`: of its weights, activations and KV cache (float16: TVM's half host and half4 code)."""
+    `dtype`: of its weights, activations and KV cache (float16: TVM's half host and half4 code);
+    `size`: llm_model.decoder_lm's layers, hidden, heads, kv_heads, head_dim, ffn, vocab."""
     import json
     sys.path.insert(0, HERE)
     import llm_model
     target = tvm.target.Target({"kind": "cuda", "arch": "sm_90"}, host={"kind": "c"})
     config = {"relax.backend.use_cuda_graph": True} if cuda_graph else {}
     with target, tvm.transform.PassContext(config=config):
-        mod, params = llm_model.decoder_lm(tvm, dtype=dtype)
+        mod, params = llm_model.decoder_lm(tvm, dtype=dtype, **(size or {}))
         ex = tvm.compile(mod, target)
     kdflow_tvm.export(ex, out, params=params, arch="sm_90", quiet=True)
     from tvm import relax
@@ -216,7 +224,8 @@ def llm_model_build(tvm: Any, out: str, cuda_graph: bool = False, dtype: str = "
         # What TVM's KV cache runtime itself calls in a session (the same model, run on the CPU),
         # with the session's tokens and TVM's logits of each step.
         import kv_truth
-        kv_truth.record(tvm, lambda: llm_model.decoder_lm(tvm, dtype=dtype), os.path.join(out, "kv_truth.json"))
+        kv_truth.record(tvm, lambda: llm_model.decoder_lm(tvm, dtype=dtype, **(size or {})),
+                        os.path.join(out, "kv_truth.json"))
     else:  # the same model and weights: the same session's tokens and logits
         src = os.path.join(os.path.dirname(out), "llm")
         for f in sorted(os.listdir(src)):

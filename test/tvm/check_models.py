@@ -251,11 +251,15 @@ def ok_rows(stdout: str) -> List[str]:
     return [ln for ln in stdout.splitlines() if "output_" in ln and ln.split()[-1:] == ["ok"]]
 
 
-def check_llm_f16(kdflow: str, d: str, tmp: str) -> None:
-    """The language model in float16 (TVM's half host code, half4 in shared memory): both
-    sessions' KV cache runtime calls against TVM's runtime running the same model in float16,
-    and their replay on the CPU back end against TVM's logits within float16's precision."""
+def check_llm_sessions(kdflow: str, d: str, tmp: str, tolerance: Optional[float]) -> None:
+    """A language model of another size or precision (llm_f16: TVM's half host code, half4 in
+    shared memory; llm_mqa: 3 layers, one KV head, head dim 32): both sessions' KV cache
+    runtime calls against TVM's runtime running the same model, and their replay on the CPU
+    back end against TVM's logits (within `tolerance`, float16's precision; else replay's
+    defaults, rtol 1e-3 and atol 1e-5)."""
     name = os.path.basename(d)
+    tol = ["--rtol", str(tolerance), "--atol", str(tolerance)] if tolerance else []
+    within = f"within {tolerance}" if tolerance else "within replay's default tolerances"
     for spec, truth, tokens, forwards in (("prefill:7,decode:2", "kv_truth.json", "input_ids.npy", 3),
                                           (os.path.join(d, "session.json"), "kv_truth_session_file.json",
                                            "input_ids_session_file.npy", 11)):
@@ -266,11 +270,11 @@ def check_llm_f16(kdflow: str, d: str, tmp: str) -> None:
             continue
         check_kv_runtime(f"{name} ({os.path.basename(spec)})", json.load(open(flow)), os.path.join(d, truth))
         r = run([kdflow, "replay", d, "--session", spec, "--backend", "cpu", "-q", "--repeat", "1", "--input",
-                 "input_ids=" + os.path.join(d, tokens), "--rtol", "0.05", "--atol", "0.05"])
+                 "input_ids=" + os.path.join(d, tokens), *tol])
         rows = ok_rows(r.stdout)
         expect(r.returncode == 0 and len(rows) == forwards,
-               f"{name} {os.path.basename(spec)}: replay --backend cpu gives TVM's float16 logits of all {forwards} "
-               f"forwards within 0.05 ({len(rows)} match; exit {r.returncode}: {r.stderr.strip()[-300:]})")
+               f"{name} {os.path.basename(spec)}: replay --backend cpu gives TVM's logits of all {forwards} "
+               f"forwards {within} ({len(rows)} match; exit {r.returncode}: {r.stderr.strip()[-300:]})")
 
 
 def check_session_replay(kdflow: str, d: str, tmp: str) -> None:
@@ -290,10 +294,20 @@ def check_session_replay(kdflow: str, d: str, tmp: str) -> None:
     r = run([kdflow, "replay", d, "--session", "prefill:7,decode:2", "--backend", "cpu", "-q", "--repeat", "1",
              "--input", "input_ids=" + other])
     expect(r.returncode == 1, f"{name} session: with other token ids the logits differ from TVM's (exit {r.returncode})")
-    r = run([kdflow, "replay", d, "--session", "prefill:7,decode:2", "--backend", "cpu", "-q", "--mode", "graph"])
+    r = run([kdflow, "replay", d, "--session", "prefill:7,decode:2", "--backend", "cpu", "-q", "--nodes", "n20..n30",
+             "--inputs-from", tmp])
     expect(r.returncode == 69 and "copies data from the host between kernels" in r.stderr and
-           r.stderr.count("\n") == 1, f"{name} session: --mode graph is refused in one line, exit 69 "
+           r.stderr.count("\n") == 1, f"{name} session: --nodes is refused in one line, exit 69 "
            f"({r.returncode}: {r.stderr.strip()})")
+    # --mode dag: the CPU back end runs eagerly and still reports the DAG, host copies ordered in it
+    # (graph and dag launches of a session run on the fake driver in the unit tests and on a GPU
+    # in scripts/gpu-check.sh).
+    r = run([kdflow, "replay", d, "--session", "prefill:7,decode:2", "--backend", "cpu", "--mode", "dag",
+             "--repeat", "1"])
+    rows = ok_rows(r.stdout)
+    expect(r.returncode == 0 and len(rows) == 3 and re.search(r"longest chain \d+ of 94 steps", r.stdout) is not None,
+           f"{name} session: --mode dag on the CPU back end: eager runs match and the DAG counts 91 kernels and "
+           f"3 host copies ({r.returncode}: {r.stdout[-400:]} {r.stderr.strip()[-300:]})")
 
 
 def check_kv_runtime(name: str, df: dict, truth_path: str) -> None:
@@ -437,8 +451,8 @@ def main() -> int:
             if n in ("llm", "llm_graph"):
                 check_llm(kdflow, os.path.join(models, n), tmp)
                 continue
-            if n == "llm_f16":
-                check_llm_f16(kdflow, os.path.join(models, n), tmp)
+            if n in ("llm_f16", "llm_mqa"):
+                check_llm_sessions(kdflow, os.path.join(models, n), tmp, 0.05 if n == "llm_f16" else None)
                 continue
             check_model(kdflow, os.path.join(models, n), shared, tmp)
         check_swap(kdflow, os.path.join(models, "two_branch"), tmp)

@@ -28,14 +28,19 @@ struct LaunchGraph {
 /// Builds the reduced DAG from df.dependencies. O(kernels² / 64) memory.
 LaunchGraph launch_graph(const Dataflow& df);
 
-/// Every step the model runs — kernels and library calls — as one DAG, in run order: the
-/// library calls with after_kernel -1, kernel 0, the calls after kernel 0, kernel 1, ...
-/// Edges are df.dependencies (library-call endpoints included), transitively reduced over
-/// all steps, so a kernel → kernel edge implied through a library call is dropped too.
+/// Every step the model runs — kernels, library calls and host copies — as one DAG, in run
+/// order: the library calls with after_kernel -1, kernel 0, the calls after kernel 0, kernel
+/// 1, ...; a host copy (df.host_copies, the KV cache's auxiliary arrays of an LLM session)
+/// before the first kernel or call of a later graph node, as replay's eager runs do it.
+/// Edges are df.dependencies (library-call endpoints included) and, for each host copy, every
+/// earlier step that touches the memory it writes (its storage, or its buffer where it has
+/// none) and every later one, transitively reduced over all steps, so a kernel → kernel edge
+/// implied through a library call or a copy is dropped too.
 struct StepGraph {
   struct Step {
     bool library_call = false;
-    int id = 0;  ///< kernel id, or library call id
+    bool host_copy = false;  ///< a host copy (never also a library call)
+    int id = 0;              ///< kernel id, library call id, or index in df.host_copies
   };
   std::vector<Step> steps;
   std::vector<std::vector<int>> preds;  ///< step index → step indices it must wait for (ascending)

@@ -124,6 +124,8 @@ class CudaBackend final : public Backend {
     if (word_ && d_.cuMemFreeHost) d_.cuMemFreeHost(word_);
     if (exec_) d_.cuGraphExecDestroy(exec_);
     if (graph_) d_.cuGraphDestroy(graph_);
+    for (const Staged& c : staged_)
+      if (c.host) d_.cuMemFreeHost(c.host);
     for (CUevent e : events_)
       if (e) d_.cuEventDestroy(e);
     if (blas_handle_) blas_->cublasDestroy(blas_handle_);
@@ -414,6 +416,30 @@ class CudaBackend final : public Backend {
     return static_cast<double>(ms) * 1000.0;
   }
 
+  /// Graphs copy the host arrays from pinned memory kept here (a captured copy from pageable
+  /// memory is not allowed; the graph reads the pinned bytes at each launch).
+  Status bind_host_copies(const std::vector<HostCopyArgs>& copies) override {
+    if (copies.empty()) return Status::ok();
+    if (!d_.cuMemHostAlloc || !d_.cuMemFreeHost || !d_.cuMemcpyHtoDAsync)
+      return file_error(d_.library,
+                        "the CUDA driver lacks cuMemHostAlloc, cuMemFreeHost or cuMemcpyHtoDAsync_v2, which a graph "
+                        "of this flow's host copies needs: replay it with --mode eager",
+                        ExitCode::Unavailable);
+    for (const HostCopyArgs& c : copies) {
+      Staged st;
+      st.dst = c.dst;
+      st.bytes = c.bytes->size();
+      if (st.bytes > 0) {
+        if (CUresult r = d_.cuMemHostAlloc(&st.host, st.bytes, 0); r != CUDA_SUCCESS)
+          return fail(r, fmt::format("cuMemHostAlloc ({} bytes for host copy {})", st.bytes, c.index));
+        std::memcpy(st.host, c.bytes->data(), st.bytes);
+      }
+      if (staged_.size() <= c.index) staged_.resize(c.index + 1);
+      staged_[c.index] = st;
+    }
+    return Status::ok();
+  }
+
   Status build_graph(const std::vector<GraphStep>& steps, bool chain) override {
     if (Status s = chain ? capture(steps) : build_dag(steps); !s) return s;
     if (CUresult r = d_.cuGraphInstantiate(&exec_, graph_, 0); r != CUDA_SUCCESS) return fail(r, "cuGraphInstantiate");
@@ -489,6 +515,29 @@ class CudaBackend final : public Backend {
       gate_cv_.notify_all();
     }
     if (gate_timer_.joinable()) gate_timer_.join();
+  }
+
+  /// Host copy `i` queued on the work stream from its pinned bytes (bind_host_copies).
+  Fault host_copy(size_t i) {
+    if (i >= staged_.size() || (staged_[i].bytes > 0 && !staged_[i].host)) {
+      Fault f;
+      f.code = -1;
+      f.api = "cuMemcpyHtoDAsync";
+      f.text = fmt::format("host copy {} was not staged in pinned memory", i);
+      return f;
+    }
+    const Staged& c = staged_[i];
+    if (c.bytes == 0) return Fault::none();
+    if (CUresult r = d_.cuMemcpyHtoDAsync(c.dst, c.host, c.bytes, stream_); r != CUDA_SUCCESS)
+      return fault(r, "cuMemcpyHtoDAsync");
+    return Fault::none();
+  }
+
+  Error host_copy_error(size_t i, const Fault& f) const {
+    return file_error(opt_.label,
+                      fmt::format("host copy {} ({} bytes) could not be put in the graph: {} failed: {}", i,
+                                  i < staged_.size() ? staged_[i].bytes : 0, f.api, f.text),
+                      ExitCode::Software);
   }
 
   Fault fault(CUresult r, const std::string& api) const {
@@ -660,7 +709,9 @@ class CudaBackend final : public Backend {
     };
     // Library calls are captured with the kernels: cuBLAS queues its work on the capturing stream.
     for (const GraphStep& s : steps) {
-      if (s.library_call) {
+      if (s.host_copy) {
+        if (Fault f = host_copy(s.index); !f.ok()) return abandon_capture(host_copy_error(s.index, f));
+      } else if (s.library_call) {
         if (Fault f = library_call(s.index); !f.ok())
           return abandon_capture(library_call_fault_error(opt_.label, *calls_.at(s.index).call, f));
       } else if (Fault f = launch(s.index); !f.ok()) {
@@ -680,9 +731,11 @@ class CudaBackend final : public Backend {
       return file_error(d_.library,
                         "the CUDA driver has no cuGraphAddKernelNode_v2 (--mode dag needs CUDA 12 or later)",
                         ExitCode::Unavailable);
-    bool calls = std::any_of(steps.begin(), steps.end(), [](const GraphStep& s) { return s.library_call; });
+    bool calls = std::any_of(steps.begin(), steps.end(),
+                             [](const GraphStep& s) { return s.library_call || s.host_copy; });
     if (calls && !d_.cuGraphAddChildGraphNode)
-      return file_error(d_.library, "the CUDA driver has no cuGraphAddChildGraphNode (--mode dag with library calls)",
+      return file_error(d_.library,
+                        "the CUDA driver has no cuGraphAddChildGraphNode (--mode dag with library calls or host copies)",
                         ExitCode::Unavailable);
     if (CUresult r = d_.cuGraphCreate(&graph_, 0); r != CUDA_SUCCESS) return fail(r, "cuGraphCreate");
     std::vector<CUgraphNode> node_of(steps.size(), nullptr);
@@ -693,7 +746,23 @@ class CudaBackend final : public Backend {
       for (size_t u : steps[s].preds)
         if (u < s && node_of[u]) deps.push_back(node_of[u]);
       CUgraphNode node = nullptr;
-      if (steps[s].library_call) {
+      if (steps[s].host_copy) {
+        // A child graph captured from the work stream, as for library calls.
+        CUgraph child = nullptr;
+        if (CUresult r = d_.cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL); r != CUDA_SUCCESS)
+          return fail(r, "cuStreamBeginCapture (host copy)");
+        Fault f = host_copy(steps[s].index);
+        CUresult e = d_.cuStreamEndCapture(stream_, &child);
+        if (!f.ok()) {
+          if (child) d_.cuGraphDestroy(child);
+          return host_copy_error(steps[s].index, f);
+        }
+        if (e != CUDA_SUCCESS) return fail(e, "cuStreamEndCapture (host copy)");
+        CUresult r =
+            d_.cuGraphAddChildGraphNode(&node, graph_, deps.empty() ? nullptr : deps.data(), deps.size(), child);
+        d_.cuGraphDestroy(child);  // the node holds a clone
+        if (r != CUDA_SUCCESS) return fail(r, fmt::format("cuGraphAddChildGraphNode (host copy {})", steps[s].index));
+      } else if (steps[s].library_call) {
         const PlanLibraryCall& p = *calls_.at(steps[s].index).call;
         CUgraph child = nullptr;
         if (CUresult r = d_.cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL); r != CUDA_SUCCESS)
@@ -779,6 +848,13 @@ class CudaBackend final : public Backend {
   CUdeviceptr blas_workspace_ = 0;
   CUgraph graph_ = nullptr;
   CUgraphExec exec_ = nullptr;
+  /// A host copy staged in pinned memory for graphs (index: plan host copy).
+  struct Staged {
+    void* host = nullptr;
+    size_t bytes = 0;
+    CUdeviceptr dst = 0;
+  };
+  std::vector<Staged> staged_;
   uint32_t* word_ = nullptr;   ///< the gate's host-pinned word
   // The gate's deadline: a thread that opens the gate itself when the host has not released
   // it kGateDeadline after hold_queue(). Under a profiler that runs each launch before

@@ -106,6 +106,7 @@ Expected<Driver> load_driver(const std::string& override_path) {
       {"cuMemcpyHtoD", 3020, "cuMemcpyHtoD_v2", true, reinterpret_cast<void**>(&d.cuMemcpyHtoD)},
       {"cuMemcpyDtoH", 3020, "cuMemcpyDtoH_v2", true, reinterpret_cast<void**>(&d.cuMemcpyDtoH)},
       {"cuMemsetD8", 3020, "cuMemsetD8_v2", true, reinterpret_cast<void**>(&d.cuMemsetD8)},
+      {"cuMemcpyHtoDAsync", 3020, "cuMemcpyHtoDAsync_v2", false, reinterpret_cast<void**>(&d.cuMemcpyHtoDAsync)},
       {"cuLaunchKernel", 4000, "cuLaunchKernel", true, reinterpret_cast<void**>(&d.cuLaunchKernel)},
       {"cuLaunchKernelEx", 11080, "cuLaunchKernelEx", false, reinterpret_cast<void**>(&d.cuLaunchKernelEx)},
       {"cuGraphKernelNodeSetAttribute", 11000, "cuGraphKernelNodeSetAttribute", false,

@@ -151,6 +151,9 @@ struct Driver {
   CUresult (*cuMemcpyHtoD)(CUdeviceptr dst, const void* src, size_t bytes) = nullptr;         // cuMemcpyHtoD_v2
   CUresult (*cuMemcpyDtoH)(void* dst, CUdeviceptr src, size_t bytes) = nullptr;               // cuMemcpyDtoH_v2
   CUresult (*cuMemsetD8)(CUdeviceptr dst, unsigned char value, size_t count) = nullptr;       // cuMemsetD8_v2
+  /// Optional: a host copy in a graph (an LLM session's KV-cache arrays, --mode graph/dag).
+  CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr dst, const void* src, size_t bytes,
+                                CUstream stream) = nullptr;                                   // _v2
   CUresult (*cuLaunchKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                              unsigned bz, unsigned smem, CUstream stream, void** params, void** extra) = nullptr;
   /// Optional (CUDA 11.8+): launches with attributes (TVM 0.23+'s PDL and cooperative kernels).

@@ -1841,3 +1841,108 @@ TEST_CASE("kdflow replay DIR on the Relax samples: extracted, every device_<i>.c
     }
 }
 #endif
+
+// A labelled unit test of one construct: host copies (an LLM session's KV-cache auxiliary
+// arrays, Dataflow::host_copies) on the mlp sample's flow, one before kernel 3 into the
+// buffer it reads (written by kernel 2) and one after the last kernel into the output. Real
+// session flows are replayed in graph and dag mode by test/tvm and scripts/gpu-check.sh.
+TEST_CASE("host copies: eager uploads between steps, graph and dag copy nodes from pinned memory", "[replay]") {
+  Dataflow df = golden("mlp");
+  REQUIRE(df.kernels.size() == 6);
+  HostCopy mid;
+  mid.node = df.kernels[2].node;
+  mid.buffer = df.kernels[3].args[1].buffer;  // kernel 3's input, kernel 2's output
+  REQUIRE(df.kernels[2].args[0].buffer == mid.buffer);
+  mid.values = {1, 2, 3, 4};
+  HostCopy last;
+  last.node = df.kernels[5].node;
+  last.buffer = df.kernels[5].args[1].buffer;  // the output
+  last.offset = 8;
+  last.values = {7, 8};
+  df.host_copies = {mid, last};
+  auto fnv = [](const std::vector<int64_t>& v) {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t x : v)
+      for (int b = 0; b < 4; ++b) h = (h ^ ((static_cast<uint32_t>(x) >> (8 * b)) & 0xff)) * 1099511628211ull;
+    return fmt::format("0x{:016x}", h);
+  };
+  const std::string f_mid = fnv(mid.values), f_last = fnv(last.values);
+  for (ReplayMode mode : {ReplayMode::Eager, ReplayMode::Graph, ReplayMode::Dag}) {
+    INFO(to_string(mode));
+    FakeDriver fake;
+    ReplayOptions opt = options("mlp");
+    opt.mode = mode;
+    opt.warmup = 1;
+    opt.repeat = 2;
+    std::ostringstream log;
+    auto rep = replay(df, opt, log);
+    INFO(log.str());
+    REQUIRE(rep);
+    // Eager runs (1 checked + 1 warm-up + 2 timed): each copy uploaded once per run, the first
+    // between kernel 2's and kernel 3's launches, the second after the last kernel.
+    std::vector<Call> all = fake.calls();
+    int runs = 0;
+    std::string order;
+    for (const Call& c : all) {
+      if (c.name == "cuLaunchKernel" && c.at("captured") == "0") order += c.at("name") == df.kernels[2].name ? "2" : c.at("name") == df.kernels[3].name ? "3" : "k";
+      if (c.name == "cuMemcpyHtoD" && c.at("fnv") == f_mid) order += "M";
+      if (c.name == "cuMemcpyHtoD" && c.at("fnv") == f_last) {
+        order += "L";
+        ++runs;
+      }
+    }
+    CHECK(runs == 4);
+    CHECK(order == "kk2M3kkL" "kk2M3kkL" "kk2M3kkL" "kk2M3kkL");
+    std::vector<Call> async = fake.calls("cuMemcpyHtoDAsync");
+    std::vector<Call> lands = fake.calls("memcpy-lands");
+    if (mode == ReplayMode::Eager) {
+      CHECK(async.empty());
+      CHECK(lands.empty());
+      continue;
+    }
+    // One copy node per host copy, from pinned memory, captured; each lands at every graph
+    // launch (1 checked + 1 warm-up + 2 timed) with the copy's bytes.
+    REQUIRE(async.size() == 2);
+    for (const Call& c : async) {
+      CHECK(c.result == 0);
+      CHECK(c.at("captured") == "1");
+      CHECK(c.at("pinned") == "1");
+    }
+    CHECK(async[0].num("bytes") == 16);
+    CHECK(async[1].num("bytes") == 8);
+    CHECK(async[1].num("offset") == 8);
+    REQUIRE(lands.size() == 8);
+    for (size_t i = 0; i < lands.size(); ++i) CHECK(lands[i].at("fnv") == (i % 2 == 0 ? f_mid : f_last));
+    CHECK(fake.calls("cuGraphLaunch").size() == 4);
+    if (mode == ReplayMode::Graph) {
+      // In the captured sequence: after kernel 2, before kernel 3; the other after kernel 5.
+      std::string seq;
+      for (const Call& c : all)
+        if ((c.name == "cuLaunchKernel" && c.at("captured") == "1") || c.name == "cuMemcpyHtoDAsync")
+          seq += c.name == "cuMemcpyHtoDAsync" ? "C" : "k";
+      CHECK(seq == "kkkCkkkC");
+    } else {
+      // Child-graph nodes ordered by the memory they write: the first after kernel 2 (which
+      // writes that buffer) and before kernel 3 (which reads it); the second after kernel 5.
+      std::vector<Call> children = fake.calls("cuGraphAddChildGraphNode");
+      std::vector<Call> kernels = fake.calls("cuGraphAddKernelNode");
+      REQUIRE(children.size() == 2);
+      REQUIRE(kernels.size() == 6);
+      auto deps = [](const Call& c) {
+        std::set<uint64_t> out;
+        std::istringstream ss(c.at("deps"));
+        std::string item;
+        while (std::getline(ss, item, ','))
+          if (item != "-") out.insert(std::stoull(item));
+        return out;
+      };
+      const uint64_t copy0 = children[0].num("node_index"), copy1 = children[1].num("node_index");
+      CHECK(deps(children[0]).count(kernels[2].num("node_index")) == 1);
+      CHECK(deps(kernels[3]).count(copy0) == 1);
+      CHECK(deps(kernels[3]).count(kernels[2].num("node_index")) == 0);  // implied through the copy
+      CHECK(deps(children[1]).count(kernels[5].num("node_index")) == 1);
+      (void)copy1;
+      CHECK(log.str().find("2 host copies") != std::string::npos);
+    }
+  }
+}
