@@ -229,7 +229,7 @@ def llm_model_build(tvm: Any, out: str, cuda_graph: bool = False, dtype: str = "
     else:  # the same model and weights: the same session's tokens and logits
         src = os.path.join(os.path.dirname(out), "llm")
         for f in sorted(os.listdir(src)):
-            if f.startswith(("input_ids", "output_")) or f == "session.json":
+            if f.startswith(("input_ids", "output_", "session")) and f.endswith((".npy", ".json")):
                 shutil.copy(os.path.join(src, f), os.path.join(out, f))
 
 

@@ -237,6 +237,11 @@ def check_llm(kdflow: str, d: str, tmp: str) -> None:
                f"merged with the cached pages' attention and a batch decode of two sequences included "
                f"({len(rows)} of 11; exit {r.returncode}: "
                f"{r.stderr.strip()[-300:]})")
+    # Across page boundaries (16 tokens a page): a 45-token prefill, decodes into a fourth page, a
+    # second sequence beside it.
+    check_session_spec(kdflow, d, tmp, os.path.join(d, "session_long.json"),
+                       os.path.join(os.path.dirname(d), "llm", "kv_truth_session_long.json"),
+                       "input_ids_session_long.npy", LONG_FORWARDS, None)
     embed = np.zeros((1, 1, 64), dtype="float32")
     np.save(os.path.join(tmp, "x.npy"), embed)
     r = run([kdflow, "replay", d, "--function", "decode", "--backend", "cpu", "-q", "--input",
@@ -251,30 +256,43 @@ def ok_rows(stdout: str) -> List[str]:
     return [ln for ln in stdout.splitlines() if "output_" in ln and ln.split()[-1:] == ["ok"]]
 
 
-def check_llm_sessions(kdflow: str, d: str, tmp: str, tolerance: Optional[float]) -> None:
-    """A language model of another size or precision (llm_f16: TVM's half host code, half4 in
-    shared memory; llm_mqa: 3 layers, one KV head, head dim 32): both sessions' KV cache
-    runtime calls against TVM's runtime running the same model, and their replay on the CPU
-    back end against TVM's logits (within `tolerance`, float16's precision; else replay's
-    defaults, rtol 1e-3 and atol 1e-5)."""
+LONG_FORWARDS = 8  # kv_truth.LONG_SESSION: prefill 45, four decodes, prefill 20, two decodes
+
+
+def check_session_spec(kdflow: str, d: str, tmp: str, spec: str, truth: str, tokens: str, forwards: int,
+                       tolerance: Optional[float]) -> None:
+    """One session of a language model: extracted, its KV cache runtime calls against TVM's
+    runtime running the same model (`truth`), and its replay on the CPU back end against TVM's
+    logits (within `tolerance`, float16's precision; else replay's defaults, rtol 1e-3 and atol
+    1e-5)."""
     name = os.path.basename(d)
     tol = ["--rtol", str(tolerance), "--atol", str(tolerance)] if tolerance else []
     within = f"within {tolerance}" if tolerance else "within replay's default tolerances"
+    flow = os.path.join(tmp, f"{name}_{os.path.basename(truth)}")
+    r = run([kdflow, "extract", d, "-q", "--session", spec, "-o", flow])
+    expect(r.returncode == 0, f"{name}: extract --session {os.path.basename(spec)} ({r.stderr.strip()})")
+    if r.returncode != 0:
+        return
+    check_kv_runtime(f"{name} ({os.path.basename(spec)})", json.load(open(flow)), truth)
+    r = run([kdflow, "replay", d, "--session", spec, "--backend", "cpu", "-q", "--repeat", "1", "--input",
+             "input_ids=" + os.path.join(d, tokens), *tol])
+    rows = ok_rows(r.stdout)
+    expect(r.returncode == 0 and len(rows) == forwards,
+           f"{name} {os.path.basename(spec)}: replay --backend cpu gives TVM's logits of all {forwards} "
+           f"forwards {within} ({len(rows)} match; exit {r.returncode}: {r.stderr.strip()[-300:]})")
+
+
+def check_llm_sessions(kdflow: str, d: str, tmp: str, tolerance: Optional[float]) -> None:
+    """A language model of another size or precision (llm_f16: TVM's half host code, half4 in
+    shared memory; llm_mqa: 3 layers, one KV head, head dim 32): its three sessions (prefill:7,
+    decode:2, the session file, the long session across pages) against TVM's runtime and
+    logits."""
     for spec, truth, tokens, forwards in (("prefill:7,decode:2", "kv_truth.json", "input_ids.npy", 3),
                                           (os.path.join(d, "session.json"), "kv_truth_session_file.json",
-                                           "input_ids_session_file.npy", 11)):
-        flow = os.path.join(tmp, f"{name}_{truth}")
-        r = run([kdflow, "extract", d, "-q", "--session", spec, "-o", flow])
-        expect(r.returncode == 0, f"{name}: extract --session {os.path.basename(spec)} ({r.stderr.strip()})")
-        if r.returncode != 0:
-            continue
-        check_kv_runtime(f"{name} ({os.path.basename(spec)})", json.load(open(flow)), os.path.join(d, truth))
-        r = run([kdflow, "replay", d, "--session", spec, "--backend", "cpu", "-q", "--repeat", "1", "--input",
-                 "input_ids=" + os.path.join(d, tokens), *tol])
-        rows = ok_rows(r.stdout)
-        expect(r.returncode == 0 and len(rows) == forwards,
-               f"{name} {os.path.basename(spec)}: replay --backend cpu gives TVM's logits of all {forwards} "
-               f"forwards {within} ({len(rows)} match; exit {r.returncode}: {r.stderr.strip()[-300:]})")
+                                           "input_ids_session_file.npy", 11),
+                                          (os.path.join(d, "session_long.json"), "kv_truth_session_long.json",
+                                           "input_ids_session_long.npy", LONG_FORWARDS)):
+        check_session_spec(kdflow, d, tmp, spec, os.path.join(d, truth), tokens, forwards, tolerance)
 
 
 def check_session_replay(kdflow: str, d: str, tmp: str) -> None:

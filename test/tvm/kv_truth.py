@@ -56,15 +56,29 @@ SESSION_FILE: Dict[str, Any] = {
     ],
 }
 
+# A session across page boundaries (16 tokens a page): sequence 7's prefill fills three pages
+# (45 tokens), its decodes cross into a fourth at position 48; sequence 8 then takes fresh pages
+# beside it and both decode. Its labels (seq_7_..., seq_8_...) differ from SESSION_FILE's.
+LONG_SESSION: Dict[str, Any] = {
+    "kv_cache": {"prefill_chunk_size": 64},
+    "steps": [
+        {"op": "add_sequence", "seq": 7}, {"op": "prefill", "seq": 7, "tokens": 45},
+        {"op": "decode", "seq": 7}, {"op": "decode", "seq": 7}, {"op": "decode", "seq": 7}, {"op": "decode", "seq": 7},
+        {"op": "add_sequence", "seq": 8}, {"op": "prefill", "seq": 8, "tokens": 20},
+        {"op": "decode", "seq": 8}, {"op": "decode", "seq": 7},
+    ],
+}
+
 
 def record(tvm: Any, make: Callable[[], Tuple[Any, Dict[str, np.ndarray]]], out_json: str, prefill: int = 7,
            decode: int = 2, page_size: int = 16) -> None:
     """Builds the module `make()` returns (llm_model.decoder_lm, called under the llvm target) for
     llvm and runs two sessions as `kdflow extract --session` runs them, creating the cache alike:
-    prefill:`prefill`,decode:`decode` and SESSION_FILE (written beside `out_json` as
-    session.json). Writes the runtime's kernel calls of the first to `out_json` and of the second
-    to kv_truth_session_file.json; beside them each session's token ids (input_ids.npy,
-    input_ids_session_file.npy: each forward's tokens in order; decode tokens greedy) and TVM's
+    prefill:`prefill`,decode:`decode`, SESSION_FILE and LONG_SESSION (written beside `out_json`
+    as session.json and session_long.json). Writes the runtime's kernel calls of the first to
+    `out_json`, of the second to kv_truth_session_file.json and of the third to
+    kv_truth_session_long.json; beside them each session's token ids (input_ids.npy,
+    input_ids_session_file.npy, input_ids_session_long.npy: each forward's tokens in order; decode tokens greedy) and TVM's
     logits of each forward, output_<label>.npy (output_prefill.npy, output_decode_0.npy,
     output_seq_1_prefill_chunk_0.npy, ...), which `kdflow replay --session` reads."""
     import tvm_ffi
@@ -97,6 +111,8 @@ def record(tvm: Any, make: Callable[[], Tuple[Any, Dict[str, np.ndarray]]], out_
 
     with open(os.path.join(folder, "session.json"), "w") as f:
         json.dump(SESSION_FILE, f, indent=1)
+    with open(os.path.join(folder, "session_long.json"), "w") as f:
+        json.dump(LONG_SESSION, f, indent=1)
     tvm_ffi.register_global_func("vm.builtin.paged_attention_kv_cache_create", hooked, override=True)
     try:
         # The exporter's own run of a session (kdflow_tvm.llm_session), with the runtime's
@@ -104,7 +120,9 @@ def record(tvm: Any, make: Callable[[], Tuple[Any, Dict[str, np.ndarray]]], out_
         for spec, calls_file, tokens_file in ((f"prefill:{prefill},decode:{decode},page_size:{page_size}", out_json,
                                                "input_ids.npy"),
                                               (SESSION_FILE, os.path.join(folder, "kv_truth_session_file.json"),
-                                               "input_ids_session_file.npy")):
+                                               "input_ids_session_file.npy"),
+                                              (LONG_SESSION, os.path.join(folder, "kv_truth_session_long.json"),
+                                               "input_ids_session_long.npy")):
             events.clear()
             _session.run(tvm, ex, params, _session.parse(spec), folder, tokens_file=tokens_file,
                          on_step=lambda label: step.__setitem__(0, label))
