@@ -15,7 +15,8 @@ from .errors import DATA_ERROR, USAGE, ExportError
 
 Session = Dict[str, Any]
 #: (label, op, seqs, tokens): op is "prefill", "decode", "batch_decode" (one token of each of
-#: seqs in one forward), "add_sequence" or "remove_sequence"
+#: seqs in one forward), "add_sequence", "remove_sequence", "fork_sequence" (seqs = [child,
+#: parent], tokens = the position, -1 for the parent's end) or "popn" (tokens = how many)
 Forward = Tuple[str, str, List[int], int]
 
 _CACHE_KEYS = ("max_batch_size", "max_total_seq_len", "prefill_chunk_size", "page_size")
@@ -55,9 +56,13 @@ def parse(spec: Union[str, Mapping[str, Any]]) -> Session:
     for i, s in enumerate(steps):
         batch = isinstance(s, dict) and s.get("op") == "decode" and isinstance(s.get("seq"), list) and \
             s["seq"] and all(isinstance(x, int) for x in s["seq"])
-        if not isinstance(s, dict) or s.get("op") not in ("add_sequence", "remove_sequence", "prefill", "decode") \
+        if not isinstance(s, dict) or s.get("op") not in ("add_sequence", "remove_sequence", "prefill", "decode",
+                                                          "fork_sequence", "popn") \
                 or not (isinstance(s.get("seq"), int) or batch) or \
-                (s["op"] == "prefill" and not isinstance(s.get("tokens"), int)):
+                (s["op"] == "prefill" and not isinstance(s.get("tokens"), int)) or \
+                (s["op"] == "fork_sequence" and not isinstance(s.get("parent"), int)) or \
+                (s["op"] == "fork_sequence" and not isinstance(s.get("pos", -1), int)) or \
+                (s["op"] == "popn" and not isinstance(s.get("n"), int)):
             raise ExportError(f"session: step {i} is not one kdflow runs ({s!r})", DATA_ERROR)
     cache = session.get("kv_cache", {})
     if not isinstance(cache, dict) or any(k not in _CACHE_KEYS for k in cache):
@@ -69,7 +74,7 @@ def forwards(session: Session) -> List[Forward]:
     """The session's steps in order, each forward labelled as kdflow labels it (relax_vm.cpp
     label_steps, chunk_prefills): "prefill", "decode 0", "seq 1 prefill", "prefill chunk 0"."""
     steps = session["steps"]
-    several = len({s["seq"] for s in steps if s["op"] == "add_sequence"}) > 1
+    several = len({s["seq"] for s in steps if s["op"] in ("add_sequence", "fork_sequence")}) > 1
     chunk = int(session.get("kv_cache", {}).get("prefill_chunk_size", 0))
     out: List[Forward] = []
     decodes: Dict[int, int] = {}
@@ -96,6 +101,10 @@ def forwards(session: Session) -> List[Forward]:
                     out.append((f"{label} chunk {i}", "prefill", [seq], min(chunk, n - done)))
             else:
                 out.append((label, "prefill", [seq], n))
+        elif s["op"] == "fork_sequence":
+            out.append((f"fork_sequence {seq}", "fork_sequence", [seq, int(s["parent"])], int(s.get("pos", -1))))
+        elif s["op"] == "popn":
+            out.append((f"popn {seq}", "popn", [seq], int(s["n"])))
         else:
             out.append((s["op"], s["op"], [seq], 0))
     return out
@@ -119,7 +128,7 @@ def run(tvm: Any, ex: Any, params: Mapping[str, np.ndarray], session: Session, f
     random (seed `seed`, below `vocab`, default the embedding's rows), each decode token the
     argmax of that sequence's last logits. Writes `folder/tokens_file` (every forward's tokens
     in order) and TVM's logits of each forward, output_<label>.npy. `on_step(label)` is called
-    before each forward (and with "create" first). Returns the tokens."""
+    before each forward, fork and popn (and with "create" first). Returns the tokens."""
     import tvm_ffi
     from tvm import relax
     dev = tvm.cpu()
@@ -134,6 +143,8 @@ def run(tvm: Any, ex: Any, params: Mapping[str, np.ndarray], session: Session, f
     cache = vm["create_tir_paged_kv_cache"](*(shape([a]) for a in cache_args(session, fw)))
     add_seq = tvm.get_global_func("vm.builtin.kv_state_add_sequence")
     remove_seq = tvm.get_global_func("vm.builtin.kv_state_remove_sequence")
+    fork_seq = tvm.get_global_func("vm.builtin.kv_state_fork_sequence")
+    popn = tvm.get_global_func("vm.builtin.kv_state_popn")
     begin = tvm.get_global_func("vm.builtin.kv_state_begin_forward")
     end = tvm.get_global_func("vm.builtin.kv_state_end_forward")
     view = tvm.get_global_func("vm.builtin.reshape")
@@ -146,6 +157,18 @@ def run(tvm: Any, ex: Any, params: Mapping[str, np.ndarray], session: Session, f
             continue
         if op == "remove_sequence":
             remove_seq(cache, seqs[0])
+            continue
+        if op == "fork_sequence":  # the child continues from the parent's next token
+            if on_step:
+                on_step(label)
+            fork_seq(cache, seqs[1], seqs[0], n)
+            if seqs[1] in nxt:
+                nxt[seqs[0]] = nxt[seqs[1]]
+            continue
+        if op == "popn":
+            if on_step:
+                on_step(label)
+            popn(cache, seqs[0], n)
             continue
         if on_step:
             on_step(label)

@@ -231,6 +231,7 @@ def llm_model_build(tvm: Any, out: str, cuda_graph: bool = False, dtype: str = "
         for f in sorted(os.listdir(src)):
             if f.startswith(("input_ids", "output_", "session")) and f.endswith((".npy", ".json")):
                 shutil.copy(os.path.join(src, f), os.path.join(out, f))
+        shutil.copytree(os.path.join(src, "session_fork"), os.path.join(out, "session_fork"))
 
 
 def onnx_model(out: str) -> None:

@@ -242,6 +242,10 @@ def check_llm(kdflow: str, d: str, tmp: str) -> None:
     check_session_spec(kdflow, d, tmp, os.path.join(d, "session_long.json"),
                        os.path.join(os.path.dirname(d), "llm", "kv_truth_session_long.json"),
                        "input_ids_session_long.npy", LONG_FORWARDS, None)
+    # Forks (inside a page: copy_single_page; two depths of pages, merged) and popn.
+    check_session_spec(kdflow, d, tmp, os.path.join(d, "session_fork.json"),
+                       os.path.join(os.path.dirname(d), "llm", "kv_truth_session_fork.json"),
+                       "input_ids_session_fork.npy", FORK_FORWARDS, None, "session_fork")
     embed = np.zeros((1, 1, 64), dtype="float32")
     np.save(os.path.join(tmp, "x.npy"), embed)
     r = run([kdflow, "replay", d, "--function", "decode", "--backend", "cpu", "-q", "--input",
@@ -257,16 +261,22 @@ def ok_rows(stdout: str) -> List[str]:
 
 
 LONG_FORWARDS = 8  # kv_truth.LONG_SESSION: prefill 45, four decodes, prefill 20, two decodes
+FORK_FORWARDS = 9  # kv_truth.FORK_SESSION: forwards between its forks and popn
 
 
 def check_session_spec(kdflow: str, d: str, tmp: str, spec: str, truth: str, tokens: str, forwards: int,
-                       tolerance: Optional[float]) -> None:
+                       tolerance: Optional[float], refs: str = "") -> None:
     """One session of a language model: extracted, its KV cache runtime calls against TVM's
     runtime running the same model (`truth`), and its replay on the CPU back end against TVM's
     logits (within `tolerance`, float16's precision; else replay's defaults, rtol 1e-3 and atol
-    1e-5)."""
+    1e-5). `refs`: a folder of d holding the token ids and TVM's logits (expect.json: the
+    files in forward order), when they are not d's own output_<step>.npy."""
     name = os.path.basename(d)
     tol = ["--rtol", str(tolerance), "--atol", str(tolerance)] if tolerance else []
+    if refs:
+        r_dir = os.path.join(d, refs)
+        tol += ["--expect", *[os.path.join(r_dir, f) for f in json.load(open(os.path.join(r_dir, "expect.json")))]]
+        tokens = os.path.join(refs, tokens)
     within = f"within {tolerance}" if tolerance else "within replay's default tolerances"
     flow = os.path.join(tmp, f"{name}_{os.path.basename(truth)}")
     r = run([kdflow, "extract", d, "-q", "--session", spec, "-o", flow])
@@ -284,15 +294,18 @@ def check_session_spec(kdflow: str, d: str, tmp: str, spec: str, truth: str, tok
 
 def check_llm_sessions(kdflow: str, d: str, tmp: str, tolerance: Optional[float]) -> None:
     """A language model of another size or precision (llm_f16: TVM's half host code, half4 in
-    shared memory; llm_mqa: 3 layers, one KV head, head dim 32): its three sessions (prefill:7,
-    decode:2, the session file, the long session across pages) against TVM's runtime and
-    logits."""
+    shared memory; llm_mqa: 3 layers, one KV head, head dim 32): its four sessions (prefill:7,
+    decode:2, the session file, the long session across pages, forks and popn) against TVM's
+    runtime and logits."""
     for spec, truth, tokens, forwards in (("prefill:7,decode:2", "kv_truth.json", "input_ids.npy", 3),
                                           (os.path.join(d, "session.json"), "kv_truth_session_file.json",
                                            "input_ids_session_file.npy", 11),
                                           (os.path.join(d, "session_long.json"), "kv_truth_session_long.json",
-                                           "input_ids_session_long.npy", LONG_FORWARDS)):
-        check_session_spec(kdflow, d, tmp, spec, os.path.join(d, truth), tokens, forwards, tolerance)
+                                           "input_ids_session_long.npy", LONG_FORWARDS),
+                                          (os.path.join(d, "session_fork.json"), "kv_truth_session_fork.json",
+                                           "input_ids_session_fork.npy", FORK_FORWARDS)):
+        check_session_spec(kdflow, d, tmp, spec, os.path.join(d, truth), tokens, forwards, tolerance,
+                           "session_fork" if "fork" in spec else "")
 
 
 def check_session_replay(kdflow: str, d: str, tmp: str) -> None:
@@ -344,10 +357,12 @@ def check_kv_runtime(name: str, df: dict, truth_path: str) -> None:
     copies = {c["graph_node"]: c for c in df.get("host_copies", [])}
     steps = sorted({n["session_step"] for n in nodes})
     want_steps = sorted({c["step"] for c in truth})
-    expect(len(copies) == len(steps) and steps == want_steps and
+    # Forks and popn call the runtime (copy_single_page) outside a forward: no copy there.
+    forwards = [st for st in steps if not st.startswith(("fork_sequence ", "popn "))]
+    expect(len(copies) == len(forwards) and steps == want_steps and
            all(n["id"] in copies for n in nodes if n["runtime_role"] == "aux copy"),
-           f"{name} session: one copy of the KV cache's auxiliary arrays per step ({len(copies)} copies, "
-           f"{len(steps)} steps; TVM's runtime ran {len(want_steps)})")
+           f"{name} session: one copy of the KV cache's auxiliary arrays per forward ({len(copies)} copies, "
+           f"{len(forwards)} forwards, {len(steps)} steps; TVM's runtime ran {len(want_steps)})")
     got_seq = [(n["session_step"], n["runtime_role"]) for n in calls]
     want_seq = [(c["step"], c["role"]) for c in truth]
     expect(got_seq == want_seq, f"{name} session: {len(calls)} KV cache runtime calls in TVM's order "

@@ -69,6 +69,25 @@ LONG_SESSION: Dict[str, Any] = {
     ],
 }
 
+# Forks and popn (TVM's two-level page table): sequence 3 forked from 0 inside its second page
+# (copy_single_page of 4 tokens per layer, a new parent block; two depths), both decoded alone
+# and in one batch (depth 0 shared by both), sequence 4 forked from 0 inside its first page,
+# prefilled and decoded; popn within a block (pages freed), and one reaching into a shared block
+# (the runtime forks again internally and copies).
+FORK_SESSION: Dict[str, Any] = {
+    "kv_cache": {"max_total_seq_len": 256, "max_batch_size": 2},
+    "steps": [
+        {"op": "add_sequence", "seq": 0}, {"op": "prefill", "seq": 0, "tokens": 20},
+        {"op": "fork_sequence", "seq": 3, "parent": 0},
+        {"op": "decode", "seq": 3}, {"op": "decode", "seq": 0}, {"op": "decode", "seq": [0, 3]},
+        {"op": "fork_sequence", "seq": 4, "parent": 0, "pos": 5},
+        {"op": "prefill", "seq": 4, "tokens": 6}, {"op": "decode", "seq": 4},
+        {"op": "popn", "seq": 0, "n": 3}, {"op": "decode", "seq": 0},
+        {"op": "popn", "seq": 3, "n": 8}, {"op": "decode", "seq": 3},
+        {"op": "remove_sequence", "seq": 0}, {"op": "decode", "seq": [3, 4]},
+    ],
+}
+
 
 def record(tvm: Any, make: Callable[[], Tuple[Any, Dict[str, np.ndarray]]], out_json: str, prefill: int = 7,
            decode: int = 2, page_size: int = 16) -> None:
@@ -113,6 +132,8 @@ def record(tvm: Any, make: Callable[[], Tuple[Any, Dict[str, np.ndarray]]], out_
         json.dump(SESSION_FILE, f, indent=1)
     with open(os.path.join(folder, "session_long.json"), "w") as f:
         json.dump(LONG_SESSION, f, indent=1)
+    with open(os.path.join(folder, "session_fork.json"), "w") as f:
+        json.dump(FORK_SESSION, f, indent=1)
     tvm_ffi.register_global_func("vm.builtin.paged_attention_kv_cache_create", hooked, override=True)
     try:
         # The exporter's own run of a session (kdflow_tvm.llm_session), with the runtime's
@@ -122,10 +143,22 @@ def record(tvm: Any, make: Callable[[], Tuple[Any, Dict[str, np.ndarray]]], out_
                                               (SESSION_FILE, os.path.join(folder, "kv_truth_session_file.json"),
                                                "input_ids_session_file.npy"),
                                               (LONG_SESSION, os.path.join(folder, "kv_truth_session_long.json"),
-                                               "input_ids_session_long.npy")):
+                                               "input_ids_session_long.npy"),
+                                              (FORK_SESSION, os.path.join(folder, "kv_truth_session_fork.json"),
+                                               "input_ids_session_fork.npy")):
             events.clear()
-            _session.run(tvm, ex, params, _session.parse(spec), folder, tokens_file=tokens_file,
+            # The fork session's forwards are labelled like the session file's (seq 0, batch
+            # decode 0): its references go into their own folder, listed in forward order.
+            into = os.path.join(folder, "session_fork") if spec is FORK_SESSION else folder
+            os.makedirs(into, exist_ok=True)
+            _session.run(tvm, ex, params, _session.parse(spec), into, tokens_file=tokens_file,
                          on_step=lambda label: step.__setitem__(0, label))
+            if spec is FORK_SESSION:
+                outs = ["output_" + label.replace(" ", "_") + ".npy"
+                        for label, op, _, _ in _session.forwards(_session.parse(spec))
+                        if op in ("prefill", "decode", "batch_decode")]
+                with open(os.path.join(into, "expect.json"), "w") as f:
+                    json.dump(outs, f)
             with open(calls_file, "w") as f:
                 json.dump({"tvm": str(tvm.__version__), "calls": list(events)}, f, indent=1)
     finally:

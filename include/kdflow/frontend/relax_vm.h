@@ -74,12 +74,17 @@ struct RelaxProgram {
 struct RelaxSessionStep {
   /// BatchDecode: one forward decoding one token of each of `seqs` through the build's
   /// `batch_decode` (MLC's batched decode: x of shape (batch, 1, hidden)).
-  enum class Kind { AddSequence, RemoveSequence, Prefill, Decode, BatchDecode };
+  /// ForkSequence: `seq` forked from `parent` at `pos` (-1: its end), as
+  /// vm.builtin.kv_state_fork_sequence; PopN: `tokens` dropped from the end of `seq`
+  /// (vm.builtin.kv_state_popn).
+  enum class Kind { AddSequence, RemoveSequence, Prefill, Decode, BatchDecode, ForkSequence, PopN };
   Kind kind = Kind::Prefill;
   int64_t seq = 0;
   std::vector<int64_t> seqs;  ///< BatchDecode: the sequences, in the batch's order
-  int64_t tokens = 1;  ///< Prefill: tokens of this forward (a chunk's)
-  std::string label;   ///< Prefill, Decode: the step's name (Node::session_step, input_ids[label])
+  int64_t tokens = 1;  ///< Prefill: tokens of this forward (a chunk's); PopN: tokens dropped
+  std::string label;   ///< the step's name (Node::session_step; a forward's input_ids[label])
+  int64_t parent = 0;  ///< ForkSequence
+  int64_t pos = -1;    ///< ForkSequence
 };
 
 /// A stated run of a language model's host program, as TVM's LLM tutorial and MLC's chat

@@ -78,41 +78,248 @@ DType PagedKvCacheModel::buffer_dtype(KvBuffer b) const {
   }
 }
 
+int64_t PagedKvCacheModel::free_block() {
+  // GetFreeBlock: the last freed block is reused (Reset), else a new one.
+  if (!free_blocks_.empty()) {
+    const int64_t b = free_blocks_.back();
+    free_blocks_.pop_back();
+    blocks_[static_cast<size_t>(b)] = Block{};
+    return b;
+  }
+  blocks_.emplace_back();
+  return static_cast<int64_t>(blocks_.size()) - 1;
+}
+
+Expected<int64_t> PagedKvCacheModel::free_page() {
+  if (free_pages_.empty())
+    return Error{fmt::format("the KV cache is full: {} pages of {} tokens (max_total_seq_len {}) hold no more",
+                             cfg_.num_pages(), cfg_.page_size, cfg_.max_total_seq_len),
+                 ExitCode::DataError};
+  const int64_t p = free_pages_.back();
+  free_pages_.pop_back();
+  return p;
+}
+
+std::vector<int64_t> PagedKvCacheModel::trace(const Sequence& s) const {
+  // Sequence::GetBlockTrace: root first.
+  std::vector<int64_t> out;
+  for (int64_t b = s.last_block; b != -1; b = blocks_[static_cast<size_t>(b)].parent) out.push_back(b);
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
+PagedKvCacheModel::Sequence* PagedKvCacheModel::find(int64_t id) {
+  auto it = std::find_if(seqs_.begin(), seqs_.end(), [&](const Sequence& s) { return s.id == id; });
+  return it == seqs_.end() ? nullptr : &*it;
+}
+
 Status PagedKvCacheModel::add_sequence(int64_t seq_id) {
-  for (const Sequence& s : seqs_)
-    if (s.id == seq_id) return Error{fmt::format("sequence {} is already in the KV cache", seq_id), ExitCode::DataError};
+  if (find(seq_id)) return Error{fmt::format("sequence {} is already in the KV cache", seq_id), ExitCode::DataError};
+  if (in_forward_) return Error{"a sequence added inside a forward", ExitCode::DataError};
   Sequence s;
   s.id = seq_id;
-  s.block = static_cast<int64_t>(blocks_.size());
-  blocks_.emplace_back();
+  s.last_block = free_block();
+  ++blocks_[static_cast<size_t>(s.last_block)].refs;  // the Sequence constructor's reference
   seqs_.push_back(s);
   dirty_ = true;
   return Status::ok();
 }
 
-Status PagedKvCacheModel::remove_sequence(int64_t seq_id) {
-  auto it = std::find_if(seqs_.begin(), seqs_.end(), [&](const Sequence& s) { return s.id == seq_id; });
-  if (it == seqs_.end())
+Status PagedKvCacheModel::remove(int64_t seq_id) {
+  Sequence* seq = find(seq_id);
+  if (!seq)
     return Error{fmt::format("sequence {} cannot be removed: it is not in the KV cache", seq_id), ExitCode::DataError};
-  if (in_forward_) return Error{"a sequence removed inside a forward", ExitCode::DataError};
-  Block& b = blocks_[static_cast<size_t>(it->block)];
-  for (int64_t p : b.page_ids) free_pages_.push_back(p);
-  b = Block{};
-  seqs_.erase(it);
+  // PKV RemoveSequence: free the blocks only this sequence holds, last first; the first shared
+  // one loses a reference.
+  int64_t b = seq->last_block;
+  while (b != -1 && blocks_[static_cast<size_t>(b)].refs == 1) {
+    for (int64_t p : blocks_[static_cast<size_t>(b)].page_ids) free_pages_.push_back(p);
+    free_blocks_.push_back(b);
+    b = blocks_[static_cast<size_t>(b)].parent;
+  }
+  if (b != -1) --blocks_[static_cast<size_t>(b)].refs;
+  seqs_.erase(seqs_.begin() + (seq - seqs_.data()));
   dirty_ = true;
   return Status::ok();
 }
 
+Status PagedKvCacheModel::remove_sequence(int64_t seq_id) {
+  if (in_forward_) return Error{"a sequence removed inside a forward", ExitCode::DataError};
+  return remove(seq_id);
+}
+
+Expected<std::vector<KvCall>> PagedKvCacheModel::fork_sequence(int64_t parent, int64_t child, int64_t pos) {
+  if (in_forward_) return Error{"a sequence forked inside a forward", ExitCode::DataError};
+  return fork(parent, child, pos);
+}
+
+Expected<std::vector<KvCall>> PagedKvCacheModel::fork(int64_t parent_id, int64_t child_id, int64_t pos) {
+  const int64_t P = cfg_.page_size;
+  Sequence* parent = find(parent_id);
+  if (!parent)
+    return Error{fmt::format("fork of sequence {}, which is not in the KV cache", parent_id), ExitCode::DataError};
+  if (find(child_id))
+    return Error{fmt::format("fork into sequence {}, which is already in the KV cache", child_id), ExitCode::DataError};
+  if (pos < -1 || pos > parent->length)
+    return Error{fmt::format("fork of sequence {} at position {}: it holds {} tokens", parent_id, pos, parent->length),
+                 ExitCode::DataError};
+  if (pos == -1) pos = parent->length;
+  // PKV ForkSequence (~585). At the parent's end on a page boundary, the parent gets a new
+  // empty block so that its next tokens do not go into the shared one.
+  if (pos == parent->length && pos % P == 0 && blocks_[static_cast<size_t>(parent->last_block)].seq_length > 0) {
+    const int64_t nb = free_block();
+    blocks_[static_cast<size_t>(nb)].start_pos = parent->length;
+    blocks_[static_cast<size_t>(nb)].parent = parent->last_block;
+    blocks_[static_cast<size_t>(nb)].refs = 1;
+    parent->last_block = nb;
+  }
+  const int64_t child_block = free_block();
+  const std::vector<int64_t> tr = trace(*parent);
+  int64_t in_block = pos;
+  std::vector<KvCall> calls;
+  for (int64_t forked : tr) {
+    Block* fb = &blocks_[static_cast<size_t>(forked)];
+    if (forked != tr.back()) {
+      if (fb->seq_length <= 0 || fb->seq_length % P != 0)
+        return Error{fmt::format("fork of sequence {}: a block before its last holds {} tokens (the runtime expects a "
+                                 "positive multiple of the page size {})",
+                                 parent_id, fb->seq_length, P),
+                     ExitCode::DataError};
+      if (fb->seq_length <= in_block) {
+        in_block -= fb->seq_length;
+        continue;
+      }
+    }
+    const int64_t in_page = in_block % P;
+    const int64_t moved = in_block - in_page;
+    const int64_t moved_pages = moved / P;
+    if (moved_pages == 0) {
+      // Forked in the block's first page: the child hangs under the block's parent.
+      const int64_t pb = fb->parent;
+      if (pb != -1) ++blocks_[static_cast<size_t>(pb)].refs;
+      blocks_[static_cast<size_t>(child_block)].parent = pb;
+    } else {
+      // A new block before the forked one takes its first moved_pages pages; both the forked
+      // block and the child hang under it.
+      const int64_t pb = free_block();
+      fb = &blocks_[static_cast<size_t>(forked)];  // free_block may have grown the pool
+      Block& nb = blocks_[static_cast<size_t>(pb)];
+      nb.parent = fb->parent;
+      fb->parent = pb;
+      blocks_[static_cast<size_t>(child_block)].parent = pb;
+      nb.refs = 2;
+      nb.page_ids.assign(fb->page_ids.begin(), fb->page_ids.begin() + moved_pages);
+      fb->page_ids.erase(fb->page_ids.begin(), fb->page_ids.begin() + moved_pages);
+      nb.start_pos = fb->start_pos;
+      fb->start_pos += moved;
+      nb.seq_length = moved;
+      fb->seq_length -= moved;
+    }
+    Block& cb = blocks_[static_cast<size_t>(child_block)];
+    cb.start_pos = pos - in_page;
+    cb.seq_length = in_page;
+    if (in_page > 0) {
+      // CopySinglePage: the forked page's first in_page tokens into a fresh page, every layer.
+      if (cfg_.copy_single_page.empty())
+        return Error{fmt::format("fork of sequence {} at position {}, inside a page: the runtime copies that page with "
+                                 "copy_single_page, which this build did not pass to the KV cache",
+                                 parent_id, pos),
+                     ExitCode::Unavailable};
+      const int64_t src = blocks_[static_cast<size_t>(forked)].page_ids.at(0);
+      Expected<int64_t> tgt = free_page();
+      if (!tgt) return tgt.error();
+      blocks_[static_cast<size_t>(child_block)].page_ids.push_back(*tgt);
+      for (int64_t l = 0; l < cfg_.num_layers; ++l) {
+        KvCall c;
+        c.function = cfg_.copy_single_page;
+        c.role = "copy single page";
+        c.layer = cfg_.layer_begin + l;
+        KvArg pages;
+        pages.kind = KvArg::Kind::Buffer;
+        pages.buffer = KvBuffer::Pages;
+        pages.layer = l;
+        pages.shape = buffer_shape(KvBuffer::Pages);
+        pages.writes = pages.keeps = true;
+        c.args.push_back(pages);
+        for (int64_t v : {src, *tgt, in_page}) {
+          KvArg a;
+          a.kind = KvArg::Kind::Int;
+          a.i = v;
+          c.args.push_back(a);
+        }
+        calls.push_back(std::move(c));
+      }
+    }
+    break;
+  }
+  // The child Sequence: a reference to its block, its length summed over its chain.
+  Sequence s;
+  s.id = child_id;
+  s.last_block = child_block;
+  ++blocks_[static_cast<size_t>(child_block)].refs;
+  for (int64_t b : trace(s)) s.length += blocks_[static_cast<size_t>(b)].seq_length;
+  seqs_.push_back(s);
+  dirty_ = true;
+  return calls;
+}
+
+Expected<std::vector<KvCall>> PagedKvCacheModel::popn(int64_t seq_id, int64_t n) {
+  if (in_forward_) return Error{"popn inside a forward", ExitCode::DataError};
+  Sequence* seq = find(seq_id);
+  if (!seq) return Error{fmt::format("popn of sequence {}, which is not in the KV cache", seq_id), ExitCode::DataError};
+  if (n < 0 || n > seq->length)
+    return Error{fmt::format("popn of {} tokens from sequence {}, which holds {}", n, seq_id, seq->length),
+                 ExitCode::DataError};
+  std::vector<KvCall> calls;
+  if (n == 0) return calls;
+  // PKV PopN (~782): drop whole blocks this sequence alone holds, then pages of the last one.
+  int64_t b = seq->last_block;
+  while (b != -1 && blocks_[static_cast<size_t>(b)].refs == 1) {
+    Block& bl = blocks_[static_cast<size_t>(b)];
+    if (n > bl.seq_length) {
+      n -= bl.seq_length;
+      seq->length -= bl.seq_length;
+      for (int64_t p : bl.page_ids) free_pages_.push_back(p);
+      free_blocks_.push_back(b);
+      b = bl.parent;
+      seq->last_block = b;
+      continue;
+    }
+    int64_t npage = static_cast<int64_t>(bl.page_ids.size());
+    const int64_t target = (bl.seq_length - n + cfg_.page_size - 1) / cfg_.page_size;
+    while (npage > target) {
+      free_pages_.push_back(bl.page_ids.back());
+      bl.page_ids.pop_back();
+      --npage;
+    }
+    seq->length -= n;
+    bl.seq_length -= n;
+    n = 0;
+    break;
+  }
+  if (n > 0) {
+    // The rest lies in shared blocks: fork a temporary sequence at the new end, drop this one,
+    // and let the temporary take its id.
+    const int64_t temp = -1 - seq_id;
+    Expected<std::vector<KvCall>> c = fork(seq_id, temp, seq->length - n);
+    if (!c) return c.error();
+    calls = c.take();
+    if (Status r = remove(seq_id); !r) return r.error();
+    find(temp)->id = seq_id;
+  }
+  dirty_ = true;
+  return calls;
+}
+
 Status PagedKvCacheModel::reserve(Block& b, int64_t n) {
   // PKV ReserveAppendLengthInSeq: pages until ceil((len + n) / P), each popped from the free list.
+  if (b.refs != 1)
+    return Error{"tokens appended to a block other sequences share (the runtime refuses it)", ExitCode::DataError};
   const int64_t target = (b.seq_length + n + cfg_.page_size - 1) / cfg_.page_size;
   while (static_cast<int64_t>(b.page_ids.size()) < target) {
-    if (free_pages_.empty())
-      return Error{fmt::format("the KV cache is full: {} pages of {} tokens (max_total_seq_len {}) hold no more",
-                               cfg_.num_pages(), cfg_.page_size, cfg_.max_total_seq_len),
-                   ExitCode::DataError};
-    b.page_ids.push_back(free_pages_.back());
-    free_pages_.pop_back();
+    Expected<int64_t> p = free_page();
+    if (!p) return p.error();
+    b.page_ids.push_back(*p);
   }
   b.seq_length += n;
   return Status::ok();
@@ -126,18 +333,18 @@ Status PagedKvCacheModel::begin_forward(const std::vector<int64_t>& seq_ids, con
     return Error{fmt::format("a forward of {} sequences; the cache was created for {}", seq_ids.size(),
                              cfg_.max_batch_size),
                  ExitCode::DataError};
-  std::vector<Sequence*> seqs;
+  std::vector<int64_t> seqs;  // indices in seqs_ (stable: no sequence is added in a forward)
   int64_t total = 0;
   bool decode = true;
   for (size_t i = 0; i < seq_ids.size(); ++i) {
-    auto it = std::find_if(seqs_.begin(), seqs_.end(), [&](const Sequence& s) { return s.id == seq_ids[i]; });
-    if (it == seqs_.end())
+    Sequence* s = find(seq_ids[i]);
+    if (!s)
       return Error{fmt::format("begin_forward names sequence {}, which was never added", seq_ids[i]),
                    ExitCode::DataError};
     if (lengths[i] <= 0)
       return Error{fmt::format("begin_forward appends {} tokens to sequence {}", lengths[i], seq_ids[i]),
                    ExitCode::DataError};
-    seqs.push_back(&*it);
+    seqs.push_back(s - seqs_.data());
     total += lengths[i];
     decode = decode && lengths[i] == 1;
   }
@@ -147,36 +354,104 @@ Status PagedKvCacheModel::begin_forward(const std::vector<int64_t>& seq_ids, con
                              total, cfg_.prefill_chunk_size),
                  ExitCode::DataError};
   const int64_t P = cfg_.page_size;
+  const size_t B = seqs.size();
+  auto seq = [&](size_t i) -> Sequence& { return seqs_[static_cast<size_t>(seqs[i])]; };
+  auto block = [&](int64_t b) -> Block& { return blocks_[static_cast<size_t>(b)]; };
   // PKV BeginForward step 1: the rotary offset of the ragged part is the length before.
   std::vector<int64_t> k_ragged;
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    k_ragged.push_back(seqs[i]->length);
-    seqs[i]->length += lengths[i];
+  for (size_t i = 0; i < B; ++i) {
+    k_ragged.push_back(seq(i).length);
+    seq(i).length += lengths[i];
   }
-  // Steps 2-4: one depth (every sequence is one block: forks are not modelled); the chunks are
-  // the sequences' blocks, so the decode kernel serves an all-ones forward (ratio < 32).
-  append_before_attn_ = decode;
+  // Step 2 (GetBlockIdsOnDepth): each sequence's blocks root first; depth 0 the first, depth 1
+  // the second, the blocks after it "trailing" (their pages join depth 1's).
+  std::vector<std::vector<int64_t>> on_depth;  // [depth][sequence] → block, -1 when it has fewer
+  std::vector<std::vector<int64_t>> trailing(B);
+  for (size_t i = 0; i < B; ++i) {
+    const std::vector<int64_t> tr = trace(seq(i));
+    const size_t kept = std::min<size_t>(tr.size(), kMaxDepth);
+    if (on_depth.size() < kept) on_depth.resize(kept, std::vector<int64_t>(B, -1));
+    for (size_t d = 0; d < kept; ++d) on_depth[d][i] = tr[d];
+    trailing[i].assign(tr.begin() + static_cast<std::ptrdiff_t>(kept), tr.end());
+  }
+  for (std::vector<int64_t>& d : on_depth) d.resize(B, -1);
+  num_depths_ = static_cast<int>(on_depth.size());
+  // Step 3 (GetChunkedBlockIds): per depth, (block, tokens) per sequence or, at depth 0 when the
+  // decode kernel is not used, consecutive sequences on one block coalesced into one chunk.
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> chunks(static_cast<size_t>(num_depths_));
+  use_decode_.assign(static_cast<size_t>(num_depths_), false);
+  for (int d = 0; d < num_depths_; ++d) {
+    const std::vector<int64_t>& ids = on_depth[static_cast<size_t>(d)];
+    auto pages_of = [&](int64_t b) { return b == -1 ? int64_t(0) : static_cast<int64_t>(block(b).page_ids.size()); };
+    std::vector<std::pair<int64_t, int64_t>> unco, co;
+    int64_t cur = ids[0], len = lengths[0], pages_co = 0, pages_unco = pages_of(ids[0]);
+    for (size_t i = 1; i < B; ++i) {
+      pages_unco += pages_of(ids[i]);
+      unco.emplace_back(ids[i - 1], lengths[i - 1]);
+      if (ids[i] == cur) {
+        len += lengths[i];
+      } else {
+        co.emplace_back(cur, len);
+        pages_co += pages_of(cur);
+        cur = ids[i];
+        len = lengths[i];
+      }
+    }
+    unco.emplace_back(ids[B - 1], lengths[B - 1]);
+    co.emplace_back(cur, len);
+    pages_co += pages_of(cur);
+    const double ratio = pages_co > 0 ? 1.0 * static_cast<double>(pages_unco) / static_cast<double>(pages_co) : 0.0;
+    const bool use_decode = decode && ratio < 32;
+    const bool coalesce = d != kMaxDepth - 1;
+    chunks[static_cast<size_t>(d)] = use_decode || !coalesce ? unco : co;
+    use_decode_[static_cast<size_t>(d)] = use_decode;
+  }
+  // Step 4: no sliding window, so the decode kernel of the last depth decides.
+  append_before_attn_ = use_decode_.back();
   if (append_before_attn_)
-    for (size_t i = 0; i < seqs.size(); ++i)
-      if (Status s = reserve(blocks_[seqs[i]->block], lengths[i]); !s) return s;
-  // Step 7: the page table of depth 0 (before this round's tokens in a prefill).
-  std::vector<int64_t> qo_indptr{0}, page_indptr{0}, page_indices, last_page_len, k_rope;
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    const Block& b = blocks_[seqs[i]->block];
-    qo_indptr.push_back(qo_indptr.back() + lengths[i]);
-    page_indptr.push_back(page_indptr.back() + static_cast<int64_t>(b.page_ids.size()));
-    page_indices.insert(page_indices.end(), b.page_ids.begin(), b.page_ids.end());
-    last_page_len.push_back(b.seq_length == 0 ? 0 : (b.seq_length - 1) % P + 1);
-    k_rope.push_back(b.start_pos);
+    for (size_t i = 0; i < B; ++i)
+      if (Status s = reserve(block(seq(i).last_block), lengths[i]); !s) return s;
+  // Step 7: the page table of each depth (before this round's tokens in a prefill).
+  std::vector<std::vector<int64_t>> qo_indptr(static_cast<size_t>(num_depths_)),
+      page_indptr(static_cast<size_t>(num_depths_)), page_indices(static_cast<size_t>(num_depths_)),
+      last_page_len(static_cast<size_t>(num_depths_)), k_rope(static_cast<size_t>(num_depths_));
+  for (int d = 0; d < num_depths_; ++d) {
+    const size_t du = static_cast<size_t>(d);
+    qo_indptr[du] = {0};
+    page_indptr[du] = {0};
+    for (size_t i = 0; i < chunks[du].size(); ++i) {
+      const auto [b, len] = chunks[du][i];
+      qo_indptr[du].push_back(qo_indptr[du].back() + len);
+      if (b == -1) {
+        page_indptr[du].push_back(page_indptr[du].back());
+        last_page_len[du].push_back(0);
+        k_rope[du].push_back(0);
+        continue;
+      }
+      const Block& bl = block(b);
+      int64_t pages = static_cast<int64_t>(bl.page_ids.size()), length = bl.seq_length;
+      page_indices[du].insert(page_indices[du].end(), bl.page_ids.begin(), bl.page_ids.end());
+      if (d == kMaxDepth - 1)  // the maximum depth: the trailing blocks' pages too
+        for (int64_t t : trailing[i]) {
+          const Block& tb = block(t);
+          page_indices[du].insert(page_indices[du].end(), tb.page_ids.begin(), tb.page_ids.end());
+          pages += static_cast<int64_t>(tb.page_ids.size());
+          length += tb.seq_length;
+        }
+      page_indptr[du].push_back(page_indptr[du].back() + pages);
+      last_page_len[du].push_back(length == 0 ? 0 : (length - 1) % P + 1);
+      k_rope[du].push_back(bl.start_pos);
+    }
   }
-  has_pages_ = !page_indices.empty();
+  depth_has_pages_.assign(static_cast<size_t>(num_depths_), false);
+  for (int d = 0; d < num_depths_; ++d) depth_has_pages_[static_cast<size_t>(d)] = !page_indices[static_cast<size_t>(d)].empty();
   if (!append_before_attn_)
-    for (size_t i = 0; i < seqs.size(); ++i)
-      if (Status s = reserve(blocks_[seqs[i]->block], lengths[i]); !s) return s;
+    for (size_t i = 0; i < B; ++i)
+      if (Status s = reserve(block(seq(i).last_block), lengths[i]); !s) return s;
   // Step 10: per token, the query's rotary position and where its K and V are appended.
   std::vector<int64_t> q_rope, append_pos;
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    const Block& b = blocks_[seqs[i]->block];
+  for (size_t i = 0; i < B; ++i) {
+    const Block& b = block(seq(i).last_block);
     for (int64_t pos = 0; pos < lengths[i]; ++pos) {
       q_rope.push_back(k_ragged[i] + pos);
       const int64_t in_block = b.seq_length - lengths[i] + pos;
@@ -197,12 +472,15 @@ Status PagedKvCacheModel::begin_forward(const std::vector<int64_t>& seq_ids, con
     a.values = std::move(v);
     aux_.push_back(std::move(a));
   };
+  auto per_depth = [&](const std::string& name, std::vector<std::vector<int64_t>>& v) {
+    for (int d = 0; d < num_depths_; ++d) put(fmt::format("{}[{}]", name, d), std::move(v[static_cast<size_t>(d)]));
+  };
   put("q_rope_position_map", q_rope);
-  put("qo_indptr[0]", qo_indptr);
-  put("page_indptr[0]", page_indptr);
-  put("page_indices[0]", page_indices);
-  put("last_page_len[0]", last_page_len);
-  put("k_rope_pos_offset[0]", k_rope);
+  per_depth("qo_indptr", qo_indptr);
+  per_depth("page_indptr", page_indptr);
+  per_depth("page_indices", page_indices);
+  per_depth("last_page_len", last_page_len);
+  per_depth("k_rope_pos_offset", k_rope);
   put("cur_append_length_indptr", cur_indptr);
   put("k_ragged_rope_pos_offset", k_ragged);
   put("append_position_map", append_pos);
@@ -210,7 +488,7 @@ Status PagedKvCacheModel::begin_forward(const std::vector<int64_t>& seq_ids, con
   put("kv_transfer_recver_id", std::vector<int64_t>(static_cast<size_t>(total), -1));
   aux_length_ = off;
   total_tokens_ = total;
-  batch_ = static_cast<int64_t>(seqs.size());
+  batch_ = static_cast<int64_t>(B);
   in_forward_ = true;
   dirty_ = true;
   return Status::ok();
@@ -329,20 +607,22 @@ Expected<std::vector<KvCall>> PagedKvCacheModel::attention_with_fused_qkv(int64_
                             real(c.rope_scale), real(c.rope_theta), real(sm_scale)}});
     first = false;
   }
-  if (has_pages_) {
+  // MHACrossAttnInternal: each depth with pages, the decode or the paged prefill kernel; after
+  // the first kernel each result is merged into the output.
+  for (int d = 0; d < num_depths_; ++d) {
+    if (!depth_has_pages_[static_cast<size_t>(d)]) continue;
+    auto a = [&](const char* name) { return aux_arg(fmt::format("{}[{}]", name, d)); };
     KvArg o = first ? out(false) : buf(KvBuffer::TempO, {T, Hq, D}, true);
     KvArg lse = buf(first ? KvBuffer::MergedLse : KvBuffer::TempLse, {T, Hq}, true);
-    if (append_before_attn_) {
+    if (use_decode_[static_cast<size_t>(d)]) {
       calls.push_back(KvCall{c.decode, "decode",
-                             {q, pages, aux_arg("page_indptr[0]"), aux_arg("page_indices[0]"),
-                              aux_arg("last_page_len[0]"), aux_arg("k_rope_pos_offset[0]"),
-                              aux_arg("q_rope_position_map"), o, lse, integer(rotary_mode), real(c.rope_scale),
-                              real(c.rope_theta), real(sm_scale)}});
+                             {q, pages, a("page_indptr"), a("page_indices"), a("last_page_len"),
+                              a("k_rope_pos_offset"), aux_arg("q_rope_position_map"), o, lse, integer(rotary_mode),
+                              real(c.rope_scale), real(c.rope_theta), real(sm_scale)}});
     } else {
       calls.push_back(KvCall{c.prefill_paged, "prefill paged",
-                             {q, aux_arg("qo_indptr[0]"), pages, aux_arg("page_indptr[0]"),
-                              aux_arg("page_indices[0]"), aux_arg("last_page_len[0]"),
-                              aux_arg("k_rope_pos_offset[0]"), aux_arg("q_rope_position_map"), o, lse, integer(0),
+                             {q, a("qo_indptr"), pages, a("page_indptr"), a("page_indices"), a("last_page_len"),
+                              a("k_rope_pos_offset"), aux_arg("q_rope_position_map"), o, lse, integer(0),
                               integer(rotary_mode), real(c.rope_scale), real(c.rope_theta), real(sm_scale)}});
     }
     if (!first) {

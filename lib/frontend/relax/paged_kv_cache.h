@@ -28,6 +28,7 @@ struct KvCacheConfig {
   double rope_scale = 1, rope_theta = 10000;
   DType dtype;                     ///< the KV dtype (the zeros tensor's)
   std::string transpose_append, prefill_ragged, prefill_paged, decode, merge, split_rotary;
+  std::string copy_single_page;    ///< "" when the build passed none (a fork within a page is then refused)
 
   /// Pages in the pool: ceil(capacity / P) + 1 (no sliding window).
   int64_t num_pages() const { return (max_total_seq_len + page_size - 1) / page_size + 1; }
@@ -65,8 +66,9 @@ struct KvArg {
 /// One step of an attention call: the auxiliary copy (function empty) or a host function call.
 struct KvCall {
   std::string function;    ///< host function symbol; "" for the copy of the auxiliary arrays
-  std::string role;        ///< "aux copy", "split rotary", "prefill ragged", "decode", ...
+  std::string role;        ///< "aux copy", "split rotary", "prefill ragged", "decode", "copy single page", ...
   std::vector<KvArg> args;
+  int64_t layer = -1;      ///< a call outside an attention (copy single page): the layer of its pages
 };
 
 class PagedKvCacheModel {
@@ -81,9 +83,17 @@ class PagedKvCacheModel {
   DType buffer_dtype(KvBuffer b) const;
 
   Status add_sequence(int64_t seq_id);
-  /// kv_state_remove_sequence: its pages go back to the free list in order (the last one is
-  /// handed out first).
+  /// kv_state_remove_sequence: the pages of its blocks no other sequence shares go back to
+  /// the free list in order (the last one is handed out first).
   Status remove_sequence(int64_t seq_id);
+  /// kv_state_fork_sequence(parent, child, pos): the child shares the parent's pages up to
+  /// `pos` (-1: all); a fork inside a page copies that page's first tokens into a fresh page
+  /// for the child, one copy_single_page call per layer (returned; the runtime makes them on its
+  /// copy stream at once).
+  Expected<std::vector<KvCall>> fork_sequence(int64_t parent, int64_t child, int64_t pos);
+  /// kv_state_popn(seq, n): the sequence's last n tokens dropped (a fork and copy when they
+  /// end inside a shared block).
+  Expected<std::vector<KvCall>> popn(int64_t seq_id, int64_t n);
   /// kv_state_begin_forward(seq_ids, append_lengths): the page bookkeeping and the auxiliary
   /// arrays of the forward (host work only).
   Status begin_forward(const std::vector<int64_t>& seq_ids, const std::vector<int64_t>& lengths);
@@ -101,16 +111,28 @@ class PagedKvCacheModel {
   bool is_decode() const { return append_before_attn_; }
 
  private:
+  /// The runtime's Block: pages, tokens, where they start in their sequences, the block
+  /// before it in every sequence that uses it, and how many sequences or blocks point at it.
   struct Block {
     std::vector<int64_t> page_ids;
     int64_t seq_length = 0, start_pos = 0;
+    int64_t parent = -1;
+    int64_t refs = 0;
   };
   struct Sequence {
     int64_t id = 0;
-    int64_t block = 0;   ///< index in blocks_ (a chain of one block: forks are not modelled)
+    int64_t last_block = 0;  ///< index in blocks_
     int64_t length = 0;
   };
+  /// The depths of a forward (at most 2: the runtime's kPagedKVCacheMaxBlockDepth).
+  static constexpr int kMaxDepth = 2;
 
+  int64_t free_block();
+  Expected<int64_t> free_page();
+  std::vector<int64_t> trace(const Sequence& s) const;
+  Sequence* find(int64_t id);
+  Status remove(int64_t seq_id);
+  Expected<std::vector<KvCall>> fork(int64_t parent, int64_t child, int64_t pos);
   Status reserve(Block& b, int64_t n);
   const KvAuxArray& array(const std::string& name) const;
   KvArg aux_arg(const std::string& name) const;
@@ -118,10 +140,13 @@ class PagedKvCacheModel {
   KvCacheConfig cfg_;
   std::vector<int64_t> free_pages_;  ///< a stack: back() is handed out first
   std::vector<Block> blocks_;
+  std::vector<int64_t> free_blocks_;  ///< a stack, as free_block_idx_
   std::vector<Sequence> seqs_;
   bool in_forward_ = false, dirty_ = false, append_before_attn_ = false;
   int64_t total_tokens_ = 0, batch_ = 0;
-  bool has_pages_ = false;  ///< some sequence of the forward has pages in the table (cross attention runs)
+  int num_depths_ = 1;
+  std::vector<bool> use_decode_;         ///< per depth: the decode kernel (else paged prefill)
+  std::vector<bool> depth_has_pages_;    ///< per depth: its page table is not empty (cross attention runs)
   std::vector<KvAuxArray> aux_;
   int64_t aux_length_ = 0;
 };

@@ -200,6 +200,17 @@ class Runner {
     std::vector<int> heads;
     for (const RelaxSessionStep& st : session.steps) {
       callee_ = "";
+      if (st.kind == RelaxSessionStep::Kind::ForkSequence || st.kind == RelaxSessionStep::Kind::PopN) {
+        // The runtime's page bookkeeping; a fork inside a page copies it (copy_single_page per layer).
+        const bool fork = st.kind == RelaxSessionStep::Kind::ForkSequence;
+        callee_ = fork ? "vm.builtin.kv_state_fork_sequence" : "vm.builtin.kv_state_popn";
+        step_ = st.label;
+        Expected<std::vector<KvCall>> calls = fork ? kv_->fork_sequence(st.parent, st.seq, st.pos)
+                                                   : kv_->popn(st.seq, st.tokens);
+        if (!calls) return driver_fail(calls.error());
+        if (!kv_runtime_calls(*calls, callee_, -1, -1, -1)) return error_;
+        continue;
+      }
       if (st.kind == RelaxSessionStep::Kind::AddSequence || st.kind == RelaxSessionStep::Kind::RemoveSequence) {
         // The driver's calls of the cache: host bookkeeping, nothing on the device.
         const bool add = st.kind == RelaxSessionStep::Kind::AddSequence;
@@ -743,6 +754,10 @@ class Runner {
     if (a[23].kind != Value::Kind::Tuple || a[23].items.size() != 1)
       return fail("argument 23 (the merge functions) is not a tuple of one function"), false;
     if (!function(a[23].items[0], 23, &c.merge)) return false;
+    // copy_single_page (forks within a page): absent in some builds; a fork that needs it is refused.
+    if ((a[25].kind == Value::Kind::Func || a[25].kind == Value::Kind::Tuple) &&
+        !function(a[25], 25, &c.copy_single_page))
+      return false;
     Expected<PagedKvCacheModel> m = PagedKvCacheModel::create(c);
     if (!m) {
       error_ = file_error(ex_.file, fmt::format("instruction {} ({}): {}", pc_, callee_, m.error().message),
@@ -799,13 +814,21 @@ class Runner {
     Expected<std::vector<KvCall>> calls =
         kv_->attention_with_fused_qkv(layer, tensors_[qkv].shape.empty() ? 0 : tensors_[qkv].shape[0], sm_scale);
     if (!calls) return fail(calls.error().message), false;
-    const std::string runtime_call = callee_;
-    for (const KvCall& call : *calls) {
+    if (!kv_runtime_calls(*calls, callee_, layer, qkv, out)) return false;
+    return set(ins.dst, void_value());
+  }
+
+  /// The host functions the KV cache's runtime calls (an attention's, or a fork's page copies),
+  /// each a node of the flow in order, called from `runtime_call`; `qkv` and `out` are the
+  /// attention's tensors (-1 outside one).
+  bool kv_runtime_calls(const std::vector<KvCall>& calls, const std::string& runtime_call, int64_t layer, int qkv,
+                        int out) {
+    for (const KvCall& call : calls) {
       PendingNode node;
       node.func = call.function.empty() ? "kv_cache.copy_aux_to_device" : call.function;
       node.instr = static_cast<uint64_t>(pc_);
       node.attrs["runtime_call"] = runtime_call;
-      node.attrs["kv_layer"] = std::to_string(layer);
+      node.attrs["kv_layer"] = std::to_string(call.layer >= 0 ? call.layer : layer);
       node.attrs["kv_role"] = call.role;
       const int self = static_cast<int>(nodes_.size());
       auto add_unique = [](std::vector<int>& v, int x) {
@@ -822,6 +845,8 @@ class Runner {
           continue;
         }
         int current = ka.kind == KvArg::Kind::Qkv ? qkv : out;
+        if (ka.kind != KvArg::Kind::Buffer && current < 0)
+          return fail("internal: a KV cache call outside an attention names its tensors"), false;
         if (ka.kind == KvArg::Kind::Buffer) {
           auto it = kv_tensor_.find({static_cast<int>(ka.buffer), ka.buffer == KvBuffer::Pages ? ka.layer : 0});
           if (it == kv_tensor_.end()) return fail("internal: a KV cache buffer that was never allocated"), false;
@@ -885,7 +910,7 @@ class Runner {
         out = to;
       }
     }
-    return set(ins.dst, void_value());
+    return true;
   }
 
   /// vm.builtin.check_shape_info(value, ndim, error context): a shape argument (a

@@ -17,11 +17,13 @@ namespace kdflow {
 namespace {
 
 /// Labels the forwards of a session (RelaxSessionStep::label): "prefill", "prefill chunk K",
-/// "decode K"; prefixed "seq S " when the session has several sequences.
+/// "decode K"; prefixed "seq S " when the session has several sequences (added or forked);
+/// "fork_sequence S" and "popn S" for those steps.
 void label_steps(RelaxSession& s) {
   std::set<int64_t> seqs;
   for (const RelaxSessionStep& st : s.steps)
-    if (st.kind == RelaxSessionStep::Kind::AddSequence) seqs.insert(st.seq);
+    if (st.kind == RelaxSessionStep::Kind::AddSequence || st.kind == RelaxSessionStep::Kind::ForkSequence)
+      seqs.insert(st.seq);
   std::map<int64_t, int64_t> decodes, prefills;
   int64_t batch_decodes = 0;
   std::map<int64_t, int64_t> chunks_left;  // consecutive prefill chunks of a sequence
@@ -30,6 +32,8 @@ void label_steps(RelaxSession& s) {
     const std::string who = seqs.size() > 1 ? fmt::format("seq {} ", st.seq) : "";
     if (st.kind == RelaxSessionStep::Kind::Decode) st.label = fmt::format("{}decode {}", who, decodes[st.seq]++);
     if (st.kind == RelaxSessionStep::Kind::BatchDecode) st.label = fmt::format("batch decode {}", batch_decodes++);
+    if (st.kind == RelaxSessionStep::Kind::ForkSequence) st.label = fmt::format("fork_sequence {}", st.seq);
+    if (st.kind == RelaxSessionStep::Kind::PopN) st.label = fmt::format("popn {}", st.seq);
     if (st.kind != RelaxSessionStep::Kind::Prefill) continue;
     const int64_t k = prefills[st.seq]++;
     st.label = who + (k == 0 ? std::string("prefill") : fmt::format("prefill {}", k));
@@ -97,24 +101,35 @@ Expected<RelaxSession> parse_session_file(const std::string& path) {
     const json& j = (*steps)[i];
     const std::string p = fmt::format("/steps/{}", i);
     if (!j.is_object() || !j.contains("op") || !j["op"].is_string())
-      return bad(p, "a step is an object with \"op\" (add_sequence, prefill, decode, remove_sequence)");
+      return bad(p, "a step is an object with \"op\" (add_sequence, prefill, decode, remove_sequence, "
+                    "fork_sequence, popn)");
     const std::string op = j["op"].get<std::string>();
     RelaxSessionStep st;
     if (op == "add_sequence") st.kind = RelaxSessionStep::Kind::AddSequence;
     else if (op == "remove_sequence") st.kind = RelaxSessionStep::Kind::RemoveSequence;
     else if (op == "prefill") st.kind = RelaxSessionStep::Kind::Prefill;
     else if (op == "decode") st.kind = RelaxSessionStep::Kind::Decode;
-    else if (op == "fork_sequence" || op == "popn")
-      return bad(p + "/op", fmt::format("{}: TVM's runtime then shares pages between sequences (a two-level page "
-                                        "table, copy_single_page); kdflow does not model it yet",
-                                        op),
-                 ExitCode::Unavailable);
+    else if (op == "fork_sequence") st.kind = RelaxSessionStep::Kind::ForkSequence;
+    else if (op == "popn") st.kind = RelaxSessionStep::Kind::PopN;
     else
-      return bad(p + "/op", fmt::format("unknown op {} (add_sequence, prefill, decode, remove_sequence)",
+      return bad(p + "/op", fmt::format("unknown op {} (add_sequence, prefill, decode, remove_sequence, "
+                                        "fork_sequence, popn)",
                                         detail::quote_input(op)));
-    for (const auto& [key, v] : j.items())
-      if (key != "op" && key != "seq" && !(key == "tokens" && st.kind == RelaxSessionStep::Kind::Prefill))
+    for (const auto& [key, v] : j.items()) {
+      const bool fork = st.kind == RelaxSessionStep::Kind::ForkSequence;
+      if (key != "op" && key != "seq" && !(key == "tokens" && st.kind == RelaxSessionStep::Kind::Prefill) &&
+          !(fork && (key == "parent" || key == "pos")) && !(key == "n" && st.kind == RelaxSessionStep::Kind::PopN))
         return bad(p + "/" + key, fmt::format("unknown member {} of a {} step", detail::quote_input(key), op));
+    }
+    if (st.kind == RelaxSessionStep::Kind::ForkSequence) {
+      if (!j.contains("parent") || !detail::int_in_range(j["parent"], 0, int64_t(1) << 31, &st.parent))
+        return bad(p + "/parent", "expected the sequence forked from, an integer in [0, 2^31]");
+      if (j.contains("pos") && !detail::int_in_range(j["pos"], -1, int64_t(1) << 31, &st.pos))
+        return bad(p + "/pos", "expected the position forked at, an integer in [-1, 2^31] (-1: the parent's end)");
+    }
+    if (st.kind == RelaxSessionStep::Kind::PopN &&
+        (!j.contains("n") || !detail::int_in_range(j["n"], 0, int64_t(1) << 31, &st.tokens)))
+      return bad(p + "/n", "expected the tokens to drop, an integer in [0, 2^31]");
     if (st.kind == RelaxSessionStep::Kind::Decode && j.contains("seq") && j["seq"].is_array()) {
       // Several sequences decoded in one forward (batch_decode).
       st.kind = RelaxSessionStep::Kind::BatchDecode;

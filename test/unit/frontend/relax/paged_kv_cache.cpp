@@ -114,6 +114,107 @@ TEST_CASE("paged KV cache: a second prefill on cached pages runs the paged prefi
   }
 }
 
+/// The values of one packed array of the last begin_forward.
+std::vector<int64_t> values_of(const PagedKvCacheModel& m, const std::string& name) {
+  for (const KvAuxArray& a : m.aux_arrays())
+    if (a.name == name) return a.values;
+  return {};
+}
+
+// TVM v0.26.0's runtime traced in session 9 (docs/notes/tvm-0.26-paged-kv-cache.md §2 and §4.1:
+// the script ran the real PagedAttentionKVCacheObj on the CPU with logging kernels; its output
+// gave the values below): forks at a sequence's end inside a page and at position 5, the two
+// depths of page tables a forward then sees, and the copies. test/tvm compares whole sessions
+// with forks and popn against TVM's running runtime.
+TEST_CASE("paged KV cache: forks copy a page and give forwards two depths, as TVM's runtime traced", "[kv_cache]") {
+  KvCacheConfig cfg = tutorial(256, 64);
+  cfg.max_batch_size = 4;
+  cfg.copy_single_page = "copy_single_page";
+  Expected<PagedKvCacheModel> m = PagedKvCacheModel::create(cfg);
+  REQUIRE(m);
+  CHECK(m->config().num_pages() == 17);
+  auto forward = [&](std::vector<int64_t> seqs, std::vector<int64_t> lengths) {
+    REQUIRE(m->begin_forward(seqs, lengths));
+    int64_t t = 0;
+    for (int64_t n : lengths) t += n;
+    for (int64_t layer = 0; layer < 2; ++layer) REQUIRE(m->attention_with_fused_qkv(layer, t, 0.125));
+    REQUIRE(m->end_forward());
+  };
+  REQUIRE(m->add_sequence(0));
+  forward({0}, {20});
+  forward({0}, {1});
+  REQUIRE(m->add_sequence(1));
+  forward({0, 1}, {5, 7});
+  forward({0, 1}, {1, 1});
+  // Sequence 0 holds 27 tokens (pages 0, 1): forked at its end, inside page 1.
+  Expected<std::vector<KvCall>> f = m->fork_sequence(0, 2, -1);
+  REQUIRE(f);
+  REQUIRE(f->size() == 2);  // one per layer
+  for (const KvCall& c : *f) {
+    CHECK(c.role == "copy single page");
+    CHECK(c.function == "copy_single_page");
+    REQUIRE(c.args.size() == 4);
+    CHECK(c.args[0].buffer == KvBuffer::Pages);
+    CHECK(c.args[0].writes);
+    CHECK(c.args[1].i == 1);
+    CHECK(c.args[2].i == 3);
+    CHECK(c.args[3].i == 11);
+  }
+  CHECK((*f)[1].layer == 1);
+  REQUIRE(m->begin_forward({0, 1, 2}, {1, 1, 1}));
+  CHECK(values_of(*m, "q_rope_position_map") == std::vector<int64_t>{27, 8, 27});
+  CHECK(values_of(*m, "append_position_map") == std::vector<int64_t>{27, 40, 59});
+  CHECK(values_of(*m, "page_indptr[0]") == std::vector<int64_t>{0, 1, 2, 3});
+  CHECK(values_of(*m, "page_indices[0]") == std::vector<int64_t>{0, 2, 0});
+  CHECK(values_of(*m, "last_page_len[0]") == std::vector<int64_t>{16, 9, 16});
+  CHECK(values_of(*m, "k_rope_pos_offset[0]") == std::vector<int64_t>{0, 0, 0});
+  CHECK(values_of(*m, "page_indptr[1]") == std::vector<int64_t>{0, 1, 1, 2});
+  CHECK(values_of(*m, "page_indices[1]") == std::vector<int64_t>{1, 3});
+  CHECK(values_of(*m, "last_page_len[1]") == std::vector<int64_t>{12, 0, 12});
+  CHECK(values_of(*m, "k_rope_pos_offset[1]") == std::vector<int64_t>{16, 0, 16});
+  CHECK(offset_of(*m, "page_indptr[0]") == 12);
+  CHECK(offset_of(*m, "page_indptr[1]") == 16);
+  CHECK(offset_of(*m, "append_position_map") == 52);
+  Expected<std::vector<KvCall>> c = m->attention_with_fused_qkv(0, 3, 0.125);
+  REQUIRE(c);
+  CHECK(roles(*c) == std::vector<std::string>{"aux copy", "split rotary", "transpose append", "decode", "decode",
+                                              "merge"});
+  CHECK((*c)[3].args[2].aux_name == "page_indptr[0]");
+  CHECK((*c)[4].args[2].aux_name == "page_indptr[1]");
+  CHECK((*c)[4].args[7].buffer == KvBuffer::TempO);
+  REQUIRE(m->attention_with_fused_qkv(1, 3, 0.125));
+  REQUIRE(m->end_forward());
+  // Sequence 1 (9 tokens, page 2) forked at position 5: page 2's first 5 tokens into page 4.
+  f = m->fork_sequence(1, 3, 5);
+  REQUIRE(f);
+  REQUIRE(f->size() == 2);
+  CHECK((*f)[0].args[1].i == 2);
+  CHECK((*f)[0].args[2].i == 4);
+  CHECK((*f)[0].args[3].i == 5);
+  REQUIRE(m->begin_forward({3}, {3}));
+  CHECK(values_of(*m, "q_rope_position_map") == std::vector<int64_t>{5, 6, 7});
+  CHECK(values_of(*m, "page_indptr[0]") == std::vector<int64_t>{0, 1});
+  CHECK(values_of(*m, "page_indices[0]") == std::vector<int64_t>{4});
+  CHECK(values_of(*m, "last_page_len[0]") == std::vector<int64_t>{5});
+  CHECK(values_of(*m, "k_ragged_rope_pos_offset") == std::vector<int64_t>{5});
+  CHECK(values_of(*m, "append_position_map") == std::vector<int64_t>{69, 70, 71});
+  c = m->attention_with_fused_qkv(0, 3, 0.125);
+  REQUIRE(c);
+  CHECK(roles(*c) == std::vector<std::string>{"aux copy", "split rotary", "prefill ragged", "prefill paged", "merge",
+                                              "transpose append"});
+  // A fork inside a page needs copy_single_page; a build without it is refused by name.
+  KvCacheConfig bare = tutorial();
+  Expected<PagedKvCacheModel> n = PagedKvCacheModel::create(bare);
+  REQUIRE(n);
+  REQUIRE(n->add_sequence(0));
+  REQUIRE(n->begin_forward({0}, {5}));
+  REQUIRE(n->end_forward());
+  Expected<std::vector<KvCall>> g = n->fork_sequence(0, 1, -1);
+  REQUIRE_FALSE(g);
+  CHECK(g.error().code == ExitCode::Unavailable);
+  CHECK(g.error().message.find("copy_single_page") != std::string::npos);
+}
+
 TEST_CASE("paged KV cache: errors and configurations the model does not cover", "[kv_cache]") {
   Expected<PagedKvCacheModel> small = PagedKvCacheModel::create(tutorial(16, 16));
   REQUIRE(small);
