@@ -451,7 +451,12 @@ def check_params_beside(kdflow: str, d: str, tmp: str) -> None:
     the executable's constant pool (the weights the build really uses)."""
     name = os.path.basename(d)
     try:
-        import tvm  # type: ignore[import-not-found]
+        # Through the exporter's import: TVM 0.26 built from its tag needs tvm-ffi told to skip
+        # object types its Python does not register (../shared/TOOLCHAIN.md).
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                        "python"))
+        from kdflow_tvm import _tvm  # type: ignore[import-not-found]
+        tvm = _tvm.import_tvm()
         save = tvm.runtime.save_param_dict
         make = getattr(tvm.runtime, "tensor", None) or tvm.nd.array
     except Exception as e:
