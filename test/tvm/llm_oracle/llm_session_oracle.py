@@ -25,7 +25,10 @@ origin. Added here:
     runtime made in that attention (the KV_LOG's calls of this step, grouped per attention: each
     group starts with the split rotary) are made here by calling the compiled
     __tvm_ffi_<function> of host.c, the function the cache was created with for that role, with
-    the logged arguments: scalars as logged; tensors with the logged shape and dtype, their memory
+    the logged arguments: scalars as logged, except the attention's sm_scale: a logged float
+    equal to it within 1e-6 is this VM call's sm_scale, as this build's host.c computed it (TVM
+    logged the llvm build's, whose compute_symbolic_expr is exact, 1/sqrt(32) = 0.1767766952...;
+    the C host prints the constant with 7 digits, 1.767767e-01); tensors with the logged shape and dtype, their memory
     from the logged addresses — the logged qkv (split rotary's first argument) and output (the
     output argument of the group's first attention kernel: ragged prefill 7, paged prefill 8,
     decode 7) are this VM call's qkv and o tensors; int32 arrays are views of one auxiliary buffer
@@ -257,7 +260,7 @@ class SessionOracle(OracleMore):
             self.events.append({"ev": "kv_state", "call": name, "args": [self.describe(*a) for a in args[1:]]})
             return None
         if name == "vm.builtin.attention_kv_cache_attention_with_fused_qkv":
-            self.attention(args[1][1], args[3], args[4])
+            self.attention(args[1][1], args[2], args[3], args[4])
             return None
         if name == "vm.builtin.cuda_graph.run_or_capture":
             return self.run_or_capture(args)
@@ -307,7 +310,7 @@ class SessionOracle(OracleMore):
             self.groups[step] = groups
         return self.groups[step]
 
-    def attention(self, layer: int, qkv: Value, o: Value) -> None:
+    def attention(self, layer: int, sm_scale: Value, qkv: Value, o: Value) -> None:
         step = self.ctx.get("step", "")
         groups = self.step_groups(step)
         done = self.attentions.get(step, 0)
@@ -332,6 +335,7 @@ class SessionOracle(OracleMore):
         aux = [a["address"] for c in self.kv_calls if c["step"] == step for a in c["args"]
                if a["kind"] == "tensor" and a["dtype"] == "int32"]
         base = min(aux) if aux else 0
+        sm = F.bits_f64(sm_scale[1]) if sm_scale[0] == TI_FLOAT else float(sm_scale[1])
         for c in group:
             fn = self.roles.get(c["role"])
             if fn is None:
@@ -341,7 +345,10 @@ class SessionOracle(OracleMore):
                 if a["kind"] == "int":
                     args.append((TI_INT, int(a["value"])))
                 elif a["kind"] == "float":
-                    args.append((TI_FLOAT, F.f64_bits(float(a["value"]))))
+                    v = float(a["value"])
+                    if abs(v - sm) <= 1e-6 * max(1.0, abs(sm)):
+                        v = sm  # the attention's sm_scale, as this build's host.c computed it
+                    args.append((TI_FLOAT, F.f64_bits(v)))
                 elif a["kind"] == "tensor":
                     addr = a["address"]
                     if addr in anchors:
