@@ -92,7 +92,8 @@ def check_llm_oracle(kdflow: str, d: str, tmp: str, expect: Callable[[bool, str]
         replays = sum(1 for ln in truth["launches"] if ln.get("replay"))
         expect(exact == total and not problems and total > 0,
                f"{name} ({spec}): against the executing oracle: {exact}/{total} launches exact ({runtime} by the KV "
-               f"cache's runtime, {replays} CUDA-graph replays; {time.time() - start:.1f} s){problems[:5]}")
+               f"cache's runtime, {replays} CUDA-graph replays; {time.time() - start:.1f} s)"
+               f"{': ' + '; '.join(problems[:5]) if problems else ''}")
         if spec != SESSIONS[0][0]:
             continue
         for what, i, bad in _perturbed(flow):

@@ -58,7 +58,6 @@ import ctypes
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
