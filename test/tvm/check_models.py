@@ -19,6 +19,9 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "llm_oracle"))
+from check_llm_oracle import check_llm_oracle  # noqa: E402
+
 failures: List[str] = []
 
 
@@ -486,6 +489,8 @@ def main() -> int:
     try:
         names = sorted(n for n in os.listdir(models) if os.path.isdir(os.path.join(models, n)))
         for n in names:
+            if n.startswith("llm"):  # every launch of its sessions against the executing oracle
+                check_llm_oracle(kdflow, os.path.join(models, n), tmp, expect, oracle_includes())
             if n in ("llm", "llm_graph"):
                 check_llm(kdflow, os.path.join(models, n), tmp)
                 continue
