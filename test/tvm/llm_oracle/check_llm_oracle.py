@@ -24,7 +24,7 @@ from compare_session_truth import compare  # noqa: E402
 
 # (session, TVM's runtime log of it, in the build folder or, for a build of the same model, llm's)
 SESSIONS = (("prefill:7,decode:2", "kv_truth.json"), ("session.json", "kv_truth_session_file.json"),
-            ("session_long.json", "kv_truth_session_long.json"))
+            ("session_long.json", "kv_truth_session_long.json"), ("session_fork.json", "kv_truth_session_fork.json"))
 
 
 def _run(cmd: List[str]) -> subprocess.CompletedProcess:

@@ -112,8 +112,8 @@ def parse_session(spec: str) -> Dict[str, Any]:
                                                {"op": "prefill", "seq": 0, "tokens": prefill}] +
                    [{"op": "decode", "seq": 0}] * decode}
     for s in session["steps"]:
-        if s["op"] not in ("add_sequence", "remove_sequence", "prefill", "decode"):
-            raise ValueError(f"session step {s}: not emulated here (fork_sequence, popn)")
+        if s["op"] not in ("add_sequence", "remove_sequence", "prefill", "decode", "fork_sequence", "popn"):
+            raise ValueError(f"session step {s}: not emulated here")
     return session
 
 
@@ -121,7 +121,7 @@ def forwards(session: Dict[str, Any]) -> List[Tuple[str, str, List[int], int]]:
     """(label, op, seqs, tokens) per step, labelled as schema.md says: "prefill", "decode 0",
     "seq 1 prefill", "prefill chunk 0" (a prefill longer than prefill_chunk_size), "batch decode 0"."""
     steps = session["steps"]
-    several = len({s["seq"] for s in steps if s["op"] == "add_sequence"}) > 1
+    several = len({s["seq"] for s in steps if s["op"] in ("add_sequence", "fork_sequence")}) > 1
     chunk = int(session.get("kv_cache", {}).get("prefill_chunk_size", 0))
     out: List[Tuple[str, str, List[int], int]] = []
     decodes: Dict[int, int] = {}
@@ -147,6 +147,8 @@ def forwards(session: Dict[str, Any]) -> List[Tuple[str, str, List[int], int]]:
                     out.append((f"{label} chunk {i}", "prefill", [seq], min(chunk, n - done)))
             else:
                 out.append((label, "prefill", [seq], n))
+        elif s["op"] in ("fork_sequence", "popn"):  # "fork_sequence C", "popn S": steps of their own
+            out.append((f"{s['op']} {seq}", s["op"], [seq], 0))
         else:
             out.append((s["op"], s["op"], [seq], 0))
     return out
@@ -371,6 +373,33 @@ class SessionOracle(OracleMore):
                 self.ctx = saved
             self.kv_used += 1
 
+    def outside_calls(self, step: str) -> None:
+        """The logged runtime calls of a step that runs no attention (a fork's or popn's page
+        copies): each host.c function called with the logged scalars, the pages by address."""
+        for layer, c in enumerate(c for c in self.kv_calls if c["step"] == step):
+            fn = self.roles.get(c["role"])
+            if fn is None or c["role"] != "copy single page":
+                raise RuntimeError(f"{step}: logged {c['role']} outside an attention")
+            args: List[Value] = []
+            for a in c["args"]:
+                if a["kind"] == "int":
+                    args.append((TI_INT, int(a["value"])))
+                elif a["kind"] == "tensor" and a["dtype"] != "int32":
+                    j = self.kv_index.setdefault(a["address"], len(self.kv_index))
+                    args.append((TI_TENSOR, self.tensor(KV_BASE + j * STRIDE, 0, a["shape"], DTYPES[a["dtype"]],
+                                                        {"kv": j})))
+                else:
+                    raise RuntimeError(f"{step} {c['role']}: logged argument {a}")
+            self.events.append({"ev": "runtime_call", "function": fn, "role": c["role"], "layer": layer,
+                                "step": step, "args": [self.describe(*x) for x in args]})
+            saved = dict(self.ctx)
+            self.ctx.update(runtime_role=c["role"], layer=layer)
+            try:
+                self.call_c(fn, args)
+            finally:
+                self.ctx = saved
+            self.kv_used += 1
+
     # ------------------------------------------------------------------ CUDA graphs
     def run_or_capture(self, args: List[Value]) -> Value:
         fn = self.func_ref(args[1]) or ""
@@ -448,6 +477,12 @@ class SessionOracle(OracleMore):
         for label, op, seqs, n in fw:
             if op in ("add_sequence", "remove_sequence"):
                 self.builtin(f"vm.builtin.kv_state_{op}", [cache, (TI_INT, seqs[0])])
+                continue
+            if op in ("fork_sequence", "popn"):
+                # The runtime's page copies of a fork inside a page (copy_single_page, one per
+                # layer, on its copy stream): host.c's function called with the logged arguments.
+                self.ctx = {"step": label, "vm_function": ""}
+                self.outside_calls(label)
                 continue
             batch = op == "batch_decode"
             lengths = [1] * len(seqs) if batch else [n]
