@@ -21,6 +21,8 @@ struct CpuKernel {
   void (*entry)(void**) = nullptr;  ///< the JIT's wrapper: unpacks kernelParams-style args
   unsigned params = 0;              ///< parameters of the kernel function
   bool fibers = false;              ///< it synchronises (barrier or warp collective): fibers
+  bool block_loop = false;          ///< region fission: barriers split it into loops over the threads
+  std::string fibers_why;           ///< a kernel with barriers left on fibers: why (region_fission.h)
   uint64_t static_shared = 0;       ///< bytes of the module's static __shared__ variables
 };
 

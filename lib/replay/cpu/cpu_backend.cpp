@@ -131,13 +131,14 @@ class CpuBackend : public Backend {
       if (!id) return id.error();
       module_ids_.push_back(*id);
       std::vector<cpu::CpuKernel> ks = device_->kernels(*id);
-      size_t fibers = 0;
-      for (const cpu::CpuKernel& k : ks) fibers += k.fibers;
-      log_ << fmt::format("replay: cpu: {} compiled for the host in {:.2f} s: {} kernels, {} of them synchronise "
-                          "(their blocks run one fiber per thread), {} run each block as a loop{}\n",
+      size_t fibers = 0, fissioned = 0;
+      for (const cpu::CpuKernel& k : ks) fibers += k.fibers, fissioned += k.block_loop;
+      log_ << fmt::format("replay: cpu: {} compiled for the host in {:.2f} s: {} kernels: {} synchronise and run "
+                          "each block as loops over its threads between barriers, {} synchronise otherwise (one "
+                          "fiber per thread), {} run each block as a loop{}\n",
                           base_name(src->path),
-                          std::chrono::duration<double>(Clock::now() - compile_start).count(), ks.size(), fibers,
-                          ks.size() - fibers,
+                          std::chrono::duration<double>(Clock::now() - compile_start).count(), ks.size(), fissioned,
+                          fibers, ks.size() - fibers - fissioned,
                           safety->warp_sync_points.empty()
                               ? std::string()
                               : fmt::format("; {} warp barrier{} added where a warp's lanes must stay in step",
@@ -221,7 +222,11 @@ class CpuBackend : public Backend {
         if (std::string(how) == "all") p.kernel.fibers = true;
         if (logged_.insert(pl.name).second)
           log_ << fmt::format("replay: cpu: kernel {} runs each block {}\n", pl.name,
-                              p.kernel.fibers ? "as fibers" : "as a loop");
+                              p.kernel.fibers       ? "as fibers" + (p.kernel.fibers_why.empty()
+                                                                         ? std::string()
+                                                                         : " (" + p.kernel.fibers_why + ")")
+                              : p.kernel.block_loop ? std::string("as thread loops between barriers")
+                                                    : std::string("as a loop"));
       }
       p.launch = &pl;
       launches_[kl.index] = std::move(p);

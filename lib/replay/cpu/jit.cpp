@@ -21,6 +21,8 @@
 // kernel needs fibers when its wrapper reaches a barrier or warp collective of the runtime.
 #include "kdflow/replay/cpu_kernels.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>
@@ -57,6 +59,7 @@
 #include <fmt/format.h>
 
 #include "prelude.h"
+#include "region_fission.h"
 #include "runtime.h"
 
 namespace kdflow::cpu {
@@ -147,6 +150,20 @@ class CompileAction : public clang::EmitLLVMOnlyAction {
 
  private:
   std::set<std::string>* dynamic_;
+};
+
+/// A parse of the module whose only consumer is region fission's (region_fission.h).
+class FissionAction : public clang::ASTFrontendAction {
+ public:
+  explicit FissionAction(FissionOutcome* out) : out_(out) {}
+
+ protected:
+  std::unique_ptr<clang::ASTConsumer> CreateASTConsumer(clang::CompilerInstance& ci, llvm::StringRef) override {
+    return make_fission_consumer(ci, out_);
+  }
+
+ private:
+  FissionOutcome* out_;
 };
 
 /// The globals annotated `kdflow.shared`; removes llvm.global.annotations (it only holds them
@@ -300,6 +317,48 @@ struct CpuDevice::Impl {
   std::vector<ModuleInfo> modules;
 };
 
+/// The module's in-memory files: its source at `path` and the prelude's headers.
+llvm::IntrusiveRefCntPtr<llvm::vfs::InMemoryFileSystem> module_files(const std::string& source,
+                                                                      const std::string& path) {
+  llvm::IntrusiveRefCntPtr<llvm::vfs::InMemoryFileSystem> fs(new llvm::vfs::InMemoryFileSystem);
+  fs->addFile(path, 0, llvm::MemoryBuffer::getMemBufferCopy(source, path));
+  for (const auto& [name, text] : prelude_headers())
+    fs->addFile(std::string(kIncludeDir) + "/" + name, 0, llvm::MemoryBuffer::getMemBufferCopy(text, name));
+  return fs;
+}
+
+/// Runs `action` on `source` as the CPU back end compiles it (host C++17, the prelude
+/// force-included, over in-memory files only). False: clang failed (`diag` has the first
+/// error; a private one when none is given).
+Expected<bool> run_clang(const std::string& source, const std::string& path, const std::string& label,
+                         const std::string& triple, const std::string& cpu, clang::FrontendAction& action,
+                         FirstError* diag = nullptr) {
+  std::vector<std::string> args = {"-triple", triple, "-target-cpu", cpu, "-x", "c++", "-std=c++17", "-O2",
+                                   "-disable-llvm-passes", "-fstack-clash-protection", "-ffp-contract=off", "-fno-threadsafe-statics",
+                                   "-fno-rtti", "-nostdsysteminc", "-nobuiltininc", "-I", kIncludeDir, "-include",
+                                   kPreludeName, "-ferror-limit", "1", "-w", "-mrelocation-model", "pic",
+                                   "-pic-level", "2", "-fgnuc-version=4.2.1", path};
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  FirstError own(path, label);
+  FirstError& first = diag ? *diag : own;
+  auto inv = std::make_shared<clang::CompilerInvocation>();
+  {
+    llvm::IntrusiveRefCntPtr<clang::DiagnosticIDs> ids(new clang::DiagnosticIDs);
+    llvm::IntrusiveRefCntPtr<clang::DiagnosticOptions> opts(new clang::DiagnosticOptions);
+    clang::DiagnosticsEngine engine(ids, opts, &first, /*ShouldOwnClient=*/false);
+    if (!clang::CompilerInvocation::CreateFromArgs(*inv, argv, engine))
+      return Error{file_error(label, "the CPU compiler's command line was refused: " + first.first()).message,
+                   ExitCode::Software};
+  }
+  inv->getDiagnosticOpts().ShowCarets = false;  // no "N errors generated." on stderr
+  clang::CompilerInstance ci;
+  ci.setInvocation(inv);
+  ci.createDiagnostics(&first, /*ShouldOwnClient=*/false);
+  ci.createFileManager(module_files(source, path));
+  return ci.ExecuteAction(action);
+}
+
 CpuDevice::CpuDevice() : impl_(std::make_unique<Impl>()) {}
 CpuDevice::~CpuDevice() = default;
 
@@ -351,38 +410,26 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
   const int id = static_cast<int>(d.modules.size());
   const std::string path = std::string(kSourceDir) + "/module" + std::to_string(id) + ".cc";
 
-  llvm::IntrusiveRefCntPtr<llvm::vfs::InMemoryFileSystem> fs(new llvm::vfs::InMemoryFileSystem);
-  fs->addFile(path, 0, llvm::MemoryBuffer::getMemBufferCopy(source, path));
-  for (const auto& [name, text] : prelude_headers())
-    fs->addFile(std::string(kIncludeDir) + "/" + name, 0, llvm::MemoryBuffer::getMemBufferCopy(text, name));
-
-  std::vector<std::string> args = {"-triple", d.triple, "-target-cpu", d.cpu, "-x", "c++", "-std=c++17", "-O2",
-                                   "-disable-llvm-passes", "-fstack-clash-protection", "-ffp-contract=off", "-fno-threadsafe-statics",
-                                   "-fno-rtti", "-nostdsysteminc", "-nobuiltininc", "-I", kIncludeDir, "-include",
-                                   kPreludeName, "-ferror-limit", "1", "-w", "-mrelocation-model", "pic",
-                                   "-pic-level", "2", "-fgnuc-version=4.2.1", path};
-  std::vector<const char*> argv;
-  for (const std::string& a : args) argv.push_back(a.c_str());
-
-  FirstError diag(path, label);
-  auto inv = std::make_shared<clang::CompilerInvocation>();
-  {
-    llvm::IntrusiveRefCntPtr<clang::DiagnosticIDs> ids(new clang::DiagnosticIDs);
-    llvm::IntrusiveRefCntPtr<clang::DiagnosticOptions> opts(new clang::DiagnosticOptions);
-    clang::DiagnosticsEngine engine(ids, opts, &diag, /*ShouldOwnClient=*/false);
-    if (!clang::CompilerInvocation::CreateFromArgs(*inv, argv, engine))
-      return Error{file_error(label, "the CPU compiler's command line was refused: " + diag.first()).message,
-                   ExitCode::Software};
+  // Region fission first (region_fission.h): a parse of the source whose consumer rewrites the
+  // kernels that qualify; the rewritten source is what is compiled. KDFLOW_CPU_FIBERS=all (a
+  // benchmark knob) keeps every kernel as it is.
+  FissionOutcome fission;
+  const char* fibers_knob = std::getenv("KDFLOW_CPU_FIBERS");
+  if (!(fibers_knob && std::string(fibers_knob) == "all")) {
+    FissionAction fa(&fission);
+    run_clang(source, path, label, d.triple, d.cpu, fa);  // errors: the compile below reports them
   }
-  inv->getDiagnosticOpts().ShowCarets = false;  // no "N errors generated." on stderr
-  clang::CompilerInstance ci;
-  ci.setInvocation(inv);
-  ci.createDiagnostics(&diag, /*ShouldOwnClient=*/false);
-  ci.createFileManager(fs);
+  const std::string& compiled = fission.source.empty() ? source : fission.source;
+  if (fission.source.empty()) fission.kernels.clear();
+  llvm::IntrusiveRefCntPtr<llvm::vfs::InMemoryFileSystem> fs = module_files(compiled, path);
+
   auto context = std::make_unique<llvm::LLVMContext>();
   std::set<std::string> dynamic_names;
   CompileAction action(context.get(), &dynamic_names);
-  bool ok = ci.ExecuteAction(action);
+  FirstError diag(path, label);
+  Expected<bool> ran = run_clang(compiled, path, label, d.triple, d.cpu, action, &diag);
+  if (!ran) return ran.error();
+  bool ok = *ran;
   if (!diag.first().empty()) return Error{diag.first(), ExitCode::DataError};
   std::unique_ptr<llvm::Module> m = action.takeModule();
   if (!ok || !m) return Error{file_error(label, "clang could not compile the module for the CPU").message};
@@ -506,6 +553,13 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
     llvm::Function* w = m->getFunction("__kdflow_entry_" + name);
     std::set<llvm::Function*> seen;
     k.fibers = w && reaches_collective(w, seen);
+    k.block_loop = std::find(fission.kernels.begin(), fission.kernels.end(), name) != fission.kernels.end();
+    if (auto kept = fission.kept.find(name); kept != fission.kept.end()) k.fibers_why = kept->second;
+    if (k.block_loop && k.fibers)
+      return Error{file_error(label, fmt::format("kernel '{}': rewritten as thread loops, it still synchronises (a "
+                                                 "kdflow bug)",
+                                                 name)).message,
+                   ExitCode::Software};
   }
 
   auto dylib = d.jit->getExecutionSession().createJITDylib("module" + std::to_string(id));
@@ -580,6 +634,7 @@ Status CpuDevice::launch(const CpuKernel& k, const std::array<uint32_t, 3>& grid
   uint64_t static_end = (k.static_shared + kDynamicSharedAlign - 1) / kDynamicSharedAlign * kDynamicSharedAlign;
   shape.shared_bytes = static_end + dynamic_shared;
   shape.fibers = k.fibers;
+  shape.block_loop = k.block_loop;
   std::string why = impl_->pool->run(k.entry, args, shape);
   if (!why.empty()) return Error{"error: kernel '" + k.name + "' stopped on the CPU: " + why, ExitCode::DataError};
   return Status::ok();

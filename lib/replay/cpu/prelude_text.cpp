@@ -64,6 +64,8 @@ extern "C" {
 // Constant within one thread's run of a kernel (each fiber keeps its own context).
 const __kdflow_thread_ctx* __kdflow_ctx(void) __attribute__((const, nothrow));
 void __kdflow_syncthreads(void) __attribute__((nothrow));
+// Region fission (region_fission.h): block-private storage for per-thread copies of locals.
+void* __kdflow_private(unsigned long bytes, unsigned long align) __attribute__((nothrow));
 void __kdflow_syncwarp(void) __attribute__((nothrow));
 // Exchange `size` bytes with the lanes of the warp; out gets lane `src`'s value.
 void __kdflow_warp_shuffle(void* out, const void* in, unsigned long size, int mode, int arg, int width)

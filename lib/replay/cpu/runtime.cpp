@@ -127,6 +127,11 @@ struct BlockRunner::Impl {
   bool in_fibers = false;
   std::string trap;       // why the block stopped
   std::jmp_buf loop_exit; // a trap in plain-loop mode
+  // Thread-private storage of a kernel run as thread loops (region_fission.h): one buffer per
+  // __kdflow_private call of the block, reused by the next block.
+  std::vector<std::pair<std::unique_ptr<char[]>, size_t>> privates;
+  size_t private_next = 0;
+  uint64_t private_bytes = 0;
   const void* scheduler_bottom = nullptr;  // the worker's own stack (sanitizer builds)
   size_t scheduler_size = 0;
   void* scheduler_fake_stack = nullptr;
@@ -293,6 +298,26 @@ static unsigned kdflow_warp_vote(int mode, int pred) {
 
 static void kdflow_trap() { kdflow::cpu::fail_here("the kernel called __trap()"); }
 
+// A kernel run as thread loops: the block's per-thread copies of a local alive across a
+// barrier (region_fission.h), at most kMaxPrivateBytes per block in all.
+static void* kdflow_private(unsigned long bytes, unsigned long align) {
+  kdflow::cpu::BlockRunner::Impl* r = t_runner;
+  if (!r) kdflow::cpu::fail_here("thread-private storage outside a block (a kdflow bug)");
+  if (align == 0 || (align & (align - 1)) != 0 || align > 4096) kdflow::cpu::fail_here("bad alignment of a local");
+  if (bytes > kdflow::cpu::kMaxPrivateBytes || r->private_bytes + bytes > kdflow::cpu::kMaxPrivateBytes)
+    kdflow::cpu::fail_here("the block's threads hold more than 256 MiB of locals alive across barriers");
+  r->private_bytes += bytes;
+  const size_t need = bytes + align;
+  if (r->private_next == r->privates.size()) r->privates.emplace_back(nullptr, 0);
+  auto& slot = r->privates[r->private_next++];
+  if (slot.second < need) {
+    slot.first.reset(new char[need]);
+    slot.second = need;
+  }
+  uintptr_t p = reinterpret_cast<uintptr_t>(slot.first.get());
+  return reinterpret_cast<void*>((p + align - 1) / align * align);
+}
+
 // LLVM's optimiser merges sinf(x) and cosf(x) of one x into one sincosf call (the rotary
 // embedding of TVM's KV cache does both): the same two results.
 static void kdflow_sincosf(float x, float* s, float* c) {
@@ -330,6 +355,7 @@ const std::vector<std::pair<const char*, void*>>& runtime_symbols() {
       {"__kdflow_warp_shuffle", reinterpret_cast<void*>(&kdflow_warp_shuffle)},
       {"__kdflow_warp_vote", reinterpret_cast<void*>(&kdflow_warp_vote)},
       {"__kdflow_trap", reinterpret_cast<void*>(&kdflow_trap)},
+      {"__kdflow_private", reinterpret_cast<void*>(&kdflow_private)},
       {"memcpy", reinterpret_cast<void*>(&::memcpy)},
       {"memset", reinterpret_cast<void*>(&::memset)},
       {"memmove", reinterpret_cast<void*>(&::memmove)},
@@ -389,9 +415,17 @@ std::string BlockRunner::run_block(KernelEntry entry, void** args, const LaunchS
     ThreadContext& c = r.contexts[0];
     t_ctx = &c;
     if (setjmp(r.loop_exit) == 0) {
-      for (unsigned t = 0; t < threads; ++t) {
-        set_thread(c, t);
+      if (shape.block_loop) {
+        // Region fission: the kernel loops over the block's threads itself.
+        set_thread(c, 0);
+        r.private_next = 0;
+        r.private_bytes = 0;
         entry(args);
+      } else {
+        for (unsigned t = 0; t < threads; ++t) {
+          set_thread(c, t);
+          entry(args);
+        }
       }
     }
     t_ctx = nullptr;

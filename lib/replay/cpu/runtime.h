@@ -33,6 +33,9 @@ struct ThreadContext {
 /// (name, address) of every symbol JIT-compiled code may reference: nothing else resolves.
 const std::vector<std::pair<const char*, void*>>& runtime_symbols();
 
+/// The most a block of a kernel run as thread loops keeps in per-thread locals across barriers.
+inline constexpr uint64_t kMaxPrivateBytes = 256ull << 20;
+
 /// Names of the runtime functions that need the block's threads to run as fibers.
 bool is_collective_function(const std::string& name);
 
@@ -44,6 +47,7 @@ struct LaunchShape {
   Uint3 grid, block;
   uint64_t shared_bytes = 0;  ///< static + dynamic shared memory per block
   bool fibers = false;        ///< the kernel synchronises: one fiber per thread
+  bool block_loop = false;    ///< region fission: one call runs the block, looping over its threads
 };
 
 /// Runs blocks on one OS thread; owns that thread's shared memory and fiber stacks.

@@ -1,0 +1,657 @@
+// region_fission.cpp — see region_fission.h.
+#include "region_fission.h"
+
+#include <functional>
+#include <set>
+
+#include <clang/AST/ASTConsumer.h>
+#include <clang/AST/ASTContext.h>
+#include <clang/AST/Attr.h>
+#include <clang/AST/ParentMap.h>
+#include <clang/AST/RecursiveASTVisitor.h>
+#include <clang/Basic/SourceManager.h>
+#include <clang/Frontend/CompilerInstance.h>
+#include <clang/Lex/Lexer.h>
+#include <clang/Rewrite/Core/Rewriter.h>
+
+#include <fmt/format.h>
+
+namespace kdflow::cpu {
+namespace {
+
+using namespace clang;
+
+bool is_shared_var(const Decl* d) {
+  for (const auto* a : d->specific_attrs<AnnotateAttr>())
+    if (a->getAnnotation() == "kdflow.shared") return true;
+  return false;
+}
+
+/// Every statement under `s` (itself included), pre-order.
+void walk(const Stmt* s, const std::function<void(const Stmt*)>& f) {
+  if (!s) return;
+  f(s);
+  for (const Stmt* c : s->children()) walk(c, f);
+}
+
+const char* const kCollectives[] = {"__syncthreads_count", "__syncthreads_and", "__syncthreads_or", "__syncwarp",
+                                    "__activemask", "__ballot_sync", "__any_sync", "__all_sync", "__uni_sync",
+                                    "__match_any_sync", "__match_all_sync", "__kdflow_syncwarp",
+                                    "__kdflow_warp_shuffle", "__kdflow_warp_vote", "__kdflow_warp_step",
+                                    "__lanemask_lt"};
+
+/// One kernel's analysis and rewrite. `why` set: the kernel stays on fibers.
+class Kernel {
+ public:
+  Kernel(ASTContext& ctx, FunctionDecl* f) : ctx_(ctx), sm_(ctx.getSourceManager()), f_(f) {}
+
+  /// The new body text, or "" with why() set.
+  std::string run() {
+    body_ = f_->getBody();
+    pm_ = std::make_unique<ParentMap>(body_);
+    if (!find_barriers() || !check_calls() || !check_control() || !check_structure(body_)) return "";
+    if (!plan_privates(body_) || !check_shared_regions(body_) || !replace_tokens()) return "";
+    // A local named in one region only (TVM's many temporaries) stays a local of that region.
+    number_regions(body_);
+    for (auto it = privates_.begin(); it != privates_.end();) {
+      auto r = regions_of_.find(it->first);
+      if (r == regions_of_.end() || r->second.size() <= 1) {
+        locals_.insert(it->first);
+        it = privates_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    std::string text = emit_compound(cast<CompoundStmt>(body_), true);
+    if (!why_.empty()) return "";
+    return text;
+  }
+  const std::string& why() const { return why_; }
+  bool has_barrier() const { return !barriers_.empty(); }
+
+ private:
+  bool fail(std::string w) {
+    if (why_.empty()) why_ = std::move(w);
+    return false;
+  }
+  static std::string callee(const CallExpr* c) {
+    if (const FunctionDecl* d = c->getDirectCallee()) return d->getNameAsString();
+    return "";
+  }
+  bool marked(const Stmt* s) const { return marked_.count(s) > 0; }
+
+  bool find_barriers() {
+    walk(body_, [&](const Stmt* s) {
+      if (const auto* c = dyn_cast<CallExpr>(s); c && callee(c) == "__syncthreads") barriers_.insert(c);
+    });
+    if (barriers_.empty()) return false;
+    for (const CallExpr* b : barriers_) {
+      if (!isa_and_nonnull<CompoundStmt>(pm_->getParent(b)))
+        return fail("a __syncthreads() that is not a statement of its own");
+      for (const Stmt* s = b; s; s = pm_->getParent(s)) marked_.insert(s);
+    }
+    return true;
+  }
+
+  bool check_calls() {
+    bool ok = true;
+    walk(body_, [&](const Stmt* s) {
+      const auto* c = dyn_cast<CallExpr>(s);
+      if (!c || !ok) return;
+      const FunctionDecl* d = c->getDirectCallee();
+      if (!d) {
+        ok = fail("an indirect call");
+        return;
+      }
+      std::string n = d->getNameAsString();
+      for (const char* k : kCollectives)
+        if (n == k || n.rfind("__shfl", 0) == 0) {
+          ok = fail("a warp collective (" + n + ")");
+          return;
+        }
+      const FunctionDecl* def = d->getDefinition();
+      if (def && sm_.isInMainFile(sm_.getExpansionLoc(def->getLocation())))
+        ok = fail("a call of " + n + ", a function of the source (it might synchronise)");
+    });
+    if (!ok) return false;
+    const std::string text = Lexer::getSourceText(CharSourceRange::getTokenRange(body_->getSourceRange()), sm_,
+                                                  ctx_.getLangOpts())
+                                 .str();
+    if (text.find("volatile") != std::string::npos) return fail("a volatile access (warp-synchronous code)");
+    if (text.find("__kd_") != std::string::npos) return fail("a name that begins __kd_");
+    return true;
+  }
+
+  bool check_control() {
+    bool ok = true;
+    walk(body_, [&](const Stmt* s) {
+      if (!ok) return;
+      if (isa<ReturnStmt>(s) || isa<GotoStmt>(s) || isa<IndirectGotoStmt>(s) || isa<LabelStmt>(s) ||
+          isa<CXXTryStmt>(s)) {
+        ok = fail("a return, goto or label");
+        return;
+      }
+      if (isa<BreakStmt>(s) || isa<ContinueStmt>(s)) {
+        // Its loop (or switch) must lie inside one region.
+        for (const Stmt* p = pm_->getParent(s); p; p = pm_->getParent(p))
+          if (isa<ForStmt>(p) || isa<WhileStmt>(p) || isa<DoStmt>(p) || (isa<BreakStmt>(s) && isa<SwitchStmt>(p))) {
+            if (marked(p)) ok = fail("a break or continue of a loop that holds a barrier");
+            return;
+          }
+      }
+    });
+    return ok;
+  }
+
+  /// Whether `e` is the same for every thread of the block.
+  bool uniform(const Expr* e) {
+    bool ok = true;
+    walk(e, [&](const Stmt* s) {
+      if (!ok) return;
+      if (const auto* m = dyn_cast<MemberExpr>(s)) {
+        const std::string n = m->getMemberDecl()->getNameAsString();
+        if (n == "thread_idx" || n == "lane" || n == "live_mask") ok = false;
+      }
+      if (const auto* r = dyn_cast<DeclRefExpr>(s)) {
+        const ValueDecl* d = r->getDecl();
+        if (isa<EnumConstantDecl>(d) || isa<FunctionDecl>(d)) return;
+        if (const auto* p = dyn_cast<ParmVarDecl>(d)) {
+          if (written_.count(p)) ok = false;
+          return;
+        }
+        if (const auto* v = dyn_cast<VarDecl>(d); v && uniform_vars_.count(v)) return;
+        ok = false;
+      }
+      if (isa<CallExpr>(s)) {
+        const auto* c = cast<CallExpr>(s);
+        const std::string n = callee(c);
+        if (n != "__kdflow_ctx" && n != "min" && n != "max" && n.rfind("__", 0) == 0) ok = false;
+      }
+    });
+    return ok;
+  }
+
+  /// Variables assigned or incremented anywhere in the body, outside `except`.
+  void collect_writes(const Stmt* except) {
+    written_.clear();
+    walk(body_, [&](const Stmt* s) {
+      const Expr* target = nullptr;
+      if (const auto* b = dyn_cast<BinaryOperator>(s); b && b->isAssignmentOp()) target = b->getLHS();
+      if (const auto* b = dyn_cast<CompoundAssignOperator>(s)) target = b->getLHS();
+      if (const auto* u = dyn_cast<UnaryOperator>(s); u && u->isIncrementDecrementOp()) target = u->getSubExpr();
+      if (const auto* u = dyn_cast<UnaryOperator>(s); u && u->getOpcode() == UO_AddrOf) target = u->getSubExpr();
+      if (!target) return;
+      for (const Stmt* p = s; p; p = pm_->getParent(p))
+        if (p == except) return;
+      if (const auto* r = dyn_cast<DeclRefExpr>(target->IgnoreParenImpCasts())) written_.insert(r->getDecl());
+    });
+  }
+
+  bool check_structure(const Stmt* s) {
+    collect_writes(nullptr);
+    return structure(s);
+  }
+
+  bool structure(const Stmt* s) {
+    if (!marked(s)) return true;
+    if (barriers_.count(dyn_cast<CallExpr>(s))) return true;
+    if (const auto* c = dyn_cast<CompoundStmt>(s)) {
+      for (const Stmt* x : c->body())
+        if (!structure(x)) return false;
+      return true;
+    }
+    if (const auto* f = dyn_cast<ForStmt>(s)) {
+      const auto* init = dyn_cast_or_null<DeclStmt>(f->getInit());
+      const VarDecl* v = init && init->isSingleDecl() ? dyn_cast<VarDecl>(init->getSingleDecl()) : nullptr;
+      if (!v || !v->getInit() || !f->getCond() || !f->getInc())
+        return fail("a loop holding a barrier whose header is not `for (T i = ...; cond; step)`");
+      if (!uniform(v->getInit())) return fail("a loop holding a barrier that starts differently per thread");
+      // The counter: written only by the loop's step.
+      for (const Stmt* p = f->getBody();;) {
+        bool w = false;
+        walk(p, [&](const Stmt* x) {
+          const Expr* t = nullptr;
+          if (const auto* b = dyn_cast<BinaryOperator>(x); b && b->isAssignmentOp()) t = b->getLHS();
+          if (const auto* b = dyn_cast<CompoundAssignOperator>(x)) t = b->getLHS();
+          if (const auto* u = dyn_cast<UnaryOperator>(x);
+              u && (u->isIncrementDecrementOp() || u->getOpcode() == UO_AddrOf))
+            t = u->getSubExpr();
+          if (const auto* r = t ? dyn_cast<DeclRefExpr>(t->IgnoreParenImpCasts()) : nullptr; r && r->getDecl() == v)
+            w = true;
+        });
+        if (w) return fail("a loop holding a barrier whose counter its body changes");
+        break;
+      }
+      uniform_vars_.insert(v);
+      if (!uniform(f->getCond()) || !uniform(f->getInc()))
+        return fail("a loop holding a barrier whose bound or step differs per thread");
+      return structure(f->getBody()) && (isa<CompoundStmt>(f->getBody()) || fail("a loop body that is a barrier"));
+    }
+    if (const auto* i = dyn_cast<IfStmt>(s)) {
+      if (i->getInit() || i->getConditionVariable() || i->isConstexpr()) return fail("an if with a declaration");
+      if (!uniform(i->getCond())) return fail("a barrier under a condition that differs per thread");
+      return structure(i->getThen()) && structure(i->getElse());
+    }
+    return fail("a barrier inside a while, do or switch");
+  }
+
+  /// The locals declared directly in compound statements that hold a barrier: alive across
+  /// barriers, so one per thread.
+  bool plan_privates(const Stmt* s) {
+    if (!marked(s)) return true;
+    if (const auto* c = dyn_cast<CompoundStmt>(s)) {
+      for (const Stmt* x : c->body()) {
+        if (const auto* d = dyn_cast<DeclStmt>(x)) {
+          for (const Decl* dd : d->decls()) {
+            const auto* v = dyn_cast<VarDecl>(dd);
+            if (!v) return fail("a declaration that is not a variable where a barrier is in scope");
+            if (is_shared_var(v)) continue;
+            if (v->isStaticLocal() || v->hasExternalStorage()) return fail("a static or extern local");
+            if (initialiser(v) && (isa<InitListExpr>(initialiser(v)->IgnoreImplicit()) || v->getType()->isArrayType()))
+              return fail("an initialised array alive across a barrier");
+            if (v->getType()->isReferenceType()) return fail("a reference alive across a barrier");
+            privates_[v] = "__kd_p" + std::to_string(privates_.size());
+          }
+          continue;
+        }
+        if (!plan_privates(x)) return false;
+      }
+      return true;
+    }
+    if (const auto* f = dyn_cast<ForStmt>(s)) return plan_privates(f->getBody());
+    if (const auto* i = dyn_cast<IfStmt>(s)) return plan_privates(i->getThen()) && plan_privates(i->getElse());
+    return true;
+  }
+
+  /// Which regions (runs of statements between barriers, numbered as emit() forms them) name
+  /// each candidate private local, its declaration included.
+  void number_regions(const Stmt* s) {
+    int current = -1;
+    number(s, &current);
+  }
+  void note_refs(const Stmt* x, int region) {
+    walk(x, [&](const Stmt* y) {
+      if (const auto* d = dyn_cast<DeclRefExpr>(y))
+        if (const auto* v = dyn_cast<VarDecl>(d->getDecl()); v && privates_.count(v)) regions_of_[v].insert(region);
+    });
+    if (const auto* d = dyn_cast<DeclStmt>(x))
+      for (const Decl* dd : d->decls())
+        if (const auto* v = dyn_cast<VarDecl>(dd); v && privates_.count(v)) regions_of_[v].insert(region);
+  }
+  void number(const Stmt* s, int* current) {
+    if (!marked(s)) {
+      note_refs(s, ++region_count_);
+      return;
+    }
+    if (const auto* c = dyn_cast<CompoundStmt>(s)) {
+      int run = -1;
+      for (const Stmt* x : c->body()) {
+        if (barriers_.count(dyn_cast<CallExpr>(x))) {
+          run = -1;
+          continue;
+        }
+        if (const auto* d = dyn_cast<DeclStmt>(x)) {
+          bool shared = false;
+          for (const Decl* dd : d->decls()) shared = shared || is_shared_var(dd);
+          if (shared) {
+            run = -1;
+            continue;
+          }
+        }
+        if (marked(x)) {
+          run = -1;
+          number(x, current);
+          continue;
+        }
+        if (run < 0) run = ++region_count_;
+        note_refs(x, run);
+      }
+      return;
+    }
+    if (const auto* f = dyn_cast<ForStmt>(s)) return number(f->getBody(), current);
+    if (const auto* i = dyn_cast<IfStmt>(s)) {
+      number(i->getThen(), current);
+      if (i->getElse()) number(i->getElse(), current);
+    }
+  }
+
+  /// A variable's initialiser, none for a default construction (`float2 a[8];`).
+  static const Expr* initialiser(const VarDecl* v) {
+    const Expr* e = v->getInit();
+    if (!e) return nullptr;
+    if (const auto* c = dyn_cast<CXXConstructExpr>(e->IgnoreImplicit()); c && c->getNumArgs() == 0) return nullptr;
+    return e;
+  }
+
+  /// A region (a statement holding no barrier, or a run of them) may read or write shared
+  /// memory, not both: threads run one after another there, so an exchange between them
+  /// without a barrier (warp-synchronous code) would see the wrong order.
+  bool check_shared_regions(const Stmt* s) {
+    if (!marked(s)) return region_shared_ok({s});
+    if (const auto* c = dyn_cast<CompoundStmt>(s)) {
+      std::vector<const Stmt*> run;
+      for (const Stmt* x : c->body()) {
+        if (marked(x)) {
+          if (!region_shared_ok(run)) return false;
+          run.clear();
+          if (!barriers_.count(dyn_cast<CallExpr>(x)) && !check_shared_regions(x)) return false;
+          continue;
+        }
+        run.push_back(x);
+      }
+      return region_shared_ok(run);
+    }
+    if (const auto* f = dyn_cast<ForStmt>(s)) return check_shared_regions(f->getBody());
+    if (const auto* i = dyn_cast<IfStmt>(s))
+      return check_shared_regions(i->getThen()) && (!i->getElse() || check_shared_regions(i->getElse()));
+    return true;
+  }
+
+  bool region_shared_ok(const std::vector<const Stmt*>& run) {
+    bool reads = false, writes = false, other = false;
+    for (const Stmt* top : run)
+      walk(top, [&](const Stmt* s) {
+        const auto* r = dyn_cast<DeclRefExpr>(s);
+        if (!r || !is_shared_var(r->getDecl())) return;
+        // The access: up through casts and pointer arithmetic to an element (a[i], *(T*)(a + i));
+        // then read, written, or anything else (a pointer kept or passed on).
+        const Stmt* cur = r;
+        const Stmt* p = pm_->getParent(r);
+        for (;;) {
+          if (!p) break;
+          if (isa<ImplicitCastExpr>(p) || isa<ParenExpr>(p) || isa<CStyleCastExpr>(p) || isa<CXXReinterpretCastExpr>(p) ||
+              isa<CXXStaticCastExpr>(p)) {
+            cur = p;
+            p = pm_->getParent(p);
+            continue;
+          }
+          if (const auto* b = dyn_cast<BinaryOperator>(p);
+              b && (b->getOpcode() == BO_Add || b->getOpcode() == BO_Sub) && b->getType()->isPointerType()) {
+            cur = p;
+            p = pm_->getParent(p);
+            continue;
+          }
+          break;
+        }
+        const Expr* access = nullptr;
+        if (const auto* sub = dyn_cast_or_null<ArraySubscriptExpr>(p); sub && sub->getBase()->IgnoreParenImpCasts() ==
+                                                                               cast<Expr>(cur)->IgnoreParenImpCasts())
+          access = sub;
+        if (const auto* u = dyn_cast_or_null<UnaryOperator>(p); u && u->getOpcode() == UO_Deref) access = u;
+        if (!access) {
+          other = true;
+          return;
+        }
+        const Stmt* q = pm_->getParent(access);
+        while (q && (isa<ParenExpr>(q) || isa<ImplicitCastExpr>(q))) q = pm_->getParent(q);
+        const auto* b = dyn_cast_or_null<BinaryOperator>(q);
+        // A class type's assignment (float4 = ...) is an operator call on the element.
+        if (const auto* op = dyn_cast_or_null<CXXOperatorCallExpr>(q); op && op->isAssignmentOp()) {
+          if (op->getNumArgs() > 0 && op->getArg(0)->IgnoreParenImpCasts() == access) {
+            writes = true;
+            if (op->getOperator() != OO_Equal) reads = true;
+          } else {
+            reads = true;
+          }
+        } else if (b && b->isAssignmentOp() && b->getLHS()->IgnoreParens() == access) {
+          writes = true;
+          if (isa<CompoundAssignOperator>(b)) reads = true;
+        } else if (const auto* u = dyn_cast_or_null<UnaryOperator>(q); u && u->isIncrementDecrementOp()) {
+          reads = writes = true;
+        } else if (isa_and_nonnull<MemberExpr>(q)) {
+          other = true;  // a vector element's field: read or written, not told apart here
+        } else {
+          reads = true;
+        }
+      });
+    if (other) return fail("shared memory used other than element by element");
+    if (reads && writes) return fail("a region between barriers that both reads and writes shared memory");
+    return true;
+  }
+
+  /// threadIdx → the region's thread (a private local keeps its name: each region declares
+  /// it, loaded from and stored back to the thread's element of the per-thread array).
+  bool replace_tokens() {
+    bool ok = true;
+    std::set<unsigned> done;
+    walk(body_, [&](const Stmt* s) {
+      if (!ok) return;
+      if (const auto* m = dyn_cast<MemberExpr>(s); m && m->getMemberDecl()->getNameAsString() == "thread_idx") {
+        SourceLocation at = m->getBeginLoc();
+        if (!at.isMacroID()) {
+          ok = fail("thread_idx named outside the threadIdx macro");
+          return;
+        }
+        CharSourceRange r = sm_.getExpansionRange(at);
+        if (!sm_.isInMainFile(r.getBegin())) {
+          ok = fail("threadIdx inside another macro");
+          return;
+        }
+        if (done.insert(r.getBegin().getRawEncoding()).second) replace_token(r.getBegin(), "__kd_tidx");
+        return;
+      }
+      if (const auto* r = dyn_cast<DeclRefExpr>(s)) {
+        const auto* v = dyn_cast<VarDecl>(r->getDecl());
+        if (v && privates_.count(v) && r->getLocation().isMacroID()) ok = fail("a local alive across a barrier named inside a macro");
+      }
+    });
+    return ok;
+  }
+
+  /// A statement's text from the file, with this kernel's token replacements applied. From
+  /// the expansion: a statement may begin or end in a macro (__shared__, threadIdx).
+  std::string text(const Stmt* s) {
+    const SourceLocation b = sm_.getExpansionLoc(s->getBeginLoc());
+    const SourceLocation e = sm_.getExpansionRange(s->getEndLoc()).getEnd();
+    const unsigned from = sm_.getFileOffset(b);
+    const unsigned to = sm_.getFileOffset(e) + Lexer::MeasureTokenLength(e, sm_, ctx_.getLangOpts());
+    const llvm::StringRef file = sm_.getBufferData(sm_.getFileID(b));
+    std::string out;
+    unsigned at = from;
+    for (auto it = edits_.lower_bound(from); it != edits_.end() && it->first < to; ++it) {
+      if (it->first < at) continue;
+      out += file.substr(at, it->first - at).str() + it->second.second;
+      at = it->first + it->second.first;
+    }
+    if (at < to) out += file.substr(at, to - at).str();
+    return out;
+  }
+
+  /// Replaces the token at `loc` (a file location) in every text() that covers it.
+  void replace_token(SourceLocation loc, const std::string& with) {
+    edits_[sm_.getFileOffset(loc)] = {Lexer::MeasureTokenLength(loc, sm_, ctx_.getLangOpts()), with};
+  }
+
+  /// A run of statements between barriers: its text and the private locals it names.
+  struct Region {
+    std::string text;
+    std::set<const VarDecl*> vars;
+  };
+
+  /// Adds one statement to a region, with the semicolon an expression statement needs; a
+  /// private local's declaration becomes the assignment of its initialiser.
+  void region_stmt(const Stmt* x, Region* r) {
+    walk(x, [&](const Stmt* s) {
+      if (const auto* d = dyn_cast<DeclRefExpr>(s))
+        if (const auto* v = dyn_cast<VarDecl>(d->getDecl()); v && privates_.count(v)) r->vars.insert(v);
+    });
+    if (isa<NullStmt>(x)) return;
+    if (const auto* d = dyn_cast<DeclStmt>(x)) {
+      bool local = true;
+      for (const Decl* dd : d->decls()) local = local && locals_.count(cast<VarDecl>(dd));
+      if (local) {  // named in this region only: declared here, as written
+        r->text += text(x) + "\n";
+        return;
+      }
+      for (const Decl* dd : d->decls()) {
+        const auto* v = cast<VarDecl>(dd);
+        if (!privates_.count(v)) continue;  // a __shared__ one: declared outside the thread loops
+        r->vars.insert(v);
+        if (const Expr* init = initialiser(v)) r->text += v->getNameAsString() + " = " + text(init) + ";\n";
+      }
+      return;
+    }
+    // The statement's semicolon is not in its range (an expression, `if (c) f();`, do-while).
+    std::string t = text(x);
+    if (!isa<CompoundStmt>(x)) t += ";";
+    r->text += t + "\n";
+  }
+
+  /// The thread loop of a region: each private local it names is a local of the iteration,
+  /// copied from the thread's element before and back after (so it lives in registers).
+  std::string loop(const Region& r) {
+    if (r.text.find_first_not_of(" \n") == std::string::npos) return "";
+    std::string in, out;
+    std::set<std::string> names;
+    for (const VarDecl* v : r.vars) {
+      const std::string name = v->getNameAsString(), p = privates_.at(v);
+      if (!names.insert(name).second) {
+        why_ = "two locals alive across a barrier named " + name + " in one region";
+        return "";
+      }
+      in += fmt::format("{}_t {}; __builtin_memcpy(&{}, &{}[__kd_t], sizeof({}));\n", p, name, name, p, name);
+      out += fmt::format("__builtin_memcpy(&{}[__kd_t], &{}, sizeof({}));\n", p, name, name);
+    }
+    return "for (unsigned __kd_t = 0; __kd_t < __kd_nt; ++__kd_t) {\n"
+           "const uint3 __kd_tidx = {__kd_t % __kd_bx, (__kd_t / __kd_bx) % __kd_by, __kd_t / (__kd_bx * __kd_by)};\n" +
+           in + "{\n" + r.text + "}\n" + out + "}\n";
+  }
+
+  std::string emit(const Stmt* s) {
+    if (!marked(s)) {
+      Region r;
+      region_stmt(s, &r);
+      return loop(r);
+    }
+    if (const auto* c = dyn_cast<CompoundStmt>(s)) return emit_compound(c, false);
+    if (const auto* f = dyn_cast<ForStmt>(s)) {
+      std::string init = text(f->getInit());
+      while (!init.empty() && (init.back() == ';' || init.back() == ' ' || init.back() == '\n')) init.pop_back();
+      return "for (" + init + "; " + text(f->getCond()) + "; " + text(f->getInc()) + ") " + emit(f->getBody());
+    }
+    const auto* i = cast<IfStmt>(s);
+    std::string out = "if (" + text(i->getCond()) + ") {\n" + emit(i->getThen()) + "}\n";
+    if (i->getElse()) out += "else {\n" + emit(i->getElse()) + "}\n";
+    return out;
+  }
+
+  std::string emit_compound(const CompoundStmt* c, bool top) {
+    std::string out = "{\n";
+    Region pending;
+    if (top) {
+      out += "const unsigned __kd_bx = blockDim.x, __kd_by = blockDim.y, "
+             "__kd_nt = blockDim.x * blockDim.y * blockDim.z;\n";
+      for (const auto& [v, name] : privates_) {
+        std::string type = v->getType().getUnqualifiedType().getAsString(ctx_.getPrintingPolicy());
+        out += fmt::format("using {}_t = {};\n{}_t* {} = ({}_t*)__kdflow_private(sizeof({}_t) * __kd_nt, alignof({}_t));\n",
+                           name, type, name, name, name, name, name);
+      }
+    }
+    auto flush = [&] {
+      out += loop(pending);
+      pending = Region{};
+    };
+    for (const Stmt* x : c->body()) {
+      if (barriers_.count(dyn_cast<CallExpr>(x))) {
+        flush();
+        continue;
+      }
+      if (const auto* d = dyn_cast<DeclStmt>(x); d && marked(c)) {
+        // __shared__ declarations stay outside the thread loops, where every region sees them.
+        bool shared = false;
+        for (const Decl* dd : d->decls()) shared = shared || is_shared_var(dd);
+        if (shared) {
+          for (const Decl* dd : d->decls())
+            if (!is_shared_var(dd)) {
+              why_ = "a declaration mixing __shared__ and other variables";
+              return "";
+            }
+          flush();
+          out += text(d) + "\n";
+          continue;
+        }
+        region_stmt(x, &pending);
+        continue;
+      }
+      if (marked(x)) {
+        flush();
+        out += emit(x);
+        continue;
+      }
+      region_stmt(x, &pending);
+    }
+    flush();
+    return out + "}\n";
+  }
+
+  ASTContext& ctx_;
+  SourceManager& sm_;
+  FunctionDecl* f_;
+  Stmt* body_ = nullptr;
+  std::unique_ptr<ParentMap> pm_;
+  std::set<const CallExpr*> barriers_;
+  std::set<const Stmt*> marked_;
+  std::set<const ValueDecl*> written_;
+  std::set<const VarDecl*> uniform_vars_;
+  std::map<const VarDecl*, std::string> privates_;
+  std::map<unsigned, std::pair<unsigned, std::string>> edits_;  ///< file offset → (token length, text)
+  std::set<const VarDecl*> locals_;                           ///< candidates named in one region only
+  std::map<const VarDecl*, std::set<int>> regions_of_;
+  int region_count_ = 0;
+  std::string why_;
+};
+
+class FissionConsumer : public ASTConsumer {
+ public:
+  FissionConsumer(CompilerInstance& ci, FissionOutcome* out) : ci_(ci), out_(out) {}
+
+  void HandleTranslationUnit(ASTContext& ctx) override {
+    if (ci_.getDiagnostics().hasErrorOccurred()) return;
+    SourceManager& sm = ctx.getSourceManager();
+    std::vector<std::pair<FunctionDecl*, std::string>> bodies;
+    for (Decl* d : ctx.getTranslationUnitDecl()->decls()) {
+      // Kernels: as the JIT finds them, defined void functions with C linkage in the source.
+      Decl* inner = d;
+      if (auto* l = dyn_cast<LinkageSpecDecl>(d)) {
+        for (Decl* x : l->decls()) consider(ctx, sm, x, &bodies);
+        continue;
+      }
+      consider(ctx, sm, inner, &bodies);
+    }
+    if (bodies.empty()) return;
+    Rewriter out(sm, ctx.getLangOpts());
+    for (auto& [f, body] : bodies) out.ReplaceText(f->getBody()->getSourceRange(), body);
+    const clang::RewriteBuffer* buf = out.getRewriteBufferFor(sm.getMainFileID());
+    if (buf) out_->source = std::string(buf->begin(), buf->end());
+    else out_->kernels.clear();
+  }
+
+ private:
+  void consider(ASTContext& ctx, SourceManager& sm, Decl* d, std::vector<std::pair<FunctionDecl*, std::string>>* bodies) {
+    auto* f = dyn_cast<FunctionDecl>(d);
+    if (!f || !f->doesThisDeclarationHaveABody() || !f->isExternC() || !f->getReturnType()->isVoidType() ||
+        !sm.isInMainFile(sm.getExpansionLoc(f->getLocation())))
+      return;
+    // Each kernel keeps its own edits: a kernel that does not qualify leaves none behind.
+    Kernel k(ctx, f);
+    std::string body = k.run();
+    const std::string name = f->getNameAsString();
+    if (!body.empty()) {
+      bodies->emplace_back(f, std::move(body));
+      out_->kernels.push_back(name);
+    } else if (k.has_barrier()) {
+      out_->kept[name] = k.why();
+    }
+  }
+
+  CompilerInstance& ci_;
+  FissionOutcome* out_;
+};
+
+}  // namespace
+
+std::unique_ptr<clang::ASTConsumer> make_fission_consumer(clang::CompilerInstance& ci, FissionOutcome* out) {
+  return std::make_unique<FissionConsumer>(ci, out);
+}
+
+}  // namespace kdflow::cpu
