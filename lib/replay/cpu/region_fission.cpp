@@ -443,9 +443,17 @@ class Kernel {
   std::string text(const Stmt* s) {
     const SourceLocation b = sm_.getExpansionLoc(s->getBeginLoc());
     const SourceLocation e = sm_.getExpansionRange(s->getEndLoc()).getEnd();
+    if (!sm_.isInMainFile(b) || !sm_.isInMainFile(e)) {
+      why_ = "a statement that begins or ends outside the source's own text";
+      return "";
+    }
     const unsigned from = sm_.getFileOffset(b);
     const unsigned to = sm_.getFileOffset(e) + Lexer::MeasureTokenLength(e, sm_, ctx_.getLangOpts());
     const llvm::StringRef file = sm_.getBufferData(sm_.getFileID(b));
+    if (to < from || to > file.size()) {
+      why_ = "a statement whose text could not be read";
+      return "";
+    }
     std::string out;
     unsigned at = from;
     for (auto it = edits_.lower_bound(from); it != edits_.end() && it->first < to; ++it) {
