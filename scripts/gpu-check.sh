@@ -22,10 +22,11 @@
 #   --deps DIR        a folder made by --pack-deps: fmt, nlohmann_json, CLI11 and isl for the build
 #   --pack-deps DIR   (on a development machine) copy those three packages into DIR and exit
 #   --allow-mismatch  outputs that differ are not a failure (the fake driver runs no kernels)
-#   --session DIR=FLOW[=TOKENS]  (repeatable) also replay an LLM session (eager, graph, dag): FLOW extracted
-#                     on a machine with clang (kdflow extract DIR --session ... -o FLOW), DIR the
-#                     build with TVM's output_<step>.npy, TOKENS its token ids (default
-#                     DIR/input_ids.npy; both written by kdflow_tvm.llm_session)
+#   --session DIR=FLOW[=TOKENS[=TOL]]  (repeatable) also replay an LLM session (eager, graph,
+#                     dag): FLOW extracted on a machine with clang (kdflow extract DIR --session ...
+#                     -o FLOW), DIR the build with TVM's output_<step>.npy, TOKENS its token ids
+#                     (default DIR/input_ids.npy; both written by kdflow_tvm.llm_session), TOL the
+#                     rtol and atol of the logits (default replay's; 0.05 for float16)
 #   --model DIR=FLOW  (repeatable) also replay a build made with kdflow_tvm (its input_*.npy,
 #                     output_<i>.npy and reference/ of every node's result) in eager, graph and
 #                     dag modes, from FLOW extracted on a machine with clang
@@ -77,7 +78,7 @@ while [ $# -gt 0 ]; do
     --model)
       [ $# -ge 2 ] && [ "${2#*=}" != "$2" ] || usage "--model needs DIR=FLOW"
       MODELS="$MODELS $2"; shift 2 ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) usage "unknown option $1" ;;
   esac
 done
@@ -207,13 +208,15 @@ done
 
 # --- LLM sessions: eager, graph and dag (the KV cache's host copies as copy nodes) ------------
 for pair in $SESSIONS; do
-  dir=${pair%%=*}; flow=${pair#*=}; tokens=""
+  dir=${pair%%=*}; flow=${pair#*=}; tokens=""; tol=""
   if [ "${flow#*=}" != "$flow" ]; then tokens=${flow#*=}; flow=${flow%%=*}; fi
+  if [ "${tokens#*=}" != "$tokens" ]; then tol=${tokens#*=}; tokens=${tokens%%=*}; fi
   T=""; [ -n "$tokens" ] && T="--input input_ids=$tokens"
   # A float16 model's logits are compared within 0.05, as test/tvm does on the CPU back end:
   # TVM's reference ran on the CPU in float16 too, and the two orders of summation differ.
   label="$(basename "$dir") $(basename "$flow" .json)"
-  if grep -q '"dtype": "float16"' "$flow"; then T="$T --rtol 0.05 --atol 0.05"; label="$label (float16: within 0.05)"; fi
+  if [ -n "$tol" ]; then T="$T --rtol $tol --atol $tol"; label="$label (within $tol)"
+  elif grep -q '"dtype": "float16"' "$flow"; then T="$T --rtol 0.05 --atol 0.05"; label="$label (float16: within 0.05)"; fi
   for mode in eager graph dag; do
     # shellcheck disable=SC2086
     replay_row "$label" "$mode" "$OUT/$(basename "$dir").$(basename "$flow" .json).$mode" \
