@@ -935,6 +935,20 @@ CUresult cuMemFree_v2(CUdeviceptr ptr) {
   return r;
 }
 
+/// Queues host work on a stream as the driver queues a kernel: recorded into the graph while
+/// the stream is captured, else run in stream order (behind a gate, or now).
+static void queue_host_work(Launch l, uintptr_t sh) {
+  State& s = st();
+  if (s.capturing.count(sh)) {
+    s.graphs[s.capturing[sh]].push_back(std::move(l));
+    return;
+  }
+  if (blocking_stream(sh)) flush_null_stream();
+  drain_gates();
+  if (gated(sh)) s.held[sh].push_back({false, 0, std::move(l)});
+  else execute(l, sh);
+}
+
 /// FNV-1a of n bytes (the log lines of copies carry it, for the tests).
 static uint64_t fnv1a(const void* p, size_t n) {
   uint64_t h = 1469598103934665603ull;
@@ -999,14 +1013,7 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes, Ha
       work = [land, src, bytes] { land(src, bytes); };
     else
       work = [land, staged = std::string(static_cast<const char*>(src), bytes)] { land(staged.data(), staged.size()); };
-    Launch l{0, {1, 1, 1}, {1, 1, 1}, 0, "", std::move(work), "cuMemcpyHtoDAsync"};
-    if (captured) s.graphs[s.capturing[sh]].push_back(l);
-    else {
-      if (blocking_stream(sh)) flush_null_stream();
-      drain_gates();
-      if (gated(sh)) s.held[sh].push_back({false, 0, l});
-      else execute(l, sh);
-    }
+    queue_host_work(Launch{0, {1, 1, 1}, {1, 1, 1}, 0, "", std::move(work), "cuMemcpyHtoDAsync"}, sh);
   }
   log_line("cuMemcpyHtoDAsync dst=0x%llx bytes=%zu stream=0x%lx captured=%d pinned=%d -> %d index=%d offset=%llu", dst,
            bytes, static_cast<unsigned long>(sh), captured ? 1 : 0, is_pinned ? 1 : 0, r, a ? a->index : -1,
@@ -1704,14 +1711,7 @@ CUresult kdflow_fake_cuda_enqueue(Handle stream, const char* what, void (*fn)(vo
   if (r == kSuccess && sh != 0 && !s.stream_flags.count(sh)) r = kInvalidHandle;
   bool captured = s.capturing.count(sh) > 0;
   if (r == kSuccess) {
-    Launch l{0, {1, 1, 1}, {1, 1, 1}, 0, "", [fn, arg] { fn(arg); }, what ? what : "host work"};
-    if (captured) s.graphs[s.capturing[sh]].push_back(l);
-    else {
-      if (blocking_stream(sh)) flush_null_stream();
-      drain_gates();
-      if (gated(sh)) s.held[sh].push_back({false, 0, l});
-      else execute(l, sh);
-    }
+    queue_host_work(Launch{0, {1, 1, 1}, {1, 1, 1}, 0, "", [fn, arg] { fn(arg); }, what ? what : "host work"}, sh);
   }
   log_line("enqueue what=%s stream=0x%lx captured=%d racing=%zu -> %d", what ? what : "?",
            static_cast<unsigned long>(sh), captured ? 1 : 0, captured ? size_t(0) : s.pending.size(), r);

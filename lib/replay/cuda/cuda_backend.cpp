@@ -746,42 +746,34 @@ class CudaBackend final : public Backend {
       for (size_t u : steps[s].preds)
         if (u < s && node_of[u]) deps.push_back(node_of[u]);
       CUgraphNode node = nullptr;
-      if (steps[s].host_copy) {
-        // A child graph captured from the work stream, as for library calls.
+      if (steps[s].host_copy || steps[s].library_call) {
+        // A child graph captured from the work stream: what cuBLAS queues is opaque, and a
+        // host copy is captured the same way.
+        const bool copy = steps[s].host_copy;
+        const char* what = copy ? "host copy" : "library call";
         CUgraph child = nullptr;
         if (CUresult r = d_.cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL); r != CUDA_SUCCESS)
-          return fail(r, "cuStreamBeginCapture (host copy)");
-        Fault f = host_copy(steps[s].index);
+          return fail(r, fmt::format("cuStreamBeginCapture ({})", what));
+        Fault f = copy ? host_copy(steps[s].index) : library_call(steps[s].index);
         CUresult e = d_.cuStreamEndCapture(stream_, &child);
         if (!f.ok()) {
           if (child) d_.cuGraphDestroy(child);
-          return host_copy_error(steps[s].index, f);
+          if (copy) return host_copy_error(steps[s].index, f);
+          return library_call_fault_error(opt_.label, *calls_.at(steps[s].index).call, f);
         }
-        if (e != CUDA_SUCCESS) return fail(e, "cuStreamEndCapture (host copy)");
+        if (e != CUDA_SUCCESS) return fail(e, fmt::format("cuStreamEndCapture ({})", what));
         CUresult r =
             d_.cuGraphAddChildGraphNode(&node, graph_, deps.empty() ? nullptr : deps.data(), deps.size(), child);
         d_.cuGraphDestroy(child);  // the node holds a clone
-        if (r != CUDA_SUCCESS) return fail(r, fmt::format("cuGraphAddChildGraphNode (host copy {})", steps[s].index));
-      } else if (steps[s].library_call) {
-        const PlanLibraryCall& p = *calls_.at(steps[s].index).call;
-        CUgraph child = nullptr;
-        if (CUresult r = d_.cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL); r != CUDA_SUCCESS)
-          return fail(r, "cuStreamBeginCapture (library call)");
-        Fault f = library_call(steps[s].index);
-        CUresult e = d_.cuStreamEndCapture(stream_, &child);
-        if (!f.ok()) {
-          if (child) d_.cuGraphDestroy(child);
-          return library_call_fault_error(opt_.label, p, f);
-        }
-        if (e != CUDA_SUCCESS) return fail(e, "cuStreamEndCapture (library call)");
-        CUresult r =
-            d_.cuGraphAddChildGraphNode(&node, graph_, deps.empty() ? nullptr : deps.data(), deps.size(), child);
-        d_.cuGraphDestroy(child);  // the node holds a clone
-        if (r != CUDA_SUCCESS)
+        if (r != CUDA_SUCCESS && copy)
+          return fail(r, fmt::format("cuGraphAddChildGraphNode (host copy {})", steps[s].index));
+        if (r != CUDA_SUCCESS) {
+          const PlanLibraryCall& p = *calls_.at(steps[s].index).call;
           return json_error(opt_.label, fmt::format("/library_calls/{}", p.call),
                             fmt::format("cuGraphAddChildGraphNode for library call {} ({}) failed: {}", p.call, p.name,
                                         d_.describe(r)),
                             ExitCode::Software);
+        }
       } else {
         KernelLaunch& k = launches_.at(steps[s].index);
         const PlanLaunch& l = *k.launch;

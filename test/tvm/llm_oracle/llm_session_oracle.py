@@ -363,15 +363,19 @@ class SessionOracle(OracleMore):
                     args.append((TI_TENSOR, self.tensor(data, off, a["shape"], DTYPES[a["dtype"]], origin)))
                 else:
                     raise RuntimeError(f"{step} {c['role']}: logged argument {a}")
-            self.events.append({"ev": "runtime_call", "function": fn, "role": c["role"], "layer": layer,
-                                "step": step, "args": [self.describe(*x) for x in args]})
-            saved = dict(self.ctx)
-            self.ctx.update(runtime_role=c["role"], layer=layer)
-            try:
-                self.call_c(fn, args)
-            finally:
-                self.ctx = saved
-            self.kv_used += 1
+            self.runtime_call(fn, c["role"], layer, step, args)
+
+    def runtime_call(self, fn: str, role: str, layer: int, step: str, args: List[Value]) -> None:
+        """One call the KV cache's runtime makes: recorded, then host.c's function called."""
+        self.events.append({"ev": "runtime_call", "function": fn, "role": role, "layer": layer,
+                            "step": step, "args": [self.describe(*x) for x in args]})
+        saved = dict(self.ctx)
+        self.ctx.update(runtime_role=role, layer=layer)
+        try:
+            self.call_c(fn, args)
+        finally:
+            self.ctx = saved
+        self.kv_used += 1
 
     def outside_calls(self, step: str) -> None:
         """The logged runtime calls of a step that runs no attention (a fork's or popn's page
@@ -390,15 +394,7 @@ class SessionOracle(OracleMore):
                                                         {"kv": j})))
                 else:
                     raise RuntimeError(f"{step} {c['role']}: logged argument {a}")
-            self.events.append({"ev": "runtime_call", "function": fn, "role": c["role"], "layer": layer,
-                                "step": step, "args": [self.describe(*x) for x in args]})
-            saved = dict(self.ctx)
-            self.ctx.update(runtime_role=c["role"], layer=layer)
-            try:
-                self.call_c(fn, args)
-            finally:
-                self.ctx = saved
-            self.kv_used += 1
+            self.runtime_call(fn, c["role"], layer, step, args)
 
     # ------------------------------------------------------------------ CUDA graphs
     def run_or_capture(self, args: List[Value]) -> Value:

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "kdflow/replay/cpu_kernels.h"
+#include "unit/replay/cpu/cpu_test_util.h"
 #include "replay/cpu/guarded_memory.h"
 #include "test_util.h"
 
@@ -21,21 +22,8 @@ using kdflow::cpu::CpuKernel;
 
 namespace {
 
-std::unique_ptr<CpuDevice> device(unsigned threads = 2) {
-  auto d = CpuDevice::create({threads});
-  REQUIRE(d);
-  return d.take();
-}
-
-CpuKernel compile_one(CpuDevice& d, const std::string& src, const std::string& name) {
-  auto m = d.compile_module(src, "hand.cu");
-  INFO((m ? std::string() : m.error().message));
-  REQUIRE(m);
-  auto k = d.kernel(*m, name);
-  INFO((k ? std::string() : k.error().message));
-  REQUIRE(k);
-  return *k;
-}
+using kdflow::cpu::test::compile_one;
+using kdflow::cpu::test::device;
 
 std::string read(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

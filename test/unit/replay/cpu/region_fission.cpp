@@ -7,26 +7,15 @@
 #include <numeric>
 
 #include "kdflow/replay/cpu_kernels.h"
+#include "unit/replay/cpu/cpu_test_util.h"
 
 using kdflow::cpu::CpuDevice;
 using kdflow::cpu::CpuKernel;
 
 namespace {
 
-std::unique_ptr<CpuDevice> device() {
-  auto d = CpuDevice::create({2});
-  REQUIRE(d);
-  return d.take();
-}
-
-CpuKernel compile_one(CpuDevice& d, const std::string& src, const std::string& name) {
-  auto m = d.compile_module(src, "hand.cu");
-  INFO((m ? std::string() : m.error().message));
-  REQUIRE(m);
-  auto k = d.kernel(*m, name);
-  REQUIRE(k);
-  return *k;
-}
+using kdflow::cpu::test::compile_one;
+using kdflow::cpu::test::device;
 
 }  // namespace
 
