@@ -419,19 +419,32 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
     FissionAction fa(&fission);
     run_clang(source, path, label, d.triple, d.cpu, fa);  // errors: the compile below reports them
   }
-  const std::string& compiled = fission.source.empty() ? source : fission.source;
   if (fission.source.empty()) fission.kernels.clear();
-  llvm::IntrusiveRefCntPtr<llvm::vfs::InMemoryFileSystem> fs = module_files(compiled, path);
 
   auto context = std::make_unique<llvm::LLVMContext>();
   std::set<std::string> dynamic_names;
-  CompileAction action(context.get(), &dynamic_names);
-  FirstError diag(path, label);
-  Expected<bool> ran = run_clang(compiled, path, label, d.triple, d.cpu, action, &diag);
-  if (!ran) return ran.error();
-  bool ok = *ran;
-  if (!diag.first().empty()) return Error{diag.first(), ExitCode::DataError};
-  std::unique_ptr<llvm::Module> m = action.takeModule();
+  std::unique_ptr<llvm::Module> m;
+  bool ok = false;
+  // The rewritten source first; should it not compile (a construct the rewrite got wrong), the
+  // source as written, every kernel as before, the reason kept.
+  for (int attempt = fission.kernels.empty() ? 1 : 0; attempt < 2; ++attempt) {
+    const std::string& compiled = attempt == 0 ? fission.source : source;
+    dynamic_names.clear();
+    CompileAction action(context.get(), &dynamic_names);
+    FirstError diag(path, label);
+    Expected<bool> ran = run_clang(compiled, path, label, d.triple, d.cpu, action, &diag);
+    if (!ran) return ran.error();
+    if (attempt == 0 && (!*ran || !diag.first().empty())) {
+      for (const std::string& k : fission.kernels)
+        fission.kept[k] = "its rewrite into thread loops did not compile (" + diag.first() + ")";
+      fission.kernels.clear();
+      continue;
+    }
+    if (!diag.first().empty()) return Error{diag.first(), ExitCode::DataError};
+    ok = *ran;
+    m = action.takeModule();
+    break;
+  }
   if (!ok || !m) return Error{file_error(label, "clang could not compile the module for the CPU").message};
 
   // __shared__ → offsets into the block's shared memory.

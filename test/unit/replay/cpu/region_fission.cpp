@@ -159,3 +159,26 @@ extern "C" __global__ void big(float* x) {
         "error: kernel 'big' stopped on the CPU: block (0,0,0): the block's threads hold more than 256 MiB of locals "
         "alive across barriers");
 }
+
+TEST_CASE("region fission: a rewrite that does not compile falls back to the kernel as written", "[cpu][fission]") {
+  auto d = device();
+  // Hand-written: a local of a type from an anonymous namespace alive across the barrier; its
+  // per-thread copy is declared with the type's printed name, "(anonymous namespace)::S",
+  // which does not compile.
+  CpuKernel k = compile_one(*d, R"(
+namespace { struct S { float a; }; }
+extern "C" __global__ void anon(float* x) {
+  S s;
+  s.a = x[threadIdx.x] * 2.0f;
+  __syncthreads();
+  x[threadIdx.x] = s.a;
+})", "anon");
+  CHECK(k.fibers);
+  CHECK_FALSE(k.block_loop);
+  CHECK(k.fibers_why.find("did not compile") != std::string::npos);
+  std::vector<float> x(64, 3.0f);
+  float* p = x.data();
+  void* args[] = {&p};
+  REQUIRE(d->launch(k, {1, 1, 1}, {64, 1, 1}, 0, args));
+  for (float v : x) CHECK(v == 6.0f);
+}
