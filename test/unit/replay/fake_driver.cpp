@@ -1843,20 +1843,24 @@ TEST_CASE("kdflow replay DIR on the Relax samples: extracted, every device_<i>.c
 #endif
 
 // A labelled unit test of one construct: host copies (an LLM session's KV-cache auxiliary
-// arrays, Dataflow::host_copies) on the mlp sample's flow, one before kernel 3 into the
-// buffer it reads (written by kernel 2) and one after the last kernel into the output. Real
+// arrays, Dataflow::host_copies) on the mlp_fp16 sample's flow (its params are in the
+// repository), one before kernel 4 into the buffer it reads (written by kernel 3) and one
+// after the last kernel into the output. Real
 // session flows are replayed in graph and dag mode by test/tvm and scripts/gpu-check.sh.
 TEST_CASE("host copies: eager uploads between steps, graph and dag copy nodes from pinned memory", "[replay]") {
-  Dataflow df = golden("mlp");
-  REQUIRE(df.kernels.size() == 6);
+  // mlp_fp16: its params are in the repository, so the test runs in a clean clone too.
+  Dataflow df = golden("mlp_fp16");
+  REQUIRE(df.kernels.size() == 7);
+  const size_t a = 3, n = df.kernels.size();  // the first copy goes between kernels a and a + 1
   HostCopy mid;
-  mid.node = df.kernels[2].node;
-  mid.buffer = df.kernels[3].args[1].buffer;  // kernel 3's input, kernel 2's output
-  REQUIRE(df.kernels[2].args[0].buffer == mid.buffer);
+  mid.node = df.kernels[a].node;
+  mid.buffer = df.kernels[a + 1].args[1].buffer;  // kernel a + 1's input, kernel a's output
+  REQUIRE(df.kernels[a].args[0].buffer == mid.buffer);
   mid.values = {1, 2, 3, 4};
   HostCopy last;
-  last.node = df.kernels[5].node;
-  last.buffer = df.kernels[5].args[1].buffer;  // the output
+  last.node = df.kernels[n - 1].node;
+  last.buffer = df.kernels[n - 1].args[1].buffer;  // the output
+  REQUIRE(df.kernels[n - 1].args[1].access == Access::Write);
   last.offset = 8;
   last.values = {7, 8};
   df.host_copies = {mid, last};
@@ -1870,7 +1874,8 @@ TEST_CASE("host copies: eager uploads between steps, graph and dag copy nodes fr
   for (ReplayMode mode : {ReplayMode::Eager, ReplayMode::Graph, ReplayMode::Dag}) {
     INFO(to_string(mode));
     FakeDriver fake;
-    ReplayOptions opt = options("mlp");
+    ReplayOptions opt = options("mlp_fp16");
+    REQUIRE_FALSE(opt.inputs.params.empty());
     opt.mode = mode;
     opt.warmup = 1;
     opt.repeat = 2;
@@ -1884,7 +1889,8 @@ TEST_CASE("host copies: eager uploads between steps, graph and dag copy nodes fr
     int runs = 0;
     std::string order;
     for (const Call& c : all) {
-      if (c.name == "cuLaunchKernel" && c.at("captured") == "0") order += c.at("name") == df.kernels[2].name ? "2" : c.at("name") == df.kernels[3].name ? "3" : "k";
+      if (c.name == "cuLaunchKernel" && c.at("captured") == "0")
+        order += c.at("name") == df.kernels[a].name ? "A" : c.at("name") == df.kernels[a + 1].name ? "B" : "k";
       if (c.name == "cuMemcpyHtoD" && c.at("fnv") == f_mid) order += "M";
       if (c.name == "cuMemcpyHtoD" && c.at("fnv") == f_last) {
         order += "L";
@@ -1892,7 +1898,8 @@ TEST_CASE("host copies: eager uploads between steps, graph and dag copy nodes fr
       }
     }
     CHECK(runs == 4);
-    CHECK(order == "kk2M3kkL" "kk2M3kkL" "kk2M3kkL" "kk2M3kkL");
+    const std::string one_run = std::string(a, 'k') + "AMB" + std::string(n - a - 2, 'k') + "L";
+    CHECK(order == one_run + one_run + one_run + one_run);
     std::vector<Call> async = fake.calls("cuMemcpyHtoDAsync");
     std::vector<Call> lands = fake.calls("memcpy-lands");
     if (mode == ReplayMode::Eager) {
@@ -1920,14 +1927,14 @@ TEST_CASE("host copies: eager uploads between steps, graph and dag copy nodes fr
       for (const Call& c : all)
         if ((c.name == "cuLaunchKernel" && c.at("captured") == "1") || c.name == "cuMemcpyHtoDAsync")
           seq += c.name == "cuMemcpyHtoDAsync" ? "C" : "k";
-      CHECK(seq == "kkkCkkkC");
+      CHECK(seq == std::string(a + 1, 'k') + "C" + std::string(n - a - 1, 'k') + "C");
     } else {
       // Child-graph nodes ordered by the memory they write: the first after kernel 2 (which
       // writes that buffer) and before kernel 3 (which reads it); the second after kernel 5.
       std::vector<Call> children = fake.calls("cuGraphAddChildGraphNode");
       std::vector<Call> kernels = fake.calls("cuGraphAddKernelNode");
       REQUIRE(children.size() == 2);
-      REQUIRE(kernels.size() == 6);
+      REQUIRE(kernels.size() == n);
       auto deps = [](const Call& c) {
         std::set<uint64_t> out;
         std::istringstream ss(c.at("deps"));
@@ -1937,10 +1944,10 @@ TEST_CASE("host copies: eager uploads between steps, graph and dag copy nodes fr
         return out;
       };
       const uint64_t copy0 = children[0].num("node_index"), copy1 = children[1].num("node_index");
-      CHECK(deps(children[0]).count(kernels[2].num("node_index")) == 1);
-      CHECK(deps(kernels[3]).count(copy0) == 1);
-      CHECK(deps(kernels[3]).count(kernels[2].num("node_index")) == 0);  // implied through the copy
-      CHECK(deps(children[1]).count(kernels[5].num("node_index")) == 1);
+      CHECK(deps(children[0]).count(kernels[a].num("node_index")) == 1);
+      CHECK(deps(kernels[a + 1]).count(copy0) == 1);
+      CHECK(deps(kernels[a + 1]).count(kernels[a].num("node_index")) == 0);  // implied through the copy
+      CHECK(deps(children[1]).count(kernels[n - 1].num("node_index")) == 1);
       (void)copy1;
       CHECK(log.str().find("2 host copies") != std::string::npos);
     }
