@@ -171,24 +171,27 @@ class Kernel {
     return ok;
   }
 
-  /// Variables assigned or incremented anywhere in the body, outside `except`.
-  void collect_writes(const Stmt* except) {
+  /// The variable statement `x` assigns, increments or takes the address of, if any.
+  static const ValueDecl* written_var(const Stmt* x) {
+    const Expr* t = nullptr;
+    if (const auto* b = dyn_cast<BinaryOperator>(x); b && b->isAssignmentOp()) t = b->getLHS();
+    if (const auto* b = dyn_cast<CompoundAssignOperator>(x)) t = b->getLHS();
+    if (const auto* u = dyn_cast<UnaryOperator>(x); u && (u->isIncrementDecrementOp() || u->getOpcode() == UO_AddrOf))
+      t = u->getSubExpr();
+    const auto* r = t ? dyn_cast<DeclRefExpr>(t->IgnoreParenImpCasts()) : nullptr;
+    return r ? r->getDecl() : nullptr;
+  }
+
+  /// Variables assigned or incremented anywhere in the body.
+  void collect_writes() {
     written_.clear();
     walk(body_, [&](const Stmt* s) {
-      const Expr* target = nullptr;
-      if (const auto* b = dyn_cast<BinaryOperator>(s); b && b->isAssignmentOp()) target = b->getLHS();
-      if (const auto* b = dyn_cast<CompoundAssignOperator>(s)) target = b->getLHS();
-      if (const auto* u = dyn_cast<UnaryOperator>(s); u && u->isIncrementDecrementOp()) target = u->getSubExpr();
-      if (const auto* u = dyn_cast<UnaryOperator>(s); u && u->getOpcode() == UO_AddrOf) target = u->getSubExpr();
-      if (!target) return;
-      for (const Stmt* p = s; p; p = pm_->getParent(p))
-        if (p == except) return;
-      if (const auto* r = dyn_cast<DeclRefExpr>(target->IgnoreParenImpCasts())) written_.insert(r->getDecl());
+      if (const ValueDecl* d = written_var(s)) written_.insert(d);
     });
   }
 
   bool check_structure(const Stmt* s) {
-    collect_writes(nullptr);
+    collect_writes();
     return structure(s);
   }
 
@@ -207,21 +210,9 @@ class Kernel {
         return fail("a loop holding a barrier whose header is not `for (T i = ...; cond; step)`");
       if (!uniform(v->getInit())) return fail("a loop holding a barrier that starts differently per thread");
       // The counter: written only by the loop's step.
-      for (const Stmt* p = f->getBody();;) {
-        bool w = false;
-        walk(p, [&](const Stmt* x) {
-          const Expr* t = nullptr;
-          if (const auto* b = dyn_cast<BinaryOperator>(x); b && b->isAssignmentOp()) t = b->getLHS();
-          if (const auto* b = dyn_cast<CompoundAssignOperator>(x)) t = b->getLHS();
-          if (const auto* u = dyn_cast<UnaryOperator>(x);
-              u && (u->isIncrementDecrementOp() || u->getOpcode() == UO_AddrOf))
-            t = u->getSubExpr();
-          if (const auto* r = t ? dyn_cast<DeclRefExpr>(t->IgnoreParenImpCasts()) : nullptr; r && r->getDecl() == v)
-            w = true;
-        });
-        if (w) return fail("a loop holding a barrier whose counter its body changes");
-        break;
-      }
+      bool w = false;
+      walk(f->getBody(), [&](const Stmt* x) { w = w || written_var(x) == v; });
+      if (w) return fail("a loop holding a barrier whose counter its body changes");
       uniform_vars_.insert(v);
       if (!uniform(f->getCond()) || !uniform(f->getInc()))
         return fail("a loop holding a barrier whose bound or step differs per thread");
