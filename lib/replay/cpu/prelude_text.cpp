@@ -114,6 +114,27 @@ template <class T> static inline T __shfl_up(T v, unsigned int d, int width = 32
 template <class T> static inline T __shfl_down(T v, unsigned int d, int width = 32) { return __kdflow_shfl(v, 2, (int)d, width); }
 template <class T> static inline T __shfl_xor(T v, int m, int width = 32) { return __kdflow_shfl(v, 3, m, width); }
 
+// Region fission (region_fission.h) runs a warp's collectives as loops over its lanes: the
+// lanes of thread t's warp that exist, and the thread a shuffle reads (as runtime.cpp's
+// kdflow_warp_shuffle: a source lane outside the width's segment or the block, its own value).
+static inline unsigned int __kdflow_lanes_live(unsigned int t, unsigned int nt) {
+  unsigned int n = nt - (t & ~31u);
+  return n >= 32u ? 0xffffffffu : ((1u << n) - 1u);
+}
+static inline unsigned int __kdflow_shfl_src(unsigned int t, unsigned int nt, int mode, int arg, int width) {
+  if (width <= 0 || width > 32 || (width & (width - 1)) != 0) width = 32;
+  unsigned int w = (unsigned int)width, lane = t % 32u, base = lane & ~(w - 1u);
+  long src = lane;
+  switch (mode) {
+    case 0: src = base + ((unsigned int)arg & (w - 1u)); break;
+    case 1: src = (long)lane - arg; if (src < (long)base) src = lane; break;
+    case 2: src = (long)lane + arg; if (src >= (long)(base + w)) src = lane; break;
+    default: src = lane ^ (unsigned int)arg; if (src >= (long)(base + w)) src = lane; break;
+  }
+  unsigned int s = t - lane + (unsigned int)src;
+  return s < nt ? s : t;
+}
+
 template <class T> static inline T __ldg(const T* p) { return *p; }
 template <class T> static inline T __ldcg(const T* p) { return *p; }
 template <class T> static inline T __ldca(const T* p) { return *p; }

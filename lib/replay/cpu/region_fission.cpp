@@ -1,6 +1,7 @@
 // region_fission.cpp — see region_fission.h.
 #include "region_fission.h"
 
+#include <algorithm>
 #include <functional>
 #include <set>
 
@@ -49,7 +50,7 @@ class Kernel {
   std::string run() {
     body_ = f_->getBody();
     pm_ = std::make_unique<ParentMap>(body_);
-    if (!find_barriers() || !check_calls() || !check_control() || !check_structure(body_)) return "";
+    if (!find_splits() || !check_calls() || !check_control() || !check_structure(body_)) return "";
     if (!plan_privates(body_) || !check_shared_regions(body_) || !replace_tokens()) return "";
     // A local named in one region only (TVM's many temporaries) stays a local of that region.
     number_regions(body_);
@@ -67,7 +68,7 @@ class Kernel {
     return text;
   }
   const std::string& why() const { return why_; }
-  bool has_barrier() const { return !barriers_.empty(); }
+  bool has_barrier() const { return !barriers_.empty() || !shuffles_.empty() || saw_collective_; }
 
  private:
   bool fail(std::string w) {
@@ -80,15 +81,97 @@ class Kernel {
   }
   bool marked(const Stmt* s) const { return marked_.count(s) > 0; }
 
-  bool find_barriers() {
+  /// A warp shuffle written as a statement `x = __shfl_*(...)`: where the block's values of
+  /// the shuffled expression are all known (one thread loop stores them) before any thread
+  /// reads its source lane's (the next loop).
+  struct Shuffle {
+    const Expr* lhs;
+    const CallExpr* call;
+    int mode;           ///< 0 idx, 1 up, 2 down, 3 xor (the prelude's numbering)
+    const Expr* value;  ///< the shuffled expression
+    const Expr* arg;    ///< lane, delta or lane mask
+    const Expr* width;  ///< null: 32
+    int id;
+  };
+
+  static int shuffle_mode(const std::string& n) {
+    if (n == "__shfl_sync" || n == "__shfl") return 0;
+    if (n == "__shfl_up_sync" || n == "__shfl_up") return 1;
+    if (n == "__shfl_down_sync" || n == "__shfl_down") return 2;
+    if (n == "__shfl_xor_sync" || n == "__shfl_xor") return 3;
+    return -1;
+  }
+
+  /// The statements that split a kernel into thread loops: barriers and warp shuffles (a warp's
+  /// exchange run as a block-wide one: every thread of the block reaches it, as the uniform
+  /// control checked below makes sure, so the stronger order changes no value). And the
+  /// __activemask() calls, which must sit in the same uniform control.
+  bool find_splits() {
+    bool ok = true;
     walk(body_, [&](const Stmt* s) {
-      if (const auto* c = dyn_cast<CallExpr>(s); c && callee(c) == "__syncthreads") barriers_.insert(c);
+      const auto* c = dyn_cast<CallExpr>(s);
+      if (!c || !ok) return;
+      const std::string n = callee(c);
+      if (n == "__syncthreads") {
+        barriers_.insert(c);
+        return;
+      }
+      if (n == "__activemask") {
+        masks_.push_back(c);
+        saw_collective_ = true;
+        return;
+      }
+      const int mode = shuffle_mode(n);
+      if (mode < 0) return;
+      saw_collective_ = true;
+      // x = __shfl_*(...), the call the whole right-hand side, the assignment a statement.
+      const Stmt* p = pm_->getParent(c);
+      while (p && (isa<ImplicitCastExpr>(p) || isa<ParenExpr>(p))) p = pm_->getParent(p);
+      const auto* a = dyn_cast_or_null<BinaryOperator>(p);
+      if (!a || a->getOpcode() != BO_Assign || a->getRHS()->IgnoreParenImpCasts() != c ||
+          !isa_and_nonnull<CompoundStmt>(pm_->getParent(a))) {
+        ok = fail("a warp shuffle that is not a statement `x = " + n + "(...)`");
+        return;
+      }
+      const bool sync = n.size() > 5 && n.compare(n.size() - 5, 5, "_sync") == 0;
+      const unsigned first = sync ? 1 : 0;
+      if (c->getNumArgs() < first + 2) {
+        ok = fail("a warp shuffle with too few arguments");
+        return;
+      }
+      if (sync && c->getArg(0)->HasSideEffects(ctx_)) {
+        ok = fail("a warp shuffle whose mask has side effects");
+        return;
+      }
+      const Expr* width = c->getNumArgs() > first + 2 ? c->getArg(first + 2) : nullptr;
+      if (width && isa<CXXDefaultArgExpr>(width)) width = nullptr;
+      shuffles_[a] = Shuffle{a->getLHS(), c, mode, c->getArg(first), c->getArg(first + 1), width,
+                             static_cast<int>(shuffles_.size())};
     });
-    if (barriers_.empty()) return false;
+    if (!ok) return false;
+    if (barriers_.empty() && shuffles_.empty()) return masks_.empty() ? false : fail("an __activemask() with no shuffle");
     for (const CallExpr* b : barriers_) {
       if (!isa_and_nonnull<CompoundStmt>(pm_->getParent(b)))
         return fail("a __syncthreads() that is not a statement of its own");
       for (const Stmt* s = b; s; s = pm_->getParent(s)) marked_.insert(s);
+    }
+    for (const auto& [st, sh] : shuffles_)
+      for (const Stmt* s = st; s; s = pm_->getParent(s)) marked_.insert(s);
+    // An __activemask() in a statement of a compound that holds a barrier or shuffle (so in
+    // control every thread takes), not under a condition within that statement: all the warp's
+    // lanes that exist.
+    for (const CallExpr* m : masks_) {
+      const Stmt* s = m;
+      for (const Stmt* p = pm_->getParent(s); p && !isa<CompoundStmt>(p); p = pm_->getParent(p)) {
+        if (isa<IfStmt>(p) || isa<ForStmt>(p) || isa<WhileStmt>(p) || isa<DoStmt>(p) || isa<SwitchStmt>(p) ||
+            isa<ConditionalOperator>(p) || isa<BinaryConditionalOperator>(p) ||
+            (isa<BinaryOperator>(p) && cast<BinaryOperator>(p)->isLogicalOp()))
+          return fail("an __activemask() under a condition");
+        s = p;
+      }
+      if (!marked(pm_->getParent(s))) return fail("an __activemask() away from the warp's shuffles");
+      if (m->getBeginLoc().isMacroID()) return fail("an __activemask() inside a macro");
+      replace_token(m->getBeginLoc(), "__kd_amask");
     }
     return true;
   }
@@ -104,6 +187,7 @@ class Kernel {
         return;
       }
       std::string n = d->getNameAsString();
+      if (n == "__activemask" || shuffle_mode(n) >= 0) return;  // find_splits() took them
       for (const char* k : kCollectives)
         if (n == k || n.rfind("__shfl", 0) == 0) {
           ok = fail("a warp collective (" + n + ")");
@@ -117,7 +201,19 @@ class Kernel {
     const std::string text = Lexer::getSourceText(CharSourceRange::getTokenRange(body_->getSourceRange()), sm_,
                                                   ctx_.getLangOpts())
                                  .str();
-    if (text.find("volatile") != std::string::npos) return fail("a volatile access (warp-synchronous code)");
+    // volatile only as `(volatile T*)shared_array` (TVM's reduction result): each region reads or
+    // writes a shared variable, never both (check_shared_regions), so no lane waits on another's
+    // store there. Any other volatile (a spin on global memory, warp-synchronous code) keeps fibers.
+    size_t words = 0;
+    for (size_t at = text.find("volatile"); at != std::string::npos; at = text.find("volatile", at + 8)) ++words;
+    size_t casts = 0;
+    walk(body_, [&](const Stmt* s) {
+      const auto* c = dyn_cast<CStyleCastExpr>(s);
+      if (!c || !c->getType()->isPointerType() || !c->getType()->getPointeeType().isVolatileQualified()) return;
+      const auto* r = dyn_cast<DeclRefExpr>(c->getSubExpr()->IgnoreParenImpCasts());
+      if (r && is_shared_var(r->getDecl()) && !c->getBeginLoc().isMacroID()) ++casts;
+    });
+    if (words != casts) return fail("a volatile access other than a cast of a __shared__ array");
     if (text.find("__kd_") != std::string::npos) return fail("a name that begins __kd_");
     return true;
   }
@@ -197,7 +293,7 @@ class Kernel {
 
   bool structure(const Stmt* s) {
     if (!marked(s)) return true;
-    if (barriers_.count(dyn_cast<CallExpr>(s))) return true;
+    if (barriers_.count(dyn_cast<CallExpr>(s)) || shuffles_.count(s)) return true;
     if (const auto* c = dyn_cast<CompoundStmt>(s)) {
       for (const Stmt* x : c->body())
         if (!structure(x)) return false;
@@ -281,6 +377,14 @@ class Kernel {
           run = -1;
           continue;
         }
+        if (auto sh = shuffles_.find(x); sh != shuffles_.end()) {
+          // Its value, lane and width belong to the loop before the exchange, its target to the one after.
+          if (run < 0) run = ++region_count_;
+          for (const Expr* e : shuffle_inputs(sh->second)) note_refs(e, run);
+          run = ++region_count_;
+          note_refs(sh->second.lhs, run);
+          continue;
+        }
         if (const auto* d = dyn_cast<DeclStmt>(x)) {
           bool shared = false;
           for (const Decl* dd : d->decls()) shared = shared || is_shared_var(dd);
@@ -306,6 +410,12 @@ class Kernel {
     }
   }
 
+  static std::vector<const Expr*> shuffle_inputs(const Shuffle& q) {
+    std::vector<const Expr*> out = {q.value, q.arg};
+    if (q.width) out.push_back(q.width);
+    return out;
+  }
+
   /// A variable's initialiser, none for a default construction (`float2 a[8];`).
   static const Expr* initialiser(const VarDecl* v) {
     const Expr* e = v->getInit();
@@ -322,6 +432,12 @@ class Kernel {
     if (const auto* c = dyn_cast<CompoundStmt>(s)) {
       std::vector<const Stmt*> run;
       for (const Stmt* x : c->body()) {
+        if (auto sh = shuffles_.find(x); sh != shuffles_.end()) {
+          for (const Expr* e : shuffle_inputs(sh->second)) run.push_back(e);
+          if (!region_shared_ok(run)) return false;
+          run = {sh->second.lhs};
+          continue;
+        }
         if (marked(x)) {
           if (!region_shared_ok(run)) return false;
           run.clear();
@@ -338,12 +454,18 @@ class Kernel {
     return true;
   }
 
+  /// Per shared variable (the dynamic ones, which alias, as one): no thread can see another's
+  /// store to a variable in the region that reads it.
   bool region_shared_ok(const std::vector<const Stmt*>& run) {
-    bool reads = false, writes = false, other = false;
+    std::map<const Decl*, int> use;  // bit 1 read, bit 2 written
+    bool other = false;
     for (const Stmt* top : run)
       walk(top, [&](const Stmt* s) {
         const auto* r = dyn_cast<DeclRefExpr>(s);
         if (!r || !is_shared_var(r->getDecl())) return;
+        const auto* var = dyn_cast<VarDecl>(r->getDecl());
+        const Decl* key = var && var->hasExternalStorage() ? nullptr : r->getDecl();
+        bool reads = false, writes = false;
         // The access: up through casts and pointer arithmetic to an element (a[i], *(T*)(a + i));
         // then read, written, or anything else (a pointer kept or passed on).
         const Stmt* cur = r;
@@ -394,9 +516,11 @@ class Kernel {
         } else {
           reads = true;
         }
+        use[key] |= (reads ? 1 : 0) | (writes ? 2 : 0);
       });
     if (other) return fail("shared memory used other than element by element");
-    if (reads && writes) return fail("a region between barriers that both reads and writes shared memory");
+    for (const auto& [d, u] : use)
+      if (u == 3) return fail("a region between barriers that both reads and writes a shared variable");
     return true;
   }
 
@@ -469,11 +593,15 @@ class Kernel {
 
   /// Adds one statement to a region, with the semicolon an expression statement needs; a
   /// private local's declaration becomes the assignment of its initialiser.
-  void region_stmt(const Stmt* x, Region* r) {
+  void region_vars(const Stmt* x, Region* r) {
     walk(x, [&](const Stmt* s) {
       if (const auto* d = dyn_cast<DeclRefExpr>(s))
         if (const auto* v = dyn_cast<VarDecl>(d->getDecl()); v && privates_.count(v)) r->vars.insert(v);
     });
+  }
+
+  void region_stmt(const Stmt* x, Region* r) {
+    region_vars(x, r);
     if (isa<NullStmt>(x)) return;
     if (const auto* d = dyn_cast<DeclStmt>(x)) {
       bool local = true;
@@ -511,9 +639,11 @@ class Kernel {
       in += fmt::format("{}_t {}; __builtin_memcpy(&{}, &{}[__kd_t], sizeof({}));\n", p, name, name, p, name);
       out += fmt::format("__builtin_memcpy(&{}[__kd_t], &{}, sizeof({}));\n", p, name, name);
     }
+    std::string mask;
+    if (!masks_.empty()) mask = "auto __kd_amask = [__kd_t, __kd_nt] { return __kdflow_lanes_live(__kd_t, __kd_nt); };\n";
     return "for (unsigned __kd_t = 0; __kd_t < __kd_nt; ++__kd_t) {\n"
            "const uint3 __kd_tidx = {__kd_t % __kd_bx, (__kd_t / __kd_bx) % __kd_by, __kd_t / (__kd_bx * __kd_by)};\n" +
-           in + "{\n" + r.text + "}\n" + out + "}\n";
+           mask + in + "{\n" + r.text + "}\n" + out + "}\n";
   }
 
   std::string emit(const Stmt* s) {
@@ -540,11 +670,24 @@ class Kernel {
     if (top) {
       out += "const unsigned __kd_bx = blockDim.x, __kd_by = blockDim.y, "
              "__kd_nt = blockDim.x * blockDim.y * blockDim.z;\n";
-      for (const auto& [v, name] : privates_) {
-        std::string type = v->getType().getUnqualifiedType().getAsString(ctx_.getPrintingPolicy());
+      // A block of one thread: the body as written, barriers doing nothing, a shuffle its own
+      // value (every other lane is missing), __activemask() lane 0. Its __shared__ variables,
+      // all at the top, are declared once before both ways.
+      std::string one = single_thread_body(c);
+      if (!one.empty()) out += one + "else {\n";
+      auto array = [&](const std::string& name, const std::string& type) {
         out += fmt::format("using {}_t = {};\n{}_t* {} = ({}_t*)__kdflow_private(sizeof({}_t) * __kd_nt, alignof({}_t));\n",
                            name, type, name, name, name, name, name);
+      };
+      for (const auto& [v, name] : privates_)
+        array(name, v->getType().getUnqualifiedType().getAsString(ctx_.getPrintingPolicy()));
+      for (const auto& [st, q] : shuffles_) {
+        array(fmt::format("__kd_sv{}", q.id), q.call->getType().getUnqualifiedType().getAsString(ctx_.getPrintingPolicy()));
+        if (!constant(q.arg)) array(fmt::format("__kd_sa{}", q.id), "int");
+        if (q.width && !constant(q.width)) array(fmt::format("__kd_sw{}", q.id), "int");
       }
+      std::string rest = emit_compound(c, false);
+      return out + rest + (one.empty() ? "" : "}\n") + "}\n";
     }
     auto flush = [&] {
       out += loop(pending);
@@ -553,6 +696,26 @@ class Kernel {
     for (const Stmt* x : c->body()) {
       if (barriers_.count(dyn_cast<CallExpr>(x))) {
         flush();
+        continue;
+      }
+      if (hoisted_.count(x)) continue;
+      if (auto sh = shuffles_.find(x); sh != shuffles_.end()) {
+        // The block's values (and lanes, widths where they vary) in one thread loop, each
+        // thread's read of its source lane in the next.
+        const Shuffle& q = sh->second;
+        for (const Expr* e : shuffle_inputs(q)) region_vars(e, &pending);
+        pending.text += fmt::format("__kd_sv{}[__kd_t] = {};\n", q.id, text(q.value));
+        auto operand = [&](const Expr* e, const char* stash) -> std::string {
+          if (!e) return "32";
+          if (constant(e)) return "(int)(" + text(e) + ")";
+          pending.text += fmt::format("__kd_s{}{}[__kd_t] = (int)({});\n", stash, q.id, text(e));
+          return fmt::format("__kd_s{}{}[__kd_t]", stash, q.id);
+        };
+        const std::string arg = operand(q.arg, "a"), width = operand(q.width, "w");
+        flush();
+        region_vars(q.lhs, &pending);
+        pending.text += fmt::format("{} = __kd_sv{}[__kdflow_shfl_src(__kd_t, __kd_nt, {}, {}, {})];\n", text(q.lhs), q.id,
+                                    q.mode, arg, width);
         continue;
       }
       if (const auto* d = dyn_cast<DeclStmt>(x); d && marked(c)) {
@@ -583,12 +746,77 @@ class Kernel {
     return out + "}\n";
   }
 
+  bool constant(const Expr* e) const { return e->isEvaluatable(ctx_); }
+
+  /// `if (__kd_nt == 1) { ... }` with the body as written for a block of one thread, or ""
+  /// when a __shared__ declaration is not at the top of the body (it would be declared twice).
+  std::string single_thread_body(const CompoundStmt* c) {
+    std::string shared;
+    bool nested = false;
+    walk(c, [&](const Stmt* s) {
+      const auto* d = dyn_cast<DeclStmt>(s);
+      if (!d) return;
+      bool sh = false;
+      for (const Decl* dd : d->decls()) sh = sh || is_shared_var(dd);
+      if (!sh) return;
+      if (pm_->getParent(d) != c) nested = true;
+      else hoisted_.insert(d);
+    });
+    if (nested) {
+      hoisted_.clear();
+      return "";
+    }
+    for (const Stmt* d : hoisted_) {
+      for (const Decl* dd : cast<DeclStmt>(d)->decls())
+        if (!is_shared_var(dd)) {
+          hoisted_.clear();
+          return "";
+        }
+    }
+    // In source order, then blanked out of the body's text.
+    std::vector<const Stmt*> order(hoisted_.begin(), hoisted_.end());
+    std::sort(order.begin(), order.end(), [&](const Stmt* a, const Stmt* b) {
+      return sm_.isBeforeInTranslationUnit(a->getBeginLoc(), b->getBeginLoc());
+    });
+    for (const Stmt* d : order) {
+      shared += text(d) + "\n";
+      const SourceLocation b = sm_.getExpansionLoc(d->getBeginLoc());
+      const SourceLocation e = sm_.getExpansionRange(d->getEndLoc()).getEnd();
+      const unsigned from = sm_.getFileOffset(b);
+      const unsigned to = sm_.getFileOffset(e) + Lexer::MeasureTokenLength(e, sm_, ctx_.getLangOpts());
+      edits_[from] = {to - from, ""};
+    }
+    for (const CallExpr* b : barriers_) {
+      if (b->getBeginLoc().isMacroID()) return shared + "if (0) {}\n";
+      replace_token(b->getBeginLoc(), "__kd_nobarrier");
+    }
+    for (const auto& [st, q] : shuffles_) {
+      const SourceLocation at = q.call->getCallee()->getBeginLoc();
+      if (at.isMacroID()) return shared + "if (0) {}\n";
+      const std::string n = callee(q.call);
+      replace_token(at, n.size() > 5 && n.compare(n.size() - 5, 5, "_sync") == 0 ? "__kd_shfl_self_sync" : "__kd_shfl_self");
+    }
+    const std::string body = text(c);
+    return shared +
+           "if (__kd_nt == 1) {\n"
+           "const uint3 __kd_tidx = {0, 0, 0};\n"
+           "auto __kd_nobarrier = [] {};\n"
+           "auto __kd_amask = [] { return 1u; };\n"
+           "auto __kd_shfl_self_sync = [](unsigned, auto v, auto...) { return v; };\n"
+           "auto __kd_shfl_self = [](auto v, auto...) { return v; };\n" +
+           body + "\n}\n";
+  }
+
   ASTContext& ctx_;
   SourceManager& sm_;
   FunctionDecl* f_;
   Stmt* body_ = nullptr;
   std::unique_ptr<ParentMap> pm_;
   std::set<const CallExpr*> barriers_;
+  std::map<const Stmt*, Shuffle> shuffles_;
+  std::vector<const CallExpr*> masks_;
+  std::set<const Stmt*> hoisted_;  ///< top-level __shared__ declarations, declared before both ways
+  bool saw_collective_ = false;
   std::set<const Stmt*> marked_;
   std::set<const ValueDecl*> written_;
   std::set<const VarDecl*> uniform_vars_;

@@ -4,6 +4,9 @@
 // kernels are checked node by node against TVM in test/tvm and on every sample.
 #include <catch2/catch.hpp>
 
+#include <array>
+#include <cstdlib>
+#include <cstring>
 #include <numeric>
 
 #include "kdflow/replay/cpu_kernels.h"
@@ -82,7 +85,7 @@ TEST_CASE("region fission: kernels that need their threads in step stay on fiber
   __syncthreads();
   x[threadIdx.x] = s[threadIdx.x];
 })",
-                "both reads and writes shared memory"},
+                "both reads and writes a shared variable"},
            // A barrier under a condition that differs per thread.
            Case{R"(extern "C" __global__ void k(float* x) {
   if (threadIdx.x < 32) { __syncthreads(); }
@@ -94,6 +97,27 @@ TEST_CASE("region fission: kernels that need their threads in step stay on fiber
   for (int i = threadIdx.x; i < n; i += 64) { x[i] = 0.0f; __syncthreads(); }
 })",
                 "starts differently per thread"},
+           // A shuffle inside an expression (not a statement `x = __shfl...`).
+           Case{R"(extern "C" __global__ void k(float* x) {
+  float v = x[threadIdx.x];
+  __syncthreads();
+  x[threadIdx.x] = v + __shfl_down_sync(0xffffffffu, v, 1, 32);
+})",
+                "not a statement"},
+           // __activemask() where only some lanes are active.
+           Case{R"(extern "C" __global__ void k(float* x, unsigned* m) {
+  float v = x[threadIdx.x];
+  if (threadIdx.x < 5) { m[threadIdx.x] = __activemask(); }
+  v = __shfl_xor_sync(0xffffffffu, v, 1, 32);
+  x[threadIdx.x] = v;
+})",
+                "an __activemask() away from the warp's shuffles"},
+           // A volatile global pointer (a spin on memory another block writes).
+           Case{R"(extern "C" __global__ void k(float* x) {
+  __syncthreads();
+  ((volatile float*)x)[threadIdx.x] = 1.0f;
+})",
+                "volatile access other than a cast of a __shared__ array"},
            // An early return.
            Case{R"(extern "C" __global__ void k(float* x) {
   if (x[0] > 0.0f) return;
@@ -131,7 +155,7 @@ extern "C" __global__ void scan(float* x) {
   // `s[t] += v` reads and writes shared memory in one region: the rule keeps the kernel on
   // fibers (conservatively: this one would be right either way).
   CHECK_FALSE(k.block_loop);
-  CHECK(k.fibers_why.find("both reads and writes shared memory") != std::string::npos);
+  CHECK(k.fibers_why.find("both reads and writes a shared variable") != std::string::npos);
   std::vector<float> x(32, 1.0f);
   float* p = x.data();
   void* args[] = {&p};
@@ -181,4 +205,104 @@ extern "C" __global__ void anon(float* x) {
   void* args[] = {&p};
   REQUIRE(d->launch(k, {1, 1, 1}, {64, 1, 1}, 0, args));
   for (float v : x) CHECK(v == 6.0f);
+}
+
+namespace {
+
+/// Compiles `src` twice, rewritten and with every kernel on fibers (KDFLOW_CPU_FIBERS=all, the
+/// benchmark's knob), runs kernel `name` on both with the same input and returns whether the
+/// outputs are equal bit for bit; `k_out` gets the rewritten kernel.
+bool same_as_fibers(const std::string& src, const std::string& name, std::array<uint32_t, 3> grid,
+                    std::array<uint32_t, 3> block, size_t n,
+                    CpuKernel* k_out) {
+  auto d = device();
+  *k_out = compile_one(*d, src, name);
+  setenv("KDFLOW_CPU_FIBERS", "all", 1);
+  auto d2 = device();
+  CpuKernel f = compile_one(*d2, src, name);
+  unsetenv("KDFLOW_CPU_FIBERS");
+  CHECK(f.fibers);
+  std::vector<float> a(n), b(n);
+  for (size_t i = 0; i < n; ++i) a[i] = b[i] = static_cast<float>((i * 7919) % 1000) / 10.0f - 50.0f;
+  std::vector<unsigned> ma(n, 7), mb(n, 7);
+  float* pa = a.data();
+  float* pb = b.data();
+  unsigned* qa = ma.data();
+  unsigned* qb = mb.data();
+  void* args_a[] = {&pa, &qa};
+  void* args_b[] = {&pb, &qb};
+  REQUIRE(d->launch(*k_out, grid, block, 0, args_a));
+  REQUIRE(d2->launch(f, grid, block, 0, args_b));
+  return std::memcmp(a.data(), b.data(), n * sizeof(float)) == 0 && ma == mb;
+}
+
+}  // namespace
+
+TEST_CASE("region fission: warp shuffles run as loops over the block's threads, as fibers run them",
+          "[cpu][fission]") {
+  // Hand-written: TVM's warp reduction (down by 16..1 under __activemask()), then shuffles of
+  // every kind with narrower widths and a lane that differs per thread, on blocks whose last warp
+  // is partial (48 and 6x5x2 threads). Each thread's values must equal the fiber run's bit for bit.
+  const std::string src = R"(
+extern "C" __global__ void shuffles(float* __restrict__ x, unsigned* __restrict__ masks) {
+  unsigned t = threadIdx.x + threadIdx.y * blockDim.x + threadIdx.z * blockDim.x * blockDim.y;
+  unsigned n = blockDim.x * blockDim.y * blockDim.z;
+  unsigned base = blockIdx.x * n;
+  float red[1];
+  float t0[1];
+  unsigned mask[1];
+  red[0] = x[base + t];
+  mask[0] = __activemask();
+  t0[0] = __shfl_down_sync(mask[0], red[0], 16, 32);
+  red[0] = red[0] + t0[0];
+  t0[0] = __shfl_down_sync(mask[0], red[0], 8, 32);
+  red[0] = red[0] + t0[0];
+  t0[0] = __shfl_down_sync(mask[0], red[0], 1, 32);
+  red[0] = red[0] + t0[0];
+  float up = 0.0f;
+  up = __shfl_up_sync(mask[0], red[0], 3, 16);
+  float xo;
+  xo = __shfl_xor_sync(mask[0], up, 5, 8);
+  red[0] = __shfl_sync(mask[0], red[0] + xo, (int)(t * 7) % 32, 32);
+  for (int i = 0; i < 2; ++i) {
+    t0[0] = __shfl_down_sync(mask[0], red[0], 2 + i, 4);
+    red[0] = red[0] * 0.5f + t0[0];
+  }
+  masks[base + t] = mask[0];
+  x[base + t] = red[0];
+}
+)";
+  CpuKernel k;
+  CHECK(same_as_fibers(src, "shuffles", {3, 1, 1}, {48, 1, 1}, 3 * 48, &k));
+  CHECK(k.block_loop);
+  CHECK_FALSE(k.fibers);
+  CHECK(same_as_fibers(src, "shuffles", {2, 1, 1}, {6, 5, 2}, 2 * 60, &k));
+  CHECK(same_as_fibers(src, "shuffles", {4, 1, 1}, {1, 1, 1}, 4, &k));
+}
+
+TEST_CASE("region fission: a block of one thread runs the body as written, barriers doing nothing",
+          "[cpu][fission]") {
+  // Hand-written, TVM's untuned convolutions' shape: one thread per block, a barrier pair around
+  // shared staging in every step of the reduction, a volatile cast of a shared array.
+  const std::string src = R"(
+extern "C" __global__ void one(float* __restrict__ x, unsigned* __restrict__ unused) {
+  float acc[1];
+  __shared__ float stage[1];
+  __shared__ float result[1];
+  acc[0] = 0.0f;
+  for (int k = 0; k < 9; ++k) {
+    __syncthreads();
+    stage[0] = x[blockIdx.x * 9 + k] * (float)(k + 1);
+    __syncthreads();
+    acc[0] = acc[0] + stage[0];
+  }
+  if (threadIdx.x == 0) ((volatile float*)result)[0] = acc[0];
+  __syncthreads();
+  x[blockIdx.x * 9] = ((volatile float*)result)[0] + (float)threadIdx.x;
+}
+)";
+  CpuKernel k;
+  CHECK(same_as_fibers(src, "one", {5, 1, 1}, {1, 1, 1}, 5 * 9, &k));
+  CHECK(k.block_loop);
+  CHECK_FALSE(k.fibers);
 }
