@@ -43,7 +43,9 @@
 #include <array>
 #include <cstdint>
 #include <iosfwd>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -104,6 +106,11 @@ struct ModuleFile {
 /// binaries first. A Relax build has several modules (device_0, device_1, ...).
 struct ModuleAlternatives {
   std::vector<ModuleFile> files;
+  /// Per kernel name, the threads per block of the plan's launches of it (every group gets the
+  /// whole plan's): a back end that compiles source may specialise on them (the CPU back end
+  /// compiles a kernel launched only with one-thread blocks as one thread); a kernel not
+  /// named here has no launch in the plan.
+  std::map<std::string, std::set<uint64_t>> block_threads;
 };
 
 /// Everything launch(i) needs for plan launch i.

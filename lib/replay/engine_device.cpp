@@ -94,6 +94,10 @@ Status Engine::load_modules() {
   }
   if (groups.empty())
     return file_error(label(), "no device module: pass --module FILE (a cubin, fatbin or PTX)", ExitCode::NoInput);
+  std::map<std::string, std::set<uint64_t>> threads;
+  for (const PlanLaunch& l : plan_.launches)
+    threads[l.name].insert(uint64_t{l.block[0]} * l.block[1] * l.block[2]);
+  for (ModuleAlternatives& g : groups) g.block_threads = threads;
   return b_.load_modules(groups, &rep_.module, &rep_.module_format);
 }
 

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@ struct CpuKernel {
   unsigned params = 0;              ///< parameters of the kernel function
   bool fibers = false;              ///< it synchronises (barrier or warp collective): fibers
   bool block_loop = false;          ///< region fission: barriers split it into loops over the threads
+  bool one_thread = false;          ///< of those, compiled for one-thread blocks only (barriers do nothing)
   std::string fibers_why;           ///< a kernel with barriers left on fibers: why (region_fission.h)
   uint64_t static_shared = 0;       ///< bytes of the module's static __shared__ variables
 };
@@ -41,7 +43,10 @@ class CpuDevice {
   /// Compiles `source` (named `label` in diagnostics) and adds it to the JIT as a new
   /// module; returns its id. A clang error → `label:line:col: error: ...` (DataError);
   /// a symbol outside the prelude's runtime → Unavailable.
-  Expected<int> compile_module(const std::string& source, const std::string& label);
+  /// `one_thread`: kernels launched only with one-thread blocks, compiled for that alone (their
+  /// barriers do nothing); a launch of one with more threads stops in one line.
+  Expected<int> compile_module(const std::string& source, const std::string& label,
+                               const std::set<std::string>& one_thread = {});
   /// Every kernel of module `module` (not yet linked: entry is null), by name.
   std::vector<CpuKernel> kernels(int module) const;
   /// Whether module `module` defines a kernel `name`.

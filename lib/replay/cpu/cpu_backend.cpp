@@ -126,19 +126,24 @@ class CpuBackend : public Backend {
         if (*it <= text.size()) text.insert(*it, "__syncwarp(); ");
       if (progress_.enabled) print_terminal_progress(&progress_, 0, 1, "cpu: compiling " + base_name(src->path));
       const Clock::time_point compile_start = Clock::now();
-      auto id = device_->compile_module(text, src->path);
+      // Kernels every launch of which has one thread per block: compiled as one thread.
+      std::set<std::string> one_thread;
+      for (const auto& [name, sizes] : alt.block_threads)
+        if (sizes.size() == 1 && *sizes.begin() == 1) one_thread.insert(name);
+      auto id = device_->compile_module(text, src->path, one_thread);
       if (progress_.enabled) print_terminal_progress(&progress_, 1, 1, "");
       if (!id) return id.error();
       module_ids_.push_back(*id);
       std::vector<cpu::CpuKernel> ks = device_->kernels(*id);
-      size_t fibers = 0, fissioned = 0;
-      for (const cpu::CpuKernel& k : ks) fibers += k.fibers, fissioned += k.block_loop;
+      size_t fibers = 0, fissioned = 0, one = 0;
+      for (const cpu::CpuKernel& k : ks) fibers += k.fibers, fissioned += k.block_loop && !k.one_thread, one += k.one_thread;
       log_ << fmt::format("replay: cpu: {} compiled for the host in {:.2f} s: {} kernels: {} synchronise and run "
-                          "each block as loops over its threads between barriers, {} synchronise otherwise (one "
-                          "fiber per thread), {} run each block as a loop{}\n",
+                          "each block as loops over its threads between barriers, {} synchronise in one-thread "
+                          "blocks only (compiled as one thread), {} synchronise otherwise (one fiber per thread), "
+                          "{} run each block as a loop{}\n",
                           base_name(src->path),
                           std::chrono::duration<double>(Clock::now() - compile_start).count(), ks.size(), fissioned,
-                          fibers, ks.size() - fibers - fissioned,
+                          one, fibers, ks.size() - fibers - fissioned - one,
                           safety->warp_sync_points.empty()
                               ? std::string()
                               : fmt::format("; {} warp barrier{} added where a warp's lanes must stay in step",
@@ -225,6 +230,7 @@ class CpuBackend : public Backend {
                               p.kernel.fibers       ? "as fibers" + (p.kernel.fibers_why.empty()
                                                                          ? std::string()
                                                                          : " (" + p.kernel.fibers_why + ")")
+                              : p.kernel.one_thread ? std::string("as one thread (its barriers do nothing)")
                               : p.kernel.block_loop ? std::string("as thread loops between barriers")
                                                     : std::string("as a loop"));
       }

@@ -155,14 +155,15 @@ class CompileAction : public clang::EmitLLVMOnlyAction {
 /// A parse of the module whose only consumer is region fission's (region_fission.h).
 class FissionAction : public clang::ASTFrontendAction {
  public:
-  explicit FissionAction(FissionOutcome* out) : out_(out) {}
+  FissionAction(const std::set<std::string>& one_thread, FissionOutcome* out) : one_thread_(one_thread), out_(out) {}
 
  protected:
   std::unique_ptr<clang::ASTConsumer> CreateASTConsumer(clang::CompilerInstance& ci, llvm::StringRef) override {
-    return make_fission_consumer(ci, out_);
+    return make_fission_consumer(ci, one_thread_, out_);
   }
 
  private:
+  const std::set<std::string>& one_thread_;
   FissionOutcome* out_;
 };
 
@@ -405,7 +406,8 @@ Expected<std::unique_ptr<CpuDevice>> CpuDevice::create(const CpuDeviceOptions& o
   return dev;
 }
 
-Expected<int> CpuDevice::compile_module(const std::string& source, const std::string& label) {
+Expected<int> CpuDevice::compile_module(const std::string& source, const std::string& label,
+                                        const std::set<std::string>& one_thread) {
   Impl& d = *impl_;
   const int id = static_cast<int>(d.modules.size());
   const std::string path = std::string(kSourceDir) + "/module" + std::to_string(id) + ".cc";
@@ -416,7 +418,7 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
   FissionOutcome fission;
   const char* fibers_knob = std::getenv("KDFLOW_CPU_FIBERS");
   if (!(fibers_knob && std::string(fibers_knob) == "all")) {
-    FissionAction fa(&fission);
+    FissionAction fa(one_thread, &fission);
     run_clang(source, path, label, d.triple, d.cpu, fa);  // errors: the compile below reports them
   }
   if (fission.source.empty()) fission.kernels.clear();
@@ -438,6 +440,7 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
       for (const std::string& k : fission.kernels)
         fission.kept[k] = "its rewrite into thread loops did not compile (" + diag.first() + ")";
       fission.kernels.clear();
+      fission.one_thread.clear();
       continue;
     }
     if (!diag.first().empty()) return Error{diag.first(), ExitCode::DataError};
@@ -571,6 +574,7 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
     k.fibers = w && reaches_collective(w, seen);
     k.block_loop = std::find(fission.kernels.begin(), fission.kernels.end(), name) != fission.kernels.end();
     if (auto kept = fission.kept.find(name); kept != fission.kept.end()) k.fibers_why = kept->second;
+    k.one_thread = std::find(fission.one_thread.begin(), fission.one_thread.end(), name) != fission.one_thread.end();
     if (k.block_loop && k.fibers)
       return Error{file_error(label, fmt::format("kernel '{}': rewritten as thread loops, it still synchronises (a "
                                                  "kdflow bug)",

@@ -47,9 +47,22 @@ class Kernel {
   Kernel(ASTContext& ctx, FunctionDecl* f) : ctx_(ctx), sm_(ctx.getSourceManager()), f_(f) {}
 
   /// The new body text, or "" with why() set.
-  std::string run() {
+  std::string run(bool one_thread) {
     body_ = f_->getBody();
     pm_ = std::make_unique<ParentMap>(body_);
+    if (one_thread) {
+      // Only where it synchronises: a kernel without collectives runs each block as a loop already.
+      walk(body_, [&](const Stmt* s) {
+        if (const auto* c = dyn_cast<CallExpr>(s)) {
+          const std::string n = callee(c);
+          for (const char* k : kCollectives) saw_collective_ = saw_collective_ || n == k;
+          saw_collective_ = saw_collective_ || n == "__syncthreads" || shuffle_mode(n) >= 0;
+        }
+      });
+      if (!saw_collective_) return "";
+      std::string text = one_thread_body();
+      if (!text.empty() || !why_.empty()) return text;
+    }
     if (!find_splits() || !check_calls() || !check_control() || !check_structure(body_)) return "";
     if (!plan_privates(body_) || !check_shared_regions(body_) || !replace_tokens()) return "";
     // A local named in one region only (TVM's many temporaries) stays a local of that region.
@@ -670,11 +683,6 @@ class Kernel {
     if (top) {
       out += "const unsigned __kd_bx = blockDim.x, __kd_by = blockDim.y, "
              "__kd_nt = blockDim.x * blockDim.y * blockDim.z;\n";
-      // A block of one thread: the body as written, barriers doing nothing, a shuffle its own
-      // value (every other lane is missing), __activemask() lane 0. Its __shared__ variables,
-      // all at the top, are declared once before both ways.
-      std::string one = single_thread_body(c);
-      if (!one.empty()) out += one + "else {\n";
       auto array = [&](const std::string& name, const std::string& type) {
         out += fmt::format("using {}_t = {};\n{}_t* {} = ({}_t*)__kdflow_private(sizeof({}_t) * __kd_nt, alignof({}_t));\n",
                            name, type, name, name, name, name, name);
@@ -686,8 +694,7 @@ class Kernel {
         if (!constant(q.arg)) array(fmt::format("__kd_sa{}", q.id), "int");
         if (q.width && !constant(q.width)) array(fmt::format("__kd_sw{}", q.id), "int");
       }
-      std::string rest = emit_compound(c, false);
-      return out + rest + (one.empty() ? "" : "}\n") + "}\n";
+      return out + emit_compound(c, false) + "}\n";
     }
     auto flush = [&] {
       out += loop(pending);
@@ -698,7 +705,6 @@ class Kernel {
         flush();
         continue;
       }
-      if (hoisted_.count(x)) continue;
       if (auto sh = shuffles_.find(x); sh != shuffles_.end()) {
         // The block's values (and lanes, widths where they vary) in one thread loop, each
         // thread's read of its source lane in the next.
@@ -748,57 +754,46 @@ class Kernel {
 
   bool constant(const Expr* e) const { return e->isEvaluatable(ctx_); }
 
-  /// `if (__kd_nt == 1) { ... }` with the body as written for a block of one thread, or ""
-  /// when a __shared__ declaration is not at the top of the body (it would be declared twice).
-  std::string single_thread_body(const CompoundStmt* c) {
-    std::string shared;
-    bool nested = false;
-    walk(c, [&](const Stmt* s) {
-      const auto* d = dyn_cast<DeclStmt>(s);
-      if (!d) return;
-      bool sh = false;
-      for (const Decl* dd : d->decls()) sh = sh || is_shared_var(dd);
-      if (!sh) return;
-      if (pm_->getParent(d) != c) nested = true;
-      else hoisted_.insert(d);
-    });
-    if (nested) {
-      hoisted_.clear();
-      return "";
-    }
-    for (const Stmt* d : hoisted_) {
-      for (const Decl* dd : cast<DeclStmt>(d)->decls())
-        if (!is_shared_var(dd)) {
-          hoisted_.clear();
-          return "";
+  /// The body for blocks of one thread (one_thread_): as written, a barrier doing nothing, a
+  /// shuffle its own value (every other lane is missing: runtime.cpp's rule), __activemask()
+  /// lane 0; a launch with more threads stops in one line.
+  std::string one_thread_body() {
+    bool ok = true;
+    walk(body_, [&](const Stmt* s) {
+      const auto* c = dyn_cast<CallExpr>(s);
+      if (!c || !ok) return;
+      const FunctionDecl* d = c->getDirectCallee();
+      if (!d) {
+        ok = fail("an indirect call");
+        return;
+      }
+      const std::string n = d->getNameAsString();
+      const SourceLocation at = c->getCallee()->getBeginLoc();
+      const bool ours = n == "__syncthreads" || n == "__activemask" || shuffle_mode(n) >= 0;
+      if (ours && at.isMacroID()) {
+        ok = fail(n + " inside a macro");
+        return;
+      }
+      if (n == "__syncthreads") return replace_token(at, "__kd_nobarrier");
+      if (n == "__activemask") return replace_token(at, "__kd_amask");
+      if (shuffle_mode(n) >= 0) {
+        const bool sync = n.size() > 5 && n.compare(n.size() - 5, 5, "_sync") == 0;
+        return replace_token(at, sync ? "__kd_shfl_self_sync" : "__kd_shfl_self");
+      }
+      for (const char* k : kCollectives)
+        if (n == k) {
+          ok = fail("a warp collective (" + n + ")");
+          return;
         }
-    }
-    // In source order, then blanked out of the body's text.
-    std::vector<const Stmt*> order(hoisted_.begin(), hoisted_.end());
-    std::sort(order.begin(), order.end(), [&](const Stmt* a, const Stmt* b) {
-      return sm_.isBeforeInTranslationUnit(a->getBeginLoc(), b->getBeginLoc());
+      const FunctionDecl* def = d->getDefinition();
+      if (def && sm_.isInMainFile(sm_.getExpansionLoc(def->getLocation())))
+        ok = fail("a call of " + n + ", a function of the source (it might synchronise)");
     });
-    for (const Stmt* d : order) {
-      shared += text(d) + "\n";
-      const SourceLocation b = sm_.getExpansionLoc(d->getBeginLoc());
-      const SourceLocation e = sm_.getExpansionRange(d->getEndLoc()).getEnd();
-      const unsigned from = sm_.getFileOffset(b);
-      const unsigned to = sm_.getFileOffset(e) + Lexer::MeasureTokenLength(e, sm_, ctx_.getLangOpts());
-      edits_[from] = {to - from, ""};
-    }
-    for (const CallExpr* b : barriers_) {
-      if (b->getBeginLoc().isMacroID()) return shared + "if (0) {}\n";
-      replace_token(b->getBeginLoc(), "__kd_nobarrier");
-    }
-    for (const auto& [st, q] : shuffles_) {
-      const SourceLocation at = q.call->getCallee()->getBeginLoc();
-      if (at.isMacroID()) return shared + "if (0) {}\n";
-      const std::string n = callee(q.call);
-      replace_token(at, n.size() > 5 && n.compare(n.size() - 5, 5, "_sync") == 0 ? "__kd_shfl_self_sync" : "__kd_shfl_self");
-    }
-    const std::string body = text(c);
-    return shared +
-           "if (__kd_nt == 1) {\n"
+    if (!ok || !replace_tokens()) return "";
+    const std::string body = text(body_);
+    if (!why_.empty()) return "";
+    return "{\n"
+           "if (blockDim.x * blockDim.y * blockDim.z != 1) __kdflow_unplanned_block();\n"
            "const uint3 __kd_tidx = {0, 0, 0};\n"
            "auto __kd_nobarrier = [] {};\n"
            "auto __kd_amask = [] { return 1u; };\n"
@@ -815,7 +810,6 @@ class Kernel {
   std::set<const CallExpr*> barriers_;
   std::map<const Stmt*, Shuffle> shuffles_;
   std::vector<const CallExpr*> masks_;
-  std::set<const Stmt*> hoisted_;  ///< top-level __shared__ declarations, declared before both ways
   bool saw_collective_ = false;
   std::set<const Stmt*> marked_;
   std::set<const ValueDecl*> written_;
@@ -830,7 +824,8 @@ class Kernel {
 
 class FissionConsumer : public ASTConsumer {
  public:
-  FissionConsumer(CompilerInstance& ci, FissionOutcome* out) : ci_(ci), out_(out) {}
+  FissionConsumer(CompilerInstance& ci, const std::set<std::string>& one_thread, FissionOutcome* out)
+      : ci_(ci), one_thread_(one_thread), out_(out) {}
 
   void HandleTranslationUnit(ASTContext& ctx) override {
     if (ci_.getDiagnostics().hasErrorOccurred()) return;
@@ -861,24 +856,28 @@ class FissionConsumer : public ASTConsumer {
       return;
     // Each kernel keeps its own edits: a kernel that does not qualify leaves none behind.
     Kernel k(ctx, f);
-    std::string body = k.run();
     const std::string name = f->getNameAsString();
+    const bool one = one_thread_.count(name) > 0;
+    std::string body = k.run(one);
     if (!body.empty()) {
       bodies->emplace_back(f, std::move(body));
       out_->kernels.push_back(name);
+      if (one) out_->one_thread.push_back(name);
     } else if (k.has_barrier()) {
       out_->kept[name] = k.why();
     }
   }
 
   CompilerInstance& ci_;
+  const std::set<std::string>& one_thread_;
   FissionOutcome* out_;
 };
 
 }  // namespace
 
-std::unique_ptr<clang::ASTConsumer> make_fission_consumer(clang::CompilerInstance& ci, FissionOutcome* out) {
-  return std::make_unique<FissionConsumer>(ci, out);
+std::unique_ptr<clang::ASTConsumer> make_fission_consumer(clang::CompilerInstance& ci,
+                                                          const std::set<std::string>& one_thread, FissionOutcome* out) {
+  return std::make_unique<FissionConsumer>(ci, one_thread, out);
 }
 
 }  // namespace kdflow::cpu

@@ -18,6 +18,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,11 +32,15 @@ namespace kdflow::cpu {
 struct FissionOutcome {
   std::string source;                       ///< the rewritten module ("" when no kernel changed)
   std::vector<std::string> kernels;         ///< kernels now run as thread loops between barriers
+  std::vector<std::string> one_thread;      ///< of them, those compiled for one-thread blocks only
   std::map<std::string, std::string> kept;  ///< kernels with barriers left to fibers, and why
 };
 
 /// The consumer that analyses and rewrites a parsed module (run it on the same command line
 /// and files the module is compiled with; it emits nothing else).
-std::unique_ptr<clang::ASTConsumer> make_fission_consumer(clang::CompilerInstance& ci, FissionOutcome* out);
+/// `one_thread`: kernels the plan launches only with one-thread blocks; each is compiled for
+/// that alone (the body as written, barriers doing nothing), whatever its structure.
+std::unique_ptr<clang::ASTConsumer> make_fission_consumer(clang::CompilerInstance& ci,
+                                                          const std::set<std::string>& one_thread, FissionOutcome* out);
 
 }  // namespace kdflow::cpu

@@ -298,6 +298,10 @@ static unsigned kdflow_warp_vote(int mode, int pred) {
 
 static void kdflow_trap() { kdflow::cpu::fail_here("the kernel called __trap()"); }
 
+static void kdflow_unplanned_block() {
+  kdflow::cpu::fail_here("compiled for one-thread blocks (as the plan launches it), launched with more (a kdflow bug)");
+}
+
 // A kernel run as thread loops: the block's per-thread copies of a local alive across a
 // barrier (region_fission.h), at most kMaxPrivateBytes per block in all.
 static void* kdflow_private(unsigned long bytes, unsigned long align) {
@@ -355,6 +359,7 @@ const std::vector<std::pair<const char*, void*>>& runtime_symbols() {
       {"__kdflow_warp_shuffle", reinterpret_cast<void*>(&kdflow_warp_shuffle)},
       {"__kdflow_warp_vote", reinterpret_cast<void*>(&kdflow_warp_vote)},
       {"__kdflow_trap", reinterpret_cast<void*>(&kdflow_trap)},
+      {"__kdflow_unplanned_block", reinterpret_cast<void*>(&kdflow_unplanned_block)},
       {"__kdflow_private", reinterpret_cast<void*>(&kdflow_private)},
       {"memcpy", reinterpret_cast<void*>(&::memcpy)},
       {"memset", reinterpret_cast<void*>(&::memset)},

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <set>
 
 #include "kdflow/replay/cpu_kernels.h"
 #include "unit/replay/cpu/cpu_test_util.h"
@@ -213,10 +214,17 @@ namespace {
 /// benchmark's knob), runs kernel `name` on both with the same input and returns whether the
 /// outputs are equal bit for bit; `k_out` gets the rewritten kernel.
 bool same_as_fibers(const std::string& src, const std::string& name, std::array<uint32_t, 3> grid,
-                    std::array<uint32_t, 3> block, size_t n,
-                    CpuKernel* k_out) {
+                    std::array<uint32_t, 3> block, size_t n, CpuKernel* k_out,
+                    const std::set<std::string>& one_thread = {}) {
   auto d = device();
-  *k_out = compile_one(*d, src, name);
+  {
+    auto m = d->compile_module(src, "hand.cu", one_thread);
+    INFO((m ? std::string() : m.error().message));
+    REQUIRE(m);
+    auto k = d->kernel(*m, name);
+    REQUIRE(k);
+    *k_out = *k;
+  }
   setenv("KDFLOW_CPU_FIBERS", "all", 1);
   auto d2 = device();
   CpuKernel f = compile_one(*d2, src, name);
@@ -280,7 +288,7 @@ extern "C" __global__ void shuffles(float* __restrict__ x, unsigned* __restrict_
   CHECK(same_as_fibers(src, "shuffles", {4, 1, 1}, {1, 1, 1}, 4, &k));
 }
 
-TEST_CASE("region fission: a block of one thread runs the body as written, barriers doing nothing",
+TEST_CASE("region fission: a kernel the plan launches with one-thread blocks only is compiled as one thread",
           "[cpu][fission]") {
   // Hand-written, TVM's untuned convolutions' shape: one thread per block, a barrier pair around
   // shared staging in every step of the reduction, a volatile cast of a shared array.
@@ -302,7 +310,27 @@ extern "C" __global__ void one(float* __restrict__ x, unsigned* __restrict__ unu
 }
 )";
   CpuKernel k;
+  CHECK(same_as_fibers(src, "one", {5, 1, 1}, {1, 1, 1}, 5 * 9, &k, {"one"}));
+  CHECK(k.block_loop);
+  CHECK(k.one_thread);
+  CHECK_FALSE(k.fibers);
+  // Without the hint: thread loops, the same values.
   CHECK(same_as_fibers(src, "one", {5, 1, 1}, {1, 1, 1}, 5 * 9, &k));
   CHECK(k.block_loop);
-  CHECK_FALSE(k.fibers);
+  CHECK_FALSE(k.one_thread);
+  // A launch with more threads than it was compiled for stops, naming the kernel.
+  auto d = device();
+  auto m = d->compile_module(src, "hand.cu", {"one"});
+  REQUIRE(m);
+  auto k1 = d->kernel(*m, "one");
+  REQUIRE(k1);
+  std::vector<float> x(9 * 2, 1.0f);
+  std::vector<unsigned> u(18);
+  float* px = x.data();
+  unsigned* pu = u.data();
+  void* args[] = {&px, &pu};
+  auto r = d->launch(*k1, {2, 1, 1}, {2, 1, 1}, 0, args);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message.find("compiled for one-thread blocks") != std::string::npos);
+  CHECK(r.error().message.find("one") != std::string::npos);
 }
