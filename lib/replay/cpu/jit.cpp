@@ -230,15 +230,19 @@ Status replace_with_shared(llvm::Module& m, llvm::GlobalVariable* gv, uint64_t o
   return Status::ok();
 }
 
-bool reaches_collective(llvm::Function* f, std::set<llvm::Function*>& seen) {
+/// `but_steps`: a volatile access's warp step (__kdflow_warp_step) does not count (a kernel
+/// rewritten into thread loops reaches them through shared helpers such as half's volatile
+/// operator=, and runs them as nothing: runtime.cpp).
+bool reaches_collective(llvm::Function* f, std::set<llvm::Function*>& seen, bool but_steps = false) {
   if (!seen.insert(f).second) return false;
-  if (f->isDeclaration()) return is_collective_function(f->getName().str());
+  if (f->isDeclaration())
+    return is_collective_function(f->getName().str()) && !(but_steps && f->getName() == "__kdflow_warp_step");
   for (llvm::BasicBlock& bb : *f)
     for (llvm::Instruction& i : bb)
       if (auto* call = llvm::dyn_cast<llvm::CallBase>(&i)) {
         llvm::Function* callee = call->getCalledFunction();
         if (!callee) return true;  // an indirect call: assume the worst
-        if (reaches_collective(callee, seen)) return true;
+        if (reaches_collective(callee, seen, but_steps)) return true;
       }
   return false;
 }
@@ -263,9 +267,11 @@ bool is_shared_pointer(const llvm::Value* ptr, const llvm::Function* ctx_fn) {
 /// a shared load waits for the warp first (every lane has loaded), and a shared load that
 /// follows a shared store waits for the warp first (every lane has stored), as lanes in step
 /// would. Other code is left alone: no cost where no such exchange can be.
-void insert_warp_steps_for_shared(llvm::Module& m, const llvm::Function* ctx_fn, llvm::FunctionCallee step) {
+void insert_warp_steps_for_shared(llvm::Module& m, const llvm::Function* ctx_fn, llvm::FunctionCallee step,
+                                  const std::vector<std::string>& thread_loops) {
   for (llvm::Function& f : m) {
     if (f.isDeclaration()) continue;
+    if (std::find(thread_loops.begin(), thread_loops.end(), f.getName().str()) != thread_loops.end()) continue;
     std::set<llvm::Function*> seen;
     if (!reaches_collective(&f, seen)) continue;
     std::vector<llvm::Instruction*> at;
@@ -493,7 +499,7 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
       }
     for (llvm::Instruction* i : volatiles) llvm::CallInst::Create(step, "", i);
   }
-  insert_warp_steps_for_shared(*m, ctx_fn, step);
+  insert_warp_steps_for_shared(*m, ctx_fn, step, fission.kernels);
 
   // A wrapper per kernel: every defined function with C linkage outside the prelude.
   std::vector<llvm::Function*> kernels;
@@ -571,8 +577,8 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
   for (auto& [name, k] : infos) {
     llvm::Function* w = m->getFunction("__kdflow_entry_" + name);
     std::set<llvm::Function*> seen;
-    k.fibers = w && reaches_collective(w, seen);
     k.block_loop = std::find(fission.kernels.begin(), fission.kernels.end(), name) != fission.kernels.end();
+    k.fibers = w && reaches_collective(w, seen, k.block_loop);
     if (auto kept = fission.kept.find(name); kept != fission.kept.end()) k.fibers_why = kept->second;
     k.one_thread = std::find(fission.one_thread.begin(), fission.one_thread.end(), name) != fission.one_thread.end();
     if (k.block_loop && k.fibers)

@@ -137,12 +137,23 @@ class Kernel {
       const int mode = shuffle_mode(n);
       if (mode < 0) return;
       saw_collective_ = true;
-      // x = __shfl_*(...), the call the whole right-hand side, the assignment a statement.
+      // x = __shfl_*(...), the call the whole right-hand side, the assignment a statement (for a
+      // class type such as half, operator= with the call's value, as a temporary).
       const Stmt* p = pm_->getParent(c);
-      while (p && (isa<ImplicitCastExpr>(p) || isa<ParenExpr>(p))) p = pm_->getParent(p);
-      const auto* a = dyn_cast_or_null<BinaryOperator>(p);
-      if (!a || a->getOpcode() != BO_Assign || a->getRHS()->IgnoreParenImpCasts() != c ||
-          !isa_and_nonnull<CompoundStmt>(pm_->getParent(a))) {
+      while (p && (isa<ImplicitCastExpr>(p) || isa<ParenExpr>(p) || isa<MaterializeTemporaryExpr>(p) ||
+                   isa<CXXBindTemporaryExpr>(p) ||
+                   (isa<CXXConstructExpr>(p) && cast<CXXConstructExpr>(p)->getNumArgs() == 1)))
+        p = pm_->getParent(p);
+      const Expr* lhs = nullptr;
+      if (const auto* b = dyn_cast_or_null<BinaryOperator>(p); b && b->getOpcode() == BO_Assign) lhs = b->getLHS();
+      if (const auto* op = dyn_cast_or_null<CXXOperatorCallExpr>(p);
+          op && op->getOperator() == OO_Equal && op->getNumArgs() == 2 && op->getArg(1)->IgnoreImplicit() != c)
+        lhs = nullptr;
+      else if (op && op->getOperator() == OO_Equal && op->getNumArgs() == 2)
+        lhs = op->getArg(0);
+      const Stmt* a = p;
+      if (a && isa_and_nonnull<ExprWithCleanups>(pm_->getParent(a))) a = pm_->getParent(a);
+      if (!lhs || !isa_and_nonnull<CompoundStmt>(pm_->getParent(a))) {
         ok = fail("a warp shuffle that is not a statement `x = " + n + "(...)`");
         return;
       }
@@ -158,7 +169,7 @@ class Kernel {
       }
       const Expr* width = c->getNumArgs() > first + 2 ? c->getArg(first + 2) : nullptr;
       if (width && isa<CXXDefaultArgExpr>(width)) width = nullptr;
-      shuffles_[a] = Shuffle{a->getLHS(), c, mode, c->getArg(first), c->getArg(first + 1), width,
+      shuffles_[a] = Shuffle{lhs, c, mode, c->getArg(first), c->getArg(first + 1), width,
                              static_cast<int>(shuffles_.size())};
     });
     if (!ok) return false;
@@ -207,8 +218,9 @@ class Kernel {
           return;
         }
       const FunctionDecl* def = d->getDefinition();
-      if (def && sm_.isInMainFile(sm_.getExpansionLoc(def->getLocation())))
-        ok = fail("a call of " + n + ", a function of the source (it might synchronise)");
+      std::set<const FunctionDecl*> seen;
+      if (def && sm_.isInMainFile(sm_.getExpansionLoc(def->getLocation())) && synchronises(def, seen))
+        ok = fail("a call of " + n + ", a function of the source that synchronises");
     });
     if (!ok) return false;
     const std::string text = Lexer::getSourceText(CharSourceRange::getTokenRange(body_->getSourceRange()), sm_,
@@ -229,6 +241,29 @@ class Kernel {
     if (words != casts) return fail("a volatile access other than a cast of a __shared__ array");
     if (text.find("__kd_") != std::string::npos) return fail("a name that begins __kd_");
     return true;
+  }
+
+  /// Whether a function of the source reaches a barrier, a warp collective or an indirect call
+  /// (TVM's half helpers, max and operator=, do not).
+  bool synchronises(const FunctionDecl* f, std::set<const FunctionDecl*>& seen) {
+    if (!seen.insert(f).second) return false;
+    bool found = false;
+    walk(f->getBody(), [&](const Stmt* s) {
+      const auto* c = dyn_cast<CallExpr>(s);
+      if (!c || found) return;
+      const FunctionDecl* d = c->getDirectCallee();
+      if (!d) {
+        found = true;
+        return;
+      }
+      const std::string n = d->getNameAsString();
+      if (n == "__syncthreads" || n == "__activemask" || shuffle_mode(n) >= 0) found = true;
+      for (const char* k : kCollectives) found = found || n == k;
+      const FunctionDecl* def = d->getDefinition();
+      if (!found && def && sm_.isInMainFile(sm_.getExpansionLoc(def->getLocation())))
+        found = synchronises(def, seen);
+    });
+    return found;
   }
 
   bool check_control() {
@@ -467,10 +502,22 @@ class Kernel {
     return true;
   }
 
-  /// Per shared variable (the dynamic ones, which alias, as one): no thread can see another's
-  /// store to a variable in the region that reads it.
+  /// Per shared variable (the dynamic ones, which alias, as one): no thread may see another's
+  /// store to a variable in the region that reads it. A variable both read and written in a
+  /// region qualifies when, in each thread, every read comes before every write (by statement,
+  /// none in a loop of the region; in one statement, an assignment reading on its right and
+  /// writing on its left): run together, as a warp's lanes run, every lane would read before
+  /// any lane writes (TVM's cumsum step, each lane reading its neighbour's element and writing
+  /// its own; a tree reduction's step). The region's reads then come from a copy of the
+  /// variable taken as the region starts (snapshot_of_).
+  struct SharedAccess {
+    const DeclRefExpr* ref;
+    const Expr* access;
+    bool reads, writes;
+  };
   bool region_shared_ok(const std::vector<const Stmt*>& run) {
     std::map<const Decl*, int> use;  // bit 1 read, bit 2 written
+    std::map<const Decl*, std::vector<SharedAccess>> accesses;
     bool other = false;
     for (const Stmt* top : run)
       walk(top, [&](const Stmt* s) {
@@ -530,10 +577,74 @@ class Kernel {
           reads = true;
         }
         use[key] |= (reads ? 1 : 0) | (writes ? 2 : 0);
+        accesses[key].push_back({r, access, reads, writes});
       });
     if (other) return fail("shared memory used other than element by element");
     for (const auto& [d, u] : use)
-      if (u == 3) return fail("a region between barriers that both reads and writes a shared variable");
+      if (u == 3 && !reads_before_writes(d, accesses[d], run))
+        return fail("a region between barriers that both reads and writes a shared variable");
+    return true;
+  }
+
+  /// The statement an access belongs to (the nearest ancestor that is a statement of a compound,
+  /// or the region's top), and whether a loop of the region holds it.
+  const Stmt* statement_of(const Stmt* x, const std::vector<const Stmt*>& run, bool* in_loop) {
+    *in_loop = false;
+    const Stmt* s = x;
+    for (;;) {
+      if (isa<ForStmt>(s) || isa<WhileStmt>(s) || isa<DoStmt>(s)) *in_loop = true;
+      if (std::find(run.begin(), run.end(), s) != run.end()) return s;
+      const Stmt* p = pm_->getParent(s);
+      if (!p) return s;
+      if (isa<CompoundStmt>(p)) {
+        // Keep climbing for loops above; the statement is this one.
+        const Stmt* stmt = s;
+        for (const Stmt* q = p; q; q = pm_->getParent(q)) {
+          if (isa<ForStmt>(q) || isa<WhileStmt>(q) || isa<DoStmt>(q)) *in_loop = true;
+          if (std::find(run.begin(), run.end(), q) != run.end()) break;
+        }
+        return stmt;
+      }
+      s = p;
+    }
+  }
+
+  bool reads_before_writes(const Decl* key, const std::vector<SharedAccess>& acc, const std::vector<const Stmt*>& run) {
+    const auto* var = dyn_cast_or_null<VarDecl>(key);
+    if (!var || var->hasExternalStorage() || !isa<ConstantArrayType>(var->getType().getTypePtr())) return false;
+    unsigned last_read = 0, first_write = ~0u;
+    std::map<const Stmt*, int> writes_in;  // statement → writes of the variable in it
+    std::vector<std::pair<const SharedAccess*, const Stmt*>> at;
+    for (const SharedAccess& a : acc) {
+      bool in_loop = false;
+      const Stmt* st = statement_of(a.access, run, &in_loop);
+      if (in_loop || a.ref->getLocation().isMacroID()) return false;
+      const unsigned pos = sm_.getFileOffset(sm_.getExpansionLoc(st->getBeginLoc()));
+      if (a.reads) last_read = std::max(last_read, pos);
+      if (a.writes) {
+        first_write = std::min(first_write, pos);
+        ++writes_in[st];
+      }
+      at.emplace_back(&a, st);
+    }
+    if (last_read > first_write) return false;
+    if (last_read == first_write) {
+      // One statement reads and writes: an assignment whose left side is its only write.
+      for (const auto& [st, n] : writes_in) {
+        if (n != 1) return false;
+        const Expr* lhs = nullptr;
+        if (const auto* b = dyn_cast<BinaryOperator>(st); b && b->isAssignmentOp()) lhs = b->getLHS();
+        if (const auto* op = dyn_cast<CXXOperatorCallExpr>(st); op && op->isAssignmentOp() && op->getNumArgs() == 2)
+          lhs = op->getArg(0);
+        if (!lhs) return false;
+        for (const auto& [a, s2] : at)
+          if (s2 == st && a->writes && a->access != lhs->IgnoreParenImpCasts()) return false;
+      }
+    }
+    // The reads (not the read of a compound assignment's own element) from the copy.
+    auto [it, fresh] = snapshot_of_.emplace(var, static_cast<int>(snapshot_of_.size()));
+    for (const auto& [a, st] : at)
+      if (a->reads && !a->writes) replace_token(a->ref->getLocation(), fmt::format("__kd_snap{}_", it->second));
     return true;
   }
 
@@ -652,9 +763,15 @@ class Kernel {
       in += fmt::format("{}_t {}; __builtin_memcpy(&{}, &{}[__kd_t], sizeof({}));\n", p, name, name, p, name);
       out += fmt::format("__builtin_memcpy(&{}[__kd_t], &{}, sizeof({}));\n", p, name, name);
     }
+    std::string copies;
+    for (const auto& [v, id] : snapshot_of_) {
+      const std::string name = fmt::format("__kd_snap{}_", id);
+      if (r.text.find(name) != std::string::npos)
+        copies += fmt::format("__builtin_memcpy(&{}, &{}, sizeof({}));\n", name, v->getNameAsString(), name);
+    }
     std::string mask;
     if (!masks_.empty()) mask = "auto __kd_amask = [__kd_t, __kd_nt] { return __kdflow_lanes_live(__kd_t, __kd_nt); };\n";
-    return "for (unsigned __kd_t = 0; __kd_t < __kd_nt; ++__kd_t) {\n"
+    return copies + "for (unsigned __kd_t = 0; __kd_t < __kd_nt; ++__kd_t) {\n"
            "const uint3 __kd_tidx = {__kd_t % __kd_bx, (__kd_t / __kd_bx) % __kd_by, __kd_t / (__kd_bx * __kd_by)};\n" +
            mask + in + "{\n" + r.text + "}\n" + out + "}\n";
   }
@@ -689,6 +806,13 @@ class Kernel {
       };
       for (const auto& [v, name] : privates_)
         array(name, v->getType().getUnqualifiedType().getAsString(ctx_.getPrintingPolicy()));
+      for (const auto& [v, id] : snapshot_of_) {
+        // A copy of a shared array, aligned as TVM's (vector loads through casts of it).
+        const std::string name = fmt::format("__kd_snap{}_", id);
+        out += fmt::format("using {}t = {};\n{}t& {} = *({}t*)__kdflow_private(sizeof({}t), 64);\n", name,
+                           v->getType().getUnqualifiedType().getAsString(ctx_.getPrintingPolicy()), name, name, name,
+                           name);
+      }
       for (const auto& [st, q] : shuffles_) {
         array(fmt::format("__kd_sv{}", q.id), q.call->getType().getUnqualifiedType().getAsString(ctx_.getPrintingPolicy()));
         if (!constant(q.arg)) array(fmt::format("__kd_sa{}", q.id), "int");
@@ -786,8 +910,9 @@ class Kernel {
           return;
         }
       const FunctionDecl* def = d->getDefinition();
-      if (def && sm_.isInMainFile(sm_.getExpansionLoc(def->getLocation())))
-        ok = fail("a call of " + n + ", a function of the source (it might synchronise)");
+      std::set<const FunctionDecl*> seen;
+      if (def && sm_.isInMainFile(sm_.getExpansionLoc(def->getLocation())) && synchronises(def, seen))
+        ok = fail("a call of " + n + ", a function of the source that synchronises");
     });
     if (!ok || !replace_tokens()) return "";
     const std::string body = text(body_);
@@ -810,6 +935,7 @@ class Kernel {
   std::set<const CallExpr*> barriers_;
   std::map<const Stmt*, Shuffle> shuffles_;
   std::vector<const CallExpr*> masks_;
+  std::map<const VarDecl*, int> snapshot_of_;  ///< shared arrays read from a copy in some region
   bool saw_collective_ = false;
   std::set<const Stmt*> marked_;
   std::set<const ValueDecl*> written_;
