@@ -115,7 +115,14 @@ def check_model(kdflow: str, d: str, shared: Optional[str], tmp: str) -> None:
         check_oracle(kdflow, d, flow, shared, tmp)
     df = json.load(open(flow))
     with_kernels = [n for n in df["nodes"] if n["op"] == "tvm_op" and n["kernels"]]
-    r = run([kdflow, "replay", d, "--backend", "cpu", "-q", "--repeat", "1", "--warmup", "0", *fn])
+    # KDFLOW_CPU_FIBERS=log: each kernel's way of running on stderr. TVM's kernels here (barriers,
+    # warp-shuffle reductions, cumsum's warp-synchronous steps, float16) all run as loops over
+    # their threads (region fission, lib/replay/cpu/region_fission.h): none as fibers.
+    r = run([kdflow, "replay", d, "--backend", "cpu", "-q", "--repeat", "1", "--warmup", "0", *fn],
+            env=dict(os.environ, KDFLOW_CPU_FIBERS="log"))
+    fibers = re.findall(r"replay: cpu: kernel (\S+) runs each block as fibers(.*)", r.stderr)
+    expect(r.returncode != 0 or not fibers,
+           f"{name}: replay --backend cpu runs no kernel as one fiber per thread ({fibers[:3]})")
     m = re.search(r"nodes: (\d+) nodes \((\d+) buffers\) compared with TVM's own results.*: all match", r.stdout)
     outputs_ok = re.findall(r"^\d+\s+\S+output_\d+\.npy.*\s(ok|UNINFORMATIVE)", r.stdout, re.M)
     # A node TVM's CPU build names otherwise (a CUDA-only dispatch such as

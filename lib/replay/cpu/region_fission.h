@@ -2,18 +2,25 @@
 // region/loop-fission method of MCUDA, CuPBoP and POCL, done on the clang AST of the device
 // source before it is compiled for the CPU.
 //
-// A kernel qualifies when every __syncthreads() is a statement of its own, reached only
-// through compound statements, `for` loops and `if`s whose headers are the same for every
-// thread of the block (built from the kernel's parameters, constants, blockIdx/blockDim/
-// gridDim and such loops' own counters), and the kernel has no return, goto, volatile, warp
-// collective or call of a function of the source (which might synchronise). Its body is then
-// rewritten: the code between barriers becomes `for (each thread of the block) { ... }` with
-// threadIdx computed from the loop counter; the locals declared where a barrier is in scope
-// (so alive across it) become per-thread arrays in block-private memory (__kdflow_private),
-// and a barrier ends one thread loop and starts the next. Code in one such region must not
-// let threads exchange data through shared memory without a barrier: a region that both
-// reads and writes __shared__ memory (warp-synchronous code, TVM's cumsum) keeps its kernel
-// on fibers. Every other kernel is left as it is, with the reason.
+// A kernel qualifies when every split point — a __syncthreads() statement, or a warp shuffle
+// written as a statement `x = __shfl_*(...)` — is reached only through compound statements,
+// `for` loops and `if`s whose headers are the same for every thread of the block (built from
+// the kernel's parameters, constants, blockIdx/blockDim/gridDim and such loops' own counters),
+// and the kernel has no return, goto, vote, __syncwarp, volatile other than a cast of a
+// __shared__ array, or call of a function of the source that synchronises. Its body is then
+// rewritten: the code between split points becomes `for (each thread of the block) { ... }`
+// with threadIdx computed from the loop counter; the locals declared where a split point is in
+// scope and named in more than one region become per-thread arrays in block-private memory
+// (__kdflow_private); a barrier ends one thread loop and starts the next; a shuffle ends one
+// loop with every thread's value stored and the next reads the source lane's; __activemask()
+// is the warp's existing lanes. A region may not let a thread see another's store to shared
+// memory: a shared variable both read and written in one region qualifies only when every
+// thread reads it before it writes it (the reads then come from a copy taken as the region
+// starts, what a warp's lanes in step read: TVM's cumsum, tree reductions); otherwise the
+// kernel keeps fibers. Every other kernel is left as it is, with the reason.
+//
+// A kernel the plan launches only with one-thread blocks is compiled for that alone, whatever
+// its structure: the body as written, barriers doing nothing, a shuffle its own value.
 #pragma once
 
 #include <map>
