@@ -200,7 +200,9 @@ class Kernel {
     return true;
   }
 
-  bool check_calls() {
+  /// Each direct call of the body: `take` handles those it knows (true); any other warp
+  /// collective, an indirect call, or a call of a function of the source that synchronises fails.
+  bool check_each_call(const std::function<bool(const CallExpr*, const std::string&)>& take) {
     bool ok = true;
     walk(body_, [&](const Stmt* s) {
       const auto* c = dyn_cast<CallExpr>(s);
@@ -210,8 +212,8 @@ class Kernel {
         ok = fail("an indirect call");
         return;
       }
-      std::string n = d->getNameAsString();
-      if (n == "__activemask" || shuffle_mode(n) >= 0) return;  // find_splits() took them
+      const std::string n = d->getNameAsString();
+      if (take(c, n)) return;
       for (const char* k : kCollectives)
         if (n == k || n.rfind("__shfl", 0) == 0) {
           ok = fail("a warp collective (" + n + ")");
@@ -222,13 +224,19 @@ class Kernel {
       if (def && sm_.isInMainFile(sm_.getExpansionLoc(def->getLocation())) && synchronises(def, seen))
         ok = fail("a call of " + n + ", a function of the source that synchronises");
     });
-    if (!ok) return false;
+    return ok && why_.empty();
+  }
+
+  bool check_calls() {
+    // find_splits() took the shuffles and __activemask().
+    if (!check_each_call([&](const CallExpr*, const std::string& n) { return n == "__activemask" || shuffle_mode(n) >= 0; }))
+      return false;
     const std::string text = Lexer::getSourceText(CharSourceRange::getTokenRange(body_->getSourceRange()), sm_,
                                                   ctx_.getLangOpts())
                                  .str();
-    // volatile only as `(volatile T*)shared_array` (TVM's reduction result): each region reads or
-    // writes a shared variable, never both (check_shared_regions), so no lane waits on another's
-    // store there. Any other volatile (a spin on global memory, warp-synchronous code) keeps fibers.
+    // volatile only as `(volatile T*)shared_array` (TVM's reductions): check_shared_regions makes
+    // sure no thread sees another's store to it within a region, so no lane need wait on another
+    // there. Any other volatile (a spin on global memory, warp-synchronous code) keeps fibers.
     size_t words = 0;
     for (size_t at = text.find("volatile"); at != std::string::npos; at = text.find("volatile", at + 8)) ++words;
     size_t casts = 0;
@@ -882,37 +890,17 @@ class Kernel {
   /// shuffle its own value (every other lane is missing: runtime.cpp's rule), __activemask()
   /// lane 0; a launch with more threads stops in one line.
   std::string one_thread_body() {
-    bool ok = true;
-    walk(body_, [&](const Stmt* s) {
-      const auto* c = dyn_cast<CallExpr>(s);
-      if (!c || !ok) return;
-      const FunctionDecl* d = c->getDirectCallee();
-      if (!d) {
-        ok = fail("an indirect call");
-        return;
-      }
-      const std::string n = d->getNameAsString();
+    const bool ok = check_each_call([&](const CallExpr* c, const std::string& n) {
       const SourceLocation at = c->getCallee()->getBeginLoc();
       const bool ours = n == "__syncthreads" || n == "__activemask" || shuffle_mode(n) >= 0;
-      if (ours && at.isMacroID()) {
-        ok = fail(n + " inside a macro");
-        return;
-      }
-      if (n == "__syncthreads") return replace_token(at, "__kd_nobarrier");
-      if (n == "__activemask") return replace_token(at, "__kd_amask");
-      if (shuffle_mode(n) >= 0) {
+      if (ours && at.isMacroID()) return !fail(n + " inside a macro");
+      if (n == "__syncthreads") replace_token(at, "__kd_nobarrier");
+      else if (n == "__activemask") replace_token(at, "__kd_amask");
+      else if (ours) {
         const bool sync = n.size() > 5 && n.compare(n.size() - 5, 5, "_sync") == 0;
-        return replace_token(at, sync ? "__kd_shfl_self_sync" : "__kd_shfl_self");
+        replace_token(at, sync ? "__kd_shfl_self_sync" : "__kd_shfl_self");
       }
-      for (const char* k : kCollectives)
-        if (n == k) {
-          ok = fail("a warp collective (" + n + ")");
-          return;
-        }
-      const FunctionDecl* def = d->getDefinition();
-      std::set<const FunctionDecl*> seen;
-      if (def && sm_.isInMainFile(sm_.getExpansionLoc(def->getLocation())) && synchronises(def, seen))
-        ok = fail("a call of " + n + ", a function of the source that synchronises");
+      return ours;
     });
     if (!ok || !replace_tokens()) return "";
     const std::string body = text(body_);
