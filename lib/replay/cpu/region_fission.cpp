@@ -67,14 +67,23 @@ class Kernel {
     if (!plan_privates(body_) || !check_shared_regions(body_) || !replace_tokens()) return "";
     // A local named in one region only (TVM's many temporaries) stays a local of that region.
     number_regions(body_);
+    std::set<const VarDecl*> in_headers;
+    for (const DeclRefExpr* r : header_refs_) in_headers.insert(cast<VarDecl>(r->getDecl()));
     for (auto it = privates_.begin(); it != privates_.end();) {
       auto r = regions_of_.find(it->first);
-      if (r == regions_of_.end() || r->second.size() <= 1) {
+      if ((r == regions_of_.end() || r->second.size() <= 1) && !in_headers.count(it->first)) {
         locals_.insert(it->first);
         it = privates_.erase(it);
       } else {
         ++it;
       }
+    }
+    // A header between thread loops reads thread 0's copy of a private local (uniform: all equal).
+    for (const DeclRefExpr* r : header_refs_) {
+      const auto* v = cast<VarDecl>(r->getDecl());
+      if (uniform_vars_.count(v) && !privates_.count(v)) continue;  // a loop's own counter
+      if (!privates_.count(v) || r->getLocation().isMacroID()) return fail("a header reads a local it cannot reach"), "";
+      replace_token(r->getLocation(), privates_.at(v) + "[0]");
     }
     std::string text = emit_compound(cast<CompoundStmt>(body_), true);
     if (!why_.empty()) return "";
@@ -344,7 +353,182 @@ class Kernel {
 
   bool check_structure(const Stmt* s) {
     collect_writes();
+    find_uniform_locals();
     return structure(s);
+  }
+
+  /// The local an lvalue belongs to (x, x[i], x.f, *(T*)(x + i)), with the expressions that pick
+  /// the element (indices, offsets) added to `picks`; null when it is not a local's.
+  const VarDecl* root_local(const Expr* e, std::vector<const Expr*>* picks) {
+    for (;;) {
+      e = e->IgnoreParenImpCasts();
+      if (const auto* c = dyn_cast<CStyleCastExpr>(e)) {
+        e = c->getSubExpr();
+        continue;
+      }
+      if (const auto* a = dyn_cast<ArraySubscriptExpr>(e)) {
+        picks->push_back(a->getIdx());
+        e = a->getBase();
+        continue;
+      }
+      if (const auto* m = dyn_cast<MemberExpr>(e); m && !m->isArrow()) {
+        e = m->getBase();
+        continue;
+      }
+      if (const auto* u = dyn_cast<UnaryOperator>(e); u && u->getOpcode() == UO_Deref) {
+        e = u->getSubExpr();
+        continue;
+      }
+      if (const auto* b = dyn_cast<BinaryOperator>(e);
+          b && (b->getOpcode() == BO_Add || b->getOpcode() == BO_Sub) && b->getType()->isPointerType()) {
+        const bool left = b->getLHS()->getType()->isPointerType();
+        picks->push_back(left ? b->getRHS() : b->getLHS());
+        e = left ? b->getLHS() : b->getRHS();
+        continue;
+      }
+      break;
+    }
+    const auto* r = dyn_cast<DeclRefExpr>(e);
+    const auto* v = r ? dyn_cast<VarDecl>(r->getDecl()) : nullptr;
+    return v && !isa<ParmVarDecl>(v) && v->isLocalVarDecl() && !is_shared_var(v) ? v : nullptr;
+  }
+
+  /// The conditions that decide whether a thread reaches `s` (if, loop, ?:, && and ||), or
+  /// false where that is not only conditions (a switch, a loop a break or continue leaves).
+  bool control_conditions(const Stmt* s, std::vector<const Expr*>* conds) {
+    for (const Stmt* c = s, *p = pm_->getParent(s); p && c != body_; c = p, p = pm_->getParent(p)) {
+      if (const auto* i = dyn_cast<IfStmt>(p); i && c != i->getCond()) conds->push_back(i->getCond());
+      if (isa<ForStmt>(p) || isa<WhileStmt>(p) || isa<DoStmt>(p)) {
+        const Expr* cond = isa<ForStmt>(p)     ? cast<ForStmt>(p)->getCond()
+                           : isa<WhileStmt>(p) ? cast<WhileStmt>(p)->getCond()
+                                               : cast<DoStmt>(p)->getCond();
+        const bool in_init = isa<ForStmt>(p) && c == cast<ForStmt>(p)->getInit();
+        if (!in_init && cond) conds->push_back(cond);
+        if (!in_init && leaves_early(p)) return false;
+      }
+      if (isa<SwitchStmt>(p)) return false;
+      if (const auto* q = dyn_cast<ConditionalOperator>(p); q && c != q->getCond()) conds->push_back(q->getCond());
+      if (const auto* b = dyn_cast<BinaryOperator>(p); b && b->isLogicalOp() && c == b->getRHS())
+        conds->push_back(b->getLHS());
+    }
+    return true;
+  }
+
+  /// Whether a break or continue of loop `l` (not of a loop or switch inside it) is in its body.
+  bool leaves_early(const Stmt* l) {
+    if (auto it = leaves_early_.find(l); it != leaves_early_.end()) return it->second;
+    bool found = false;
+    std::function<void(const Stmt*, bool)> look = [&](const Stmt* x, bool top) {
+      if (!x || found) return;
+      if (isa<BreakStmt>(x) || isa<ContinueStmt>(x)) found = true;
+      if (!top && (isa<ForStmt>(x) || isa<WhileStmt>(x) || isa<DoStmt>(x) || isa<SwitchStmt>(x))) return;
+      for (const Stmt* c : x->children()) look(c, false);
+    };
+    look(l, true);
+    return leaves_early_[l] = found;
+  }
+
+  /// Locals every thread of the block holds the same value in (uniform_vars_): each assignment
+  /// of one (its declaration's initialiser, `x = e`, `x[i] op= e`, ++x) is reached in uniform
+  /// control and assigns a uniform value at a uniform element; none has its address taken or is
+  /// bound to a non-const reference. TVM keeps such values in one-element arrays (a decode's
+  /// kv_chunk_len[0], read in the bound of the loop that holds its barriers). Found by removing
+  /// candidates until none is left to remove (uniform() reads the set).
+  void find_uniform_locals() {
+    struct Write {
+      const VarDecl* var;
+      const Stmt* site;
+      std::vector<const Expr*> values;
+    };
+    std::vector<Write> writes;
+    std::set<const VarDecl*> cand, escaped;
+    walk(body_, [&](const Stmt* s) {
+      if (const auto* d = dyn_cast<DeclStmt>(s)) {
+        for (const Decl* dd : d->decls())
+          if (const auto* v = dyn_cast<VarDecl>(dd); v && v->isLocalVarDecl() && !is_shared_var(v) && !v->isStaticLocal()) {
+            cand.insert(v);
+            if (const Expr* init = initialiser(v)) writes.push_back({v, d, {init}});
+          }
+        return;
+      }
+      const Expr* target = nullptr;
+      std::vector<const Expr*> values;
+      if (const auto* b = dyn_cast<BinaryOperator>(s); b && b->isAssignmentOp()) {
+        target = b->getLHS();
+        values = {b->getRHS()};
+        if (b->isCompoundAssignmentOp()) values.push_back(b->getLHS());
+      } else if (const auto* op = dyn_cast<CXXOperatorCallExpr>(s); op && op->isAssignmentOp() && op->getNumArgs() == 2) {
+        target = op->getArg(0);
+        values = {op->getArg(1), op->getArg(0)};
+      } else if (const auto* u = dyn_cast<UnaryOperator>(s); u && u->isIncrementDecrementOp()) {
+        target = u->getSubExpr();
+        values = {u->getSubExpr()};
+      } else if (const auto* u = dyn_cast<UnaryOperator>(s); u && u->getOpcode() == UO_AddrOf) {
+        std::vector<const Expr*> ignored;
+        if (const VarDecl* v = root_local(u->getSubExpr(), &ignored)) escaped.insert(v);
+        return;
+      } else if (const auto* m = dyn_cast<CXXMemberCallExpr>(s)) {
+        std::vector<const Expr*> ignored;
+        const auto* md = m->getMethodDecl();
+        if (md && !md->isConst())
+          if (const VarDecl* v = root_local(m->getImplicitObjectArgument(), &ignored)) escaped.insert(v);
+        return;
+      } else if (const auto* c = dyn_cast<CallExpr>(s)) {
+        const FunctionDecl* f = c->getDirectCallee();
+        for (unsigned i = 0; i < c->getNumArgs(); ++i) {
+          const bool by_ref = !f || i >= f->getNumParams() ||
+                              (f->getParamDecl(i)->getType()->isReferenceType() &&
+                               !f->getParamDecl(i)->getType()->getPointeeType().isConstQualified());
+          std::vector<const Expr*> ignored;
+          if (const VarDecl* v = root_local(c->getArg(i), &ignored);
+              v && (by_ref || c->getArg(i)->getType()->isPointerType()))
+            escaped.insert(v);
+        }
+        return;
+      } else {
+        return;
+      }
+      std::vector<const Expr*> picks;
+      if (const VarDecl* v = root_local(target, &picks)) {
+        values.insert(values.end(), picks.begin(), picks.end());
+        writes.push_back({v, s, values});
+      }
+    });
+    // With every candidate taken as uniform, a write whose value or control is still not
+    // (threadIdx, a parameter assigned, a switch) makes its local non-uniform; and so, in
+    // turn, does every write whose value or control reads a local that is not.
+    const std::set<const VarDecl*> before = uniform_vars_;
+    uniform_vars_.insert(cand.begin(), cand.end());
+    std::map<const VarDecl*, std::vector<const VarDecl*>> readers;  // local → locals written from it
+    std::vector<const VarDecl*> out(escaped.begin(), escaped.end());
+    for (const Write& w : writes) {
+      std::vector<const Expr*> exprs = w.values;
+      bool ok = control_conditions(w.site, &exprs);
+      for (const Expr* e : exprs) {
+        ok = ok && uniform(e);
+        walk(e, [&](const Stmt* x) {
+          if (const auto* r = dyn_cast<DeclRefExpr>(x))
+            if (const auto* v = dyn_cast<VarDecl>(r->getDecl()); v && cand.count(v)) readers[v].push_back(w.var);
+        });
+      }
+      if (!ok) out.push_back(w.var);
+    }
+    while (!out.empty()) {
+      const VarDecl* v = out.back();
+      out.pop_back();
+      if (!cand.erase(v)) continue;
+      for (const VarDecl* r : readers[v]) out.push_back(r);
+    }
+    uniform_vars_ = before;
+    uniform_vars_.insert(cand.begin(), cand.end());
+  }
+
+  /// The locals a header evaluated between thread loops reads (a uniform local: thread 0's copy).
+  void note_header(const Expr* e) {
+    walk(e, [&](const Stmt* x) {
+      if (const auto* r = dyn_cast<DeclRefExpr>(x))
+        if (const auto* v = dyn_cast<VarDecl>(r->getDecl()); v && v->isLocalVarDecl()) header_refs_.push_back(r);
+    });
   }
 
   bool structure(const Stmt* s) {
@@ -368,11 +552,15 @@ class Kernel {
       uniform_vars_.insert(v);
       if (!uniform(f->getCond()) || !uniform(f->getInc()))
         return fail("a loop holding a barrier whose bound or step differs per thread");
+      note_header(v->getInit());
+      note_header(f->getCond());
+      note_header(f->getInc());
       return structure(f->getBody()) && (isa<CompoundStmt>(f->getBody()) || fail("a loop body that is a barrier"));
     }
     if (const auto* i = dyn_cast<IfStmt>(s)) {
       if (i->getInit() || i->getConditionVariable() || i->isConstexpr()) return fail("an if with a declaration");
       if (!uniform(i->getCond())) return fail("a barrier under a condition that differs per thread");
+      note_header(i->getCond());
       return structure(i->getThen()) && structure(i->getElse());
     }
     return fail("a barrier inside a while, do or switch");
@@ -928,6 +1116,8 @@ class Kernel {
   std::set<const Stmt*> marked_;
   std::set<const ValueDecl*> written_;
   std::set<const VarDecl*> uniform_vars_;
+  std::vector<const DeclRefExpr*> header_refs_;
+  std::map<const Stmt*, bool> leaves_early_;  ///< locals read in headers between thread loops
   std::map<const VarDecl*, std::string> privates_;
   std::map<unsigned, std::pair<unsigned, std::string>> edits_;  ///< file offset → (token length, text)
   std::set<const VarDecl*> locals_;                           ///< candidates named in one region only

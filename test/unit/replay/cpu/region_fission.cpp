@@ -127,6 +127,14 @@ extern "C" __global__ void k(float* x) {
   x[threadIdx.x] = 1.0f;
 })",
                 "a function of the source that synchronises"},
+           // A loop bound in a local that one thread assigns differently (under threadIdx.x < 8).
+           Case{R"(extern "C" __global__ void k(float* x, int* n) {
+  int len[1];
+  len[0] = n[blockIdx.x];
+  if (threadIdx.x < 8) { len[0] = len[0] + 1; }
+  for (int i = 0; i < len[0]; ++i) { __syncthreads(); x[threadIdx.x] += 1.0f; }
+})",
+                "bound or step differs per thread"},
            // An early return.
            Case{R"(extern "C" __global__ void k(float* x) {
   if (x[0] > 0.0f) return;
@@ -371,4 +379,56 @@ extern "C" __global__ void scan(float* __restrict__ x, unsigned* __restrict__ un
   CHECK(same_as_fibers(src, "scan", {3, 1, 1}, {32, 1, 1}, 3 * 32, &k));
   CHECK(k.block_loop);
   CHECK_FALSE(k.fibers);
+}
+
+TEST_CASE("region fission: a loop bound kept in a local every thread assigns alike is uniform", "[cpu][fission]") {
+  // Hand-written, TVM's paged decode's shape: the chunk length read from memory at the block's
+  // index into a one-element local array, under a condition on values every thread shares; the
+  // loop that holds the barriers runs to it. Its header reads thread 0's copy between the loops.
+  const std::string src = R"(
+extern "C" __global__ void chunks(float* __restrict__ x, unsigned* __restrict__ lens) {
+  int len[1];
+  int begin = (int)lens[blockIdx.x];
+  int end = (int)lens[blockIdx.x + 1];
+  int condval;
+  if (begin != end) {
+    condval = end - begin;
+  } else {
+    condval = 0;
+  }
+  len[0] = condval;
+  __shared__ float acc[32];
+  acc[threadIdx.x] = 0.0f;
+  for (int i = 0; i < ((len[0] + 3) >> 2); ++i) {
+    __syncthreads();
+    float v = x[(8 + (blockIdx.x * 8 + i) % 56) * 32 + threadIdx.x];  // rows 8.., none written
+    acc[threadIdx.x] = acc[threadIdx.x] + v * (float)(i + 1);
+    __syncthreads();
+  }
+  __syncthreads();
+  x[blockIdx.x * 32 + threadIdx.x] = acc[(threadIdx.x + 1) % 32];
+}
+)";
+  auto d = device();
+  CpuKernel k = compile_one(*d, src, "chunks");
+  CHECK(k.block_loop);
+  CHECK_FALSE(k.fibers);
+  INFO(k.fibers_why);
+  // Against the fiber run, bit for bit: lens ascending, so each block runs a different count.
+  setenv("KDFLOW_CPU_FIBERS", "all", 1);
+  auto d2 = device();
+  CpuKernel f = compile_one(*d2, src, "chunks");
+  unsetenv("KDFLOW_CPU_FIBERS");
+  std::vector<float> a(64 * 32), b;
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 97) * 0.25f;
+  b = a;
+  std::vector<unsigned> lens = {0, 3, 3, 9, 20, 21, 40, 41, 41};
+  float* pa = a.data();
+  float* pb = b.data();
+  unsigned* pl = lens.data();
+  void* args_a[] = {&pa, &pl};
+  void* args_b[] = {&pb, &pl};
+  REQUIRE(d->launch(k, {8, 1, 1}, {32, 1, 1}, 0, args_a));
+  REQUIRE(d2->launch(f, {8, 1, 1}, {32, 1, 1}, 0, args_b));
+  CHECK(a == b);
 }
