@@ -296,7 +296,11 @@ class Kernel {
         // Its loop (or switch) must lie inside one region.
         for (const Stmt* p = pm_->getParent(s); p; p = pm_->getParent(p))
           if (isa<ForStmt>(p) || isa<WhileStmt>(p) || isa<DoStmt>(p) || (isa<BreakStmt>(s) && isa<SwitchStmt>(p))) {
-            if (marked(p)) ok = fail("a break or continue of a loop that holds a barrier");
+            const auto* w = dyn_cast<WhileStmt>(p);
+            const IfStmt* lead = w ? leading_break(w) : nullptr;
+            const bool is_lead = lead && (lead->getThen() == s || (isa<CompoundStmt>(lead->getThen()) &&
+                                                                   cast<CompoundStmt>(lead->getThen())->body_front() == s));
+            if (marked(p) && !is_lead) ok = fail("a break or continue of a loop that holds a barrier");
             return;
           }
       }
@@ -404,7 +408,7 @@ class Kernel {
                                                : cast<DoStmt>(p)->getCond();
         const bool in_init = isa<ForStmt>(p) && c == cast<ForStmt>(p)->getInit();
         if (!in_init && cond) conds->push_back(cond);
-        if (!in_init && leaves_early(p)) return false;
+        if (!in_init && leaves_early(p) && !exit_conditions(p, conds)) return false;
       }
       if (isa<SwitchStmt>(p)) return false;
       if (const auto* q = dyn_cast<ConditionalOperator>(p); q && c != q->getCond()) conds->push_back(q->getCond());
@@ -412,6 +416,43 @@ class Kernel {
         conds->push_back(b->getLHS());
     }
     return true;
+  }
+
+  /// The conditions that guard each break or continue of loop `l` (a thread leaves early where
+  /// one holds): false where one is not only conditions.
+  bool exit_conditions(const Stmt* l, std::vector<const Expr*>* conds) {
+    bool ok = true;
+    std::function<void(const Stmt*, bool)> look = [&](const Stmt* x, bool top) {
+      if (!x || !ok) return;
+      if (isa<BreakStmt>(x) || isa<ContinueStmt>(x)) {
+        for (const Stmt* c = x, *p = pm_->getParent(x); p && c != l; c = p, p = pm_->getParent(p)) {
+          if (const auto* i = dyn_cast<IfStmt>(p); i && c != i->getCond()) conds->push_back(i->getCond());
+          if (isa<SwitchStmt>(p) || isa<ConditionalOperator>(p)) ok = false;
+        }
+        return;
+      }
+      if (!top && (isa<ForStmt>(x) || isa<WhileStmt>(x) || isa<DoStmt>(x) || isa<SwitchStmt>(x))) return;
+      for (const Stmt* c : x->children()) look(c, false);
+    };
+    look(l, true);
+    return ok;
+  }
+
+  /// `while (c) { if (d) { break; } ... }` (TVM's tile loops): the if, or null.
+  static const IfStmt* leading_break(const WhileStmt* w) {
+    const auto* body = dyn_cast<CompoundStmt>(w->getBody());
+    if (!body || body->body_empty()) return nullptr;
+    const auto* i = dyn_cast<IfStmt>(body->body_front());
+    if (!i || i->getElse() || i->getInit() || i->getConditionVariable()) return nullptr;
+    const Stmt* t = i->getThen();
+    if (const auto* c = dyn_cast<CompoundStmt>(t); c && c->size() == 1) t = c->body_front();
+    return isa<BreakStmt>(t) ? i : nullptr;
+  }
+
+  /// A loop statement under its attributes (`#pragma unroll 1` is an AttributedStmt).
+  static const Stmt* unattributed(const Stmt* s) {
+    while (const auto* a = dyn_cast_or_null<AttributedStmt>(s)) s = a->getSubStmt();
+    return s;
   }
 
   /// Whether a break or continue of loop `l` (not of a loop or switch inside it) is in its body.
@@ -563,7 +604,18 @@ class Kernel {
       note_header(i->getCond());
       return structure(i->getThen()) && structure(i->getElse());
     }
-    return fail("a barrier inside a while, do or switch");
+    if (const auto* a = dyn_cast<AttributedStmt>(s)) return structure(a->getSubStmt());
+    if (const auto* w = dyn_cast<WhileStmt>(s)) {
+      const IfStmt* lead = leading_break(w);
+      if (!lead || w->getConditionVariable()) return fail("a barrier inside a while other than `while (c) { if (d) break; ... }`");
+      if (!uniform(w->getCond()) || !uniform(lead->getCond()))
+        return fail("a while holding a barrier whose condition differs per thread");
+      note_header(w->getCond());
+      note_header(lead->getCond());
+      skip_.insert(lead);
+      return structure(w->getBody());
+    }
+    return fail("a barrier inside a do or switch");
   }
 
   /// The locals declared directly in compound statements that hold a barrier: alive across
@@ -590,6 +642,8 @@ class Kernel {
       return true;
     }
     if (const auto* f = dyn_cast<ForStmt>(s)) return plan_privates(f->getBody());
+    if (const auto* w = dyn_cast<WhileStmt>(s)) return plan_privates(w->getBody());
+    if (const auto* a = dyn_cast<AttributedStmt>(s)) return plan_privates(a->getSubStmt());
     if (const auto* i = dyn_cast<IfStmt>(s)) return plan_privates(i->getThen()) && plan_privates(i->getElse());
     return true;
   }
@@ -617,6 +671,7 @@ class Kernel {
     if (const auto* c = dyn_cast<CompoundStmt>(s)) {
       int run = -1;
       for (const Stmt* x : c->body()) {
+        if (skip_.count(x)) continue;
         if (barriers_.count(dyn_cast<CallExpr>(x))) {
           run = -1;
           continue;
@@ -648,6 +703,8 @@ class Kernel {
       return;
     }
     if (const auto* f = dyn_cast<ForStmt>(s)) return number(f->getBody(), current);
+    if (const auto* w = dyn_cast<WhileStmt>(s)) return number(w->getBody(), current);
+    if (const auto* a = dyn_cast<AttributedStmt>(s)) return number(a->getSubStmt(), current);
     if (const auto* i = dyn_cast<IfStmt>(s)) {
       number(i->getThen(), current);
       if (i->getElse()) number(i->getElse(), current);
@@ -693,6 +750,8 @@ class Kernel {
       return region_shared_ok(run);
     }
     if (const auto* f = dyn_cast<ForStmt>(s)) return check_shared_regions(f->getBody());
+    if (const auto* w = dyn_cast<WhileStmt>(s)) return check_shared_regions(w->getBody());
+    if (const auto* a = dyn_cast<AttributedStmt>(s)) return check_shared_regions(a->getSubStmt());
     if (const auto* i = dyn_cast<IfStmt>(s))
       return check_shared_regions(i->getThen()) && (!i->getElse() || check_shared_regions(i->getElse()));
     return true;
@@ -984,6 +1043,12 @@ class Kernel {
       while (!init.empty() && (init.back() == ';' || init.back() == ' ' || init.back() == '\n')) init.pop_back();
       return "for (" + init + "; " + text(f->getCond()) + "; " + text(f->getInc()) + ") " + emit(f->getBody());
     }
+    if (const auto* a = dyn_cast<AttributedStmt>(s)) return emit(a->getSubStmt());  // a loop hint: dropped
+    if (const auto* w = dyn_cast<WhileStmt>(s)) {
+      const IfStmt* lead = leading_break(w);
+      return "while (" + text(w->getCond()) + ") {\nif (" + text(lead->getCond()) + ") break;\n" + emit(w->getBody()) +
+             "}\n";
+    }
     const auto* i = cast<IfStmt>(s);
     std::string out = "if (" + text(i->getCond()) + ") {\n" + emit(i->getThen()) + "}\n";
     if (i->getElse()) out += "else {\n" + emit(i->getElse()) + "}\n";
@@ -1021,6 +1086,7 @@ class Kernel {
       pending = Region{};
     };
     for (const Stmt* x : c->body()) {
+      if (skip_.count(x)) continue;  // a while's leading `if (d) break;`, emitted with its header
       if (barriers_.count(dyn_cast<CallExpr>(x))) {
         flush();
         continue;
@@ -1117,7 +1183,8 @@ class Kernel {
   std::set<const ValueDecl*> written_;
   std::set<const VarDecl*> uniform_vars_;
   std::vector<const DeclRefExpr*> header_refs_;
-  std::map<const Stmt*, bool> leaves_early_;  ///< locals read in headers between thread loops
+  std::map<const Stmt*, bool> leaves_early_;
+  std::set<const Stmt*> skip_;  ///< leading `if (d) break;` of whiles that hold barriers  ///< locals read in headers between thread loops
   std::map<const VarDecl*, std::string> privates_;
   std::map<unsigned, std::pair<unsigned, std::string>> edits_;  ///< file offset → (token length, text)
   std::set<const VarDecl*> locals_;                           ///< candidates named in one region only

@@ -135,6 +135,17 @@ extern "C" __global__ void k(float* x) {
   for (int i = 0; i < len[0]; ++i) { __syncthreads(); x[threadIdx.x] += 1.0f; }
 })",
                 "bound or step differs per thread"},
+           // A while holding a barrier left by a break other than its leading one.
+           Case{R"(extern "C" __global__ void k(float* x, int n) {
+  int i = 0;
+  while (1) {
+    if (!(i < n)) { break; }
+    __syncthreads();
+    if (x[0] > 1.0f) { break; }
+    i = i + 1;
+  }
+})",
+                "a break or continue of a loop that holds a barrier"},
            // An early return.
            Case{R"(extern "C" __global__ void k(float* x) {
   if (x[0] > 0.0f) return;
@@ -431,4 +442,61 @@ extern "C" __global__ void chunks(float* __restrict__ x, unsigned* __restrict__ 
   REQUIRE(d->launch(k, {8, 1, 1}, {32, 1, 1}, 0, args_a));
   REQUIRE(d2->launch(f, {8, 1, 1}, {32, 1, 1}, 0, args_b));
   CHECK(a == b);
+}
+
+TEST_CASE("region fission: a tile loop `while (1) { if (!c) { break; } ... }` holding barriers runs as thread loops",
+          "[cpu][fission]") {
+  // Hand-written, TVM's ragged prefill's shape: a persistent loop over tiles under `#pragma unroll
+  // 1`, its exit test first, an inner loop (no barrier) that skips whole batches by a break, and
+  // the tile counter in one-element local arrays every thread updates alike.
+  const std::string src = R"(
+extern "C" __global__ void tiles(float* __restrict__ x, unsigned* __restrict__ sizes) {
+  int tile[1];
+  int batch[1];
+  tile[0] = (int)blockIdx.x;
+  batch[0] = 0;
+  __shared__ float s[32];
+  #pragma unroll 1
+  while (1) {
+    if (!((batch[0] < 4))) { break; }
+    #pragma unroll 1
+    while (1) {
+      if (!(((int)sizes[batch[0]] <= tile[0]) && (batch[0] < 4))) { break; }
+      tile[0] = tile[0] - (int)sizes[batch[0]];
+      batch[0] = batch[0] + 1;
+    }
+    if (batch[0] < 4) {
+      __syncthreads();
+      s[threadIdx.x] = x[(batch[0] * 8 + tile[0]) * 32 + threadIdx.x] * 2.0f;
+      __syncthreads();
+      x[(batch[0] * 8 + tile[0]) * 32 + threadIdx.x] = s[31 - threadIdx.x] + (float)tile[0];
+    }
+    tile[0] = tile[0] + (int)gridDim.x;
+  }
+}
+)";
+  auto d = device();
+  CpuKernel k = compile_one(*d, src, "tiles");
+  INFO(k.fibers_why);
+  CHECK(k.block_loop);
+  CHECK_FALSE(k.fibers);
+  setenv("KDFLOW_CPU_FIBERS", "all", 1);
+  auto d2 = device();
+  CpuKernel f = compile_one(*d2, src, "tiles");
+  unsetenv("KDFLOW_CPU_FIBERS");
+  std::vector<float> a(4 * 8 * 32), b;
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 89) * 0.5f;
+  b = a;
+  std::vector<unsigned> sizes = {3, 0, 5, 2};  // tiles per batch: 10 in all, over 3 blocks
+  float* pa = a.data();
+  float* pb = b.data();
+  unsigned* ps = sizes.data();
+  void* args_a[] = {&pa, &ps};
+  void* args_b[] = {&pb, &ps};
+  REQUIRE(d->launch(k, {3, 1, 1}, {32, 1, 1}, 0, args_a));
+  REQUIRE(d2->launch(f, {3, 1, 1}, {32, 1, 1}, 0, args_b));
+  CHECK(a == b);
+  std::vector<float> orig(4 * 8 * 32);
+  for (size_t i = 0; i < orig.size(); ++i) orig[i] = static_cast<float>(i % 89) * 0.5f;
+  CHECK(a != orig);  // the tiles were written
 }
