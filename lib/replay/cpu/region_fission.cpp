@@ -134,7 +134,10 @@ class Kernel {
       const auto* c = dyn_cast<CallExpr>(s);
       if (!c || !ok) return;
       const std::string n = callee(c);
-      if (n == "__syncthreads") {
+      // A warp barrier (the back end's own, where a warp's lanes must stay in step: warp_lockstep.h)
+      // as a block barrier: under the same uniform control every thread reaches it, and the
+      // stronger order changes no value.
+      if (n == "__syncthreads" || n == "__syncwarp") {
         barriers_.insert(c);
         return;
       }
@@ -238,7 +241,9 @@ class Kernel {
 
   bool check_calls() {
     // find_splits() took the shuffles and __activemask().
-    if (!check_each_call([&](const CallExpr*, const std::string& n) { return n == "__activemask" || shuffle_mode(n) >= 0; }))
+    if (!check_each_call([&](const CallExpr*, const std::string& n) {
+          return n == "__activemask" || n == "__syncwarp" || shuffle_mode(n) >= 0;
+        }))
       return false;
     const std::string text = Lexer::getSourceText(CharSourceRange::getTokenRange(body_->getSourceRange()), sm_,
                                                   ctx_.getLangOpts())
@@ -1146,9 +1151,9 @@ class Kernel {
   std::string one_thread_body() {
     const bool ok = check_each_call([&](const CallExpr* c, const std::string& n) {
       const SourceLocation at = c->getCallee()->getBeginLoc();
-      const bool ours = n == "__syncthreads" || n == "__activemask" || shuffle_mode(n) >= 0;
+      const bool ours = n == "__syncthreads" || n == "__syncwarp" || n == "__activemask" || shuffle_mode(n) >= 0;
       if (ours && at.isMacroID()) return !fail(n + " inside a macro");
-      if (n == "__syncthreads") replace_token(at, "__kd_nobarrier");
+      if (n == "__syncthreads" || n == "__syncwarp") replace_token(at, "__kd_nobarrier");
       else if (n == "__activemask") replace_token(at, "__kd_amask");
       else if (ours) {
         const bool sync = n.size() > 5 && n.compare(n.size() - 5, 5, "_sync") == 0;
@@ -1162,7 +1167,7 @@ class Kernel {
     return "{\n"
            "if (blockDim.x * blockDim.y * blockDim.z != 1) __kdflow_unplanned_block();\n"
            "const uint3 __kd_tidx = {0, 0, 0};\n"
-           "auto __kd_nobarrier = [] {};\n"
+           "auto __kd_nobarrier = [](auto...) {};\n"
            "auto __kd_amask = [] { return 1u; };\n"
            "auto __kd_shfl_self_sync = [](unsigned, auto v, auto...) { return v; };\n"
            "auto __kd_shfl_self = [](auto v, auto...) { return v; };\n" +

@@ -500,3 +500,24 @@ extern "C" __global__ void tiles(float* __restrict__ x, unsigned* __restrict__ s
   for (size_t i = 0; i < orig.size(); ++i) orig[i] = static_cast<float>(i % 89) * 0.5f;
   CHECK(a != orig);  // the tiles were written
 }
+
+TEST_CASE("region fission: a warp barrier (where lanes must stay in step) splits thread loops as a block barrier",
+          "[cpu][fission]") {
+  // Hand-written, TVM's attention merge-state's shape as the back end prepares it: every lane of
+  // a row reads the row's value in global memory, and all of them then write it back updated
+  // (warp_lockstep.h puts a __syncwarp() before the store). Each lane must read the old value.
+  const std::string src = R"(
+extern "C" __global__ void merge(float* __restrict__ x, unsigned* __restrict__ unused) {
+  float s[1];
+  s[0] = x[blockIdx.x * 4 + threadIdx.y];
+  float v = x[64 + (blockIdx.x * 4 + threadIdx.y) * 8 + threadIdx.x] * s[0];
+  x[64 + (blockIdx.x * 4 + threadIdx.y) * 8 + threadIdx.x] = v;
+  __syncwarp();
+  x[blockIdx.x * 4 + threadIdx.y] = s[0] * 2.0f + 1.0f;
+}
+)";
+  CpuKernel k;
+  CHECK(same_as_fibers(src, "merge", {4, 1, 1}, {8, 4, 1}, 64 + 4 * 4 * 8, &k));
+  CHECK(k.block_loop);
+  CHECK_FALSE(k.fibers);
+}
