@@ -2,12 +2,13 @@
 // region/loop-fission method of MCUDA, CuPBoP and POCL, done on the clang AST of the device
 // source before it is compiled for the CPU.
 //
-// A kernel qualifies when every split point — a __syncthreads() statement, or a warp shuffle
-// written as a statement `x = __shfl_*(...)` — is reached only through compound statements,
-// `for` loops and `if`s whose headers are the same for every thread of the block (built from
-// the kernel's parameters, constants, blockIdx/blockDim/gridDim and such loops' own counters),
-// and the kernel has no return, goto, vote, __syncwarp, volatile other than a cast of a
-// __shared__ array, or call of a function of the source that synchronises. Its body is then
+// A kernel qualifies when every split point — a __syncthreads() or __syncwarp() statement, or
+// a warp shuffle written as a statement `x = __shfl_*(...)` — is reached only through compound
+// statements, `for` loops, `while (c) { if (d) { break; } ... }` loops and `if`s whose headers
+// are the same for every thread of the block (built from the kernel's parameters, constants,
+// blockIdx/blockDim/gridDim, such loops' own counters and locals every thread assigns alike),
+// and the kernel has no return, goto, vote, volatile other than a cast of a __shared__ array,
+// or call of a function of the source that synchronises. Its body is then
 // rewritten: the code between split points becomes `for (each thread of the block) { ... }`
 // with threadIdx computed from the loop counter; the locals declared where a split point is in
 // scope and named in more than one region become per-thread arrays in block-private memory
