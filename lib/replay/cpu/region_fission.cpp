@@ -1,6 +1,9 @@
 // region_fission.cpp — see region_fission.h.
 #include "region_fission.h"
 
+#include "fission_ast.h"
+#include "uniformity.h"
+
 #include <algorithm>
 #include <functional>
 #include <set>
@@ -22,18 +25,11 @@ namespace {
 
 using namespace clang;
 
-bool is_shared_var(const Decl* d) {
-  for (const auto* a : d->specific_attrs<AnnotateAttr>())
-    if (a->getAnnotation() == "kdflow.shared") return true;
-  return false;
-}
-
-/// Every statement under `s` (itself included), pre-order.
-void walk(const Stmt* s, const std::function<void(const Stmt*)>& f) {
-  if (!s) return;
-  f(s);
-  for (const Stmt* c : s->children()) walk(c, f);
-}
+using fission::callee;
+using fission::initialiser;
+using fission::is_shared_var;
+using fission::walk;
+using fission::written_var;
 
 const char* const kCollectives[] = {"__syncthreads_count", "__syncthreads_and", "__syncthreads_or", "__syncwarp",
                                     "__activemask", "__ballot_sync", "__any_sync", "__all_sync", "__uni_sync",
@@ -81,7 +77,7 @@ class Kernel {
     // A header between thread loops reads thread 0's copy of a private local (uniform: all equal).
     for (const DeclRefExpr* r : header_refs_) {
       const auto* v = cast<VarDecl>(r->getDecl());
-      if (uniform_vars_.count(v) && !privates_.count(v)) continue;  // a loop's own counter
+      if (uni_->has(v) && !privates_.count(v)) continue;  // a loop's own counter
       if (!privates_.count(v) || r->getLocation().isMacroID()) return fail("a header reads a local it cannot reach"), "";
       replace_token(r->getLocation(), privates_.at(v) + "[0]");
     }
@@ -96,10 +92,6 @@ class Kernel {
   bool fail(std::string w) {
     if (why_.empty()) why_ = std::move(w);
     return false;
-  }
-  static std::string callee(const CallExpr* c) {
-    if (const FunctionDecl* d = c->getDirectCallee()) return d->getNameAsString();
-    return "";
   }
   bool marked(const Stmt* s) const { return marked_.count(s) > 0; }
 
@@ -313,134 +305,10 @@ class Kernel {
     return ok;
   }
 
-  /// Whether `e` is the same for every thread of the block.
-  bool uniform(const Expr* e) {
-    bool ok = true;
-    walk(e, [&](const Stmt* s) {
-      if (!ok) return;
-      if (const auto* m = dyn_cast<MemberExpr>(s)) {
-        const std::string n = m->getMemberDecl()->getNameAsString();
-        if (n == "thread_idx" || n == "lane" || n == "live_mask") ok = false;
-      }
-      if (const auto* r = dyn_cast<DeclRefExpr>(s)) {
-        const ValueDecl* d = r->getDecl();
-        if (isa<EnumConstantDecl>(d) || isa<FunctionDecl>(d)) return;
-        if (const auto* p = dyn_cast<ParmVarDecl>(d)) {
-          if (written_.count(p)) ok = false;
-          return;
-        }
-        if (const auto* v = dyn_cast<VarDecl>(d); v && uniform_vars_.count(v)) return;
-        ok = false;
-      }
-      if (isa<CallExpr>(s)) {
-        const auto* c = cast<CallExpr>(s);
-        const std::string n = callee(c);
-        if (n != "__kdflow_ctx" && n != "min" && n != "max" && n.rfind("__", 0) == 0) ok = false;
-      }
-    });
-    return ok;
-  }
-
-  /// The variable statement `x` assigns, increments or takes the address of, if any.
-  static const ValueDecl* written_var(const Stmt* x) {
-    const Expr* t = nullptr;
-    if (const auto* b = dyn_cast<BinaryOperator>(x); b && b->isAssignmentOp()) t = b->getLHS();
-    if (const auto* b = dyn_cast<CompoundAssignOperator>(x)) t = b->getLHS();
-    if (const auto* u = dyn_cast<UnaryOperator>(x); u && (u->isIncrementDecrementOp() || u->getOpcode() == UO_AddrOf))
-      t = u->getSubExpr();
-    const auto* r = t ? dyn_cast<DeclRefExpr>(t->IgnoreParenImpCasts()) : nullptr;
-    return r ? r->getDecl() : nullptr;
-  }
-
-  /// Variables assigned or incremented anywhere in the body.
-  void collect_writes() {
-    written_.clear();
-    walk(body_, [&](const Stmt* s) {
-      if (const ValueDecl* d = written_var(s)) written_.insert(d);
-    });
-  }
-
   bool check_structure(const Stmt* s) {
-    collect_writes();
-    find_uniform_locals();
+    uni_ = std::make_unique<Uniformity>(body_, *pm_);
+    uni_->find_locals();
     return structure(s);
-  }
-
-  /// The local an lvalue belongs to (x, x[i], x.f, *(T*)(x + i)), with the expressions that pick
-  /// the element (indices, offsets) added to `picks`; null when it is not a local's.
-  const VarDecl* root_local(const Expr* e, std::vector<const Expr*>* picks) {
-    for (;;) {
-      e = e->IgnoreParenImpCasts();
-      if (const auto* c = dyn_cast<CStyleCastExpr>(e)) {
-        e = c->getSubExpr();
-        continue;
-      }
-      if (const auto* a = dyn_cast<ArraySubscriptExpr>(e)) {
-        picks->push_back(a->getIdx());
-        e = a->getBase();
-        continue;
-      }
-      if (const auto* m = dyn_cast<MemberExpr>(e); m && !m->isArrow()) {
-        e = m->getBase();
-        continue;
-      }
-      if (const auto* u = dyn_cast<UnaryOperator>(e); u && u->getOpcode() == UO_Deref) {
-        e = u->getSubExpr();
-        continue;
-      }
-      if (const auto* b = dyn_cast<BinaryOperator>(e);
-          b && (b->getOpcode() == BO_Add || b->getOpcode() == BO_Sub) && b->getType()->isPointerType()) {
-        const bool left = b->getLHS()->getType()->isPointerType();
-        picks->push_back(left ? b->getRHS() : b->getLHS());
-        e = left ? b->getLHS() : b->getRHS();
-        continue;
-      }
-      break;
-    }
-    const auto* r = dyn_cast<DeclRefExpr>(e);
-    const auto* v = r ? dyn_cast<VarDecl>(r->getDecl()) : nullptr;
-    return v && !isa<ParmVarDecl>(v) && v->isLocalVarDecl() && !is_shared_var(v) ? v : nullptr;
-  }
-
-  /// The conditions that decide whether a thread reaches `s` (if, loop, ?:, && and ||), or
-  /// false where that is not only conditions (a switch, a loop a break or continue leaves).
-  bool control_conditions(const Stmt* s, std::vector<const Expr*>* conds) {
-    for (const Stmt* c = s, *p = pm_->getParent(s); p && c != body_; c = p, p = pm_->getParent(p)) {
-      if (const auto* i = dyn_cast<IfStmt>(p); i && c != i->getCond()) conds->push_back(i->getCond());
-      if (isa<ForStmt>(p) || isa<WhileStmt>(p) || isa<DoStmt>(p)) {
-        const Expr* cond = isa<ForStmt>(p)     ? cast<ForStmt>(p)->getCond()
-                           : isa<WhileStmt>(p) ? cast<WhileStmt>(p)->getCond()
-                                               : cast<DoStmt>(p)->getCond();
-        const bool in_init = isa<ForStmt>(p) && c == cast<ForStmt>(p)->getInit();
-        if (!in_init && cond) conds->push_back(cond);
-        if (!in_init && leaves_early(p) && !exit_conditions(p, conds)) return false;
-      }
-      if (isa<SwitchStmt>(p)) return false;
-      if (const auto* q = dyn_cast<ConditionalOperator>(p); q && c != q->getCond()) conds->push_back(q->getCond());
-      if (const auto* b = dyn_cast<BinaryOperator>(p); b && b->isLogicalOp() && c == b->getRHS())
-        conds->push_back(b->getLHS());
-    }
-    return true;
-  }
-
-  /// The conditions that guard each break or continue of loop `l` (a thread leaves early where
-  /// one holds): false where one is not only conditions.
-  bool exit_conditions(const Stmt* l, std::vector<const Expr*>* conds) {
-    bool ok = true;
-    std::function<void(const Stmt*, bool)> look = [&](const Stmt* x, bool top) {
-      if (!x || !ok) return;
-      if (isa<BreakStmt>(x) || isa<ContinueStmt>(x)) {
-        for (const Stmt* c = x, *p = pm_->getParent(x); p && c != l; c = p, p = pm_->getParent(p)) {
-          if (const auto* i = dyn_cast<IfStmt>(p); i && c != i->getCond()) conds->push_back(i->getCond());
-          if (isa<SwitchStmt>(p) || isa<ConditionalOperator>(p)) ok = false;
-        }
-        return;
-      }
-      if (!top && (isa<ForStmt>(x) || isa<WhileStmt>(x) || isa<DoStmt>(x) || isa<SwitchStmt>(x))) return;
-      for (const Stmt* c : x->children()) look(c, false);
-    };
-    look(l, true);
-    return ok;
   }
 
   /// `while (c) { if (d) { break; } ... }` (TVM's tile loops): the if, or null.
@@ -452,121 +320,6 @@ class Kernel {
     const Stmt* t = i->getThen();
     if (const auto* c = dyn_cast<CompoundStmt>(t); c && c->size() == 1) t = c->body_front();
     return isa<BreakStmt>(t) ? i : nullptr;
-  }
-
-  /// A loop statement under its attributes (`#pragma unroll 1` is an AttributedStmt).
-  static const Stmt* unattributed(const Stmt* s) {
-    while (const auto* a = dyn_cast_or_null<AttributedStmt>(s)) s = a->getSubStmt();
-    return s;
-  }
-
-  /// Whether a break or continue of loop `l` (not of a loop or switch inside it) is in its body.
-  bool leaves_early(const Stmt* l) {
-    if (auto it = leaves_early_.find(l); it != leaves_early_.end()) return it->second;
-    bool found = false;
-    std::function<void(const Stmt*, bool)> look = [&](const Stmt* x, bool top) {
-      if (!x || found) return;
-      if (isa<BreakStmt>(x) || isa<ContinueStmt>(x)) found = true;
-      if (!top && (isa<ForStmt>(x) || isa<WhileStmt>(x) || isa<DoStmt>(x) || isa<SwitchStmt>(x))) return;
-      for (const Stmt* c : x->children()) look(c, false);
-    };
-    look(l, true);
-    return leaves_early_[l] = found;
-  }
-
-  /// Locals every thread of the block holds the same value in (uniform_vars_): each assignment
-  /// of one (its declaration's initialiser, `x = e`, `x[i] op= e`, ++x) is reached in uniform
-  /// control and assigns a uniform value at a uniform element; none has its address taken or is
-  /// bound to a non-const reference. TVM keeps such values in one-element arrays (a decode's
-  /// kv_chunk_len[0], read in the bound of the loop that holds its barriers). Found by removing
-  /// candidates until none is left to remove (uniform() reads the set).
-  void find_uniform_locals() {
-    struct Write {
-      const VarDecl* var;
-      const Stmt* site;
-      std::vector<const Expr*> values;
-    };
-    std::vector<Write> writes;
-    std::set<const VarDecl*> cand, escaped;
-    walk(body_, [&](const Stmt* s) {
-      if (const auto* d = dyn_cast<DeclStmt>(s)) {
-        for (const Decl* dd : d->decls())
-          if (const auto* v = dyn_cast<VarDecl>(dd); v && v->isLocalVarDecl() && !is_shared_var(v) && !v->isStaticLocal()) {
-            cand.insert(v);
-            if (const Expr* init = initialiser(v)) writes.push_back({v, d, {init}});
-          }
-        return;
-      }
-      const Expr* target = nullptr;
-      std::vector<const Expr*> values;
-      if (const auto* b = dyn_cast<BinaryOperator>(s); b && b->isAssignmentOp()) {
-        target = b->getLHS();
-        values = {b->getRHS()};
-        if (b->isCompoundAssignmentOp()) values.push_back(b->getLHS());
-      } else if (const auto* op = dyn_cast<CXXOperatorCallExpr>(s); op && op->isAssignmentOp() && op->getNumArgs() == 2) {
-        target = op->getArg(0);
-        values = {op->getArg(1), op->getArg(0)};
-      } else if (const auto* u = dyn_cast<UnaryOperator>(s); u && u->isIncrementDecrementOp()) {
-        target = u->getSubExpr();
-        values = {u->getSubExpr()};
-      } else if (const auto* u = dyn_cast<UnaryOperator>(s); u && u->getOpcode() == UO_AddrOf) {
-        std::vector<const Expr*> ignored;
-        if (const VarDecl* v = root_local(u->getSubExpr(), &ignored)) escaped.insert(v);
-        return;
-      } else if (const auto* m = dyn_cast<CXXMemberCallExpr>(s)) {
-        std::vector<const Expr*> ignored;
-        const auto* md = m->getMethodDecl();
-        if (md && !md->isConst())
-          if (const VarDecl* v = root_local(m->getImplicitObjectArgument(), &ignored)) escaped.insert(v);
-        return;
-      } else if (const auto* c = dyn_cast<CallExpr>(s)) {
-        const FunctionDecl* f = c->getDirectCallee();
-        for (unsigned i = 0; i < c->getNumArgs(); ++i) {
-          const bool by_ref = !f || i >= f->getNumParams() ||
-                              (f->getParamDecl(i)->getType()->isReferenceType() &&
-                               !f->getParamDecl(i)->getType()->getPointeeType().isConstQualified());
-          std::vector<const Expr*> ignored;
-          if (const VarDecl* v = root_local(c->getArg(i), &ignored);
-              v && (by_ref || c->getArg(i)->getType()->isPointerType()))
-            escaped.insert(v);
-        }
-        return;
-      } else {
-        return;
-      }
-      std::vector<const Expr*> picks;
-      if (const VarDecl* v = root_local(target, &picks)) {
-        values.insert(values.end(), picks.begin(), picks.end());
-        writes.push_back({v, s, values});
-      }
-    });
-    // With every candidate taken as uniform, a write whose value or control is still not
-    // (threadIdx, a parameter assigned, a switch) makes its local non-uniform; and so, in
-    // turn, does every write whose value or control reads a local that is not.
-    const std::set<const VarDecl*> before = uniform_vars_;
-    uniform_vars_.insert(cand.begin(), cand.end());
-    std::map<const VarDecl*, std::vector<const VarDecl*>> readers;  // local → locals written from it
-    std::vector<const VarDecl*> out(escaped.begin(), escaped.end());
-    for (const Write& w : writes) {
-      std::vector<const Expr*> exprs = w.values;
-      bool ok = control_conditions(w.site, &exprs);
-      for (const Expr* e : exprs) {
-        ok = ok && uniform(e);
-        walk(e, [&](const Stmt* x) {
-          if (const auto* r = dyn_cast<DeclRefExpr>(x))
-            if (const auto* v = dyn_cast<VarDecl>(r->getDecl()); v && cand.count(v)) readers[v].push_back(w.var);
-        });
-      }
-      if (!ok) out.push_back(w.var);
-    }
-    while (!out.empty()) {
-      const VarDecl* v = out.back();
-      out.pop_back();
-      if (!cand.erase(v)) continue;
-      for (const VarDecl* r : readers[v]) out.push_back(r);
-    }
-    uniform_vars_ = before;
-    uniform_vars_.insert(cand.begin(), cand.end());
   }
 
   /// The locals a header evaluated between thread loops reads (a uniform local: thread 0's copy).
@@ -590,13 +343,13 @@ class Kernel {
       const VarDecl* v = init && init->isSingleDecl() ? dyn_cast<VarDecl>(init->getSingleDecl()) : nullptr;
       if (!v || !v->getInit() || !f->getCond() || !f->getInc())
         return fail("a loop holding a barrier whose header is not `for (T i = ...; cond; step)`");
-      if (!uniform(v->getInit())) return fail("a loop holding a barrier that starts differently per thread");
+      if (!uni_->uniform(v->getInit())) return fail("a loop holding a barrier that starts differently per thread");
       // The counter: written only by the loop's step.
       bool w = false;
       walk(f->getBody(), [&](const Stmt* x) { w = w || written_var(x) == v; });
       if (w) return fail("a loop holding a barrier whose counter its body changes");
-      uniform_vars_.insert(v);
-      if (!uniform(f->getCond()) || !uniform(f->getInc()))
+      uni_->add(v);
+      if (!uni_->uniform(f->getCond()) || !uni_->uniform(f->getInc()))
         return fail("a loop holding a barrier whose bound or step differs per thread");
       note_header(v->getInit());
       note_header(f->getCond());
@@ -605,7 +358,7 @@ class Kernel {
     }
     if (const auto* i = dyn_cast<IfStmt>(s)) {
       if (i->getInit() || i->getConditionVariable() || i->isConstexpr()) return fail("an if with a declaration");
-      if (!uniform(i->getCond())) return fail("a barrier under a condition that differs per thread");
+      if (!uni_->uniform(i->getCond())) return fail("a barrier under a condition that differs per thread");
       note_header(i->getCond());
       return structure(i->getThen()) && structure(i->getElse());
     }
@@ -613,7 +366,7 @@ class Kernel {
     if (const auto* w = dyn_cast<WhileStmt>(s)) {
       const IfStmt* lead = leading_break(w);
       if (!lead || w->getConditionVariable()) return fail("a barrier inside a while other than `while (c) { if (d) break; ... }`");
-      if (!uniform(w->getCond()) || !uniform(lead->getCond()))
+      if (!uni_->uniform(w->getCond()) || !uni_->uniform(lead->getCond()))
         return fail("a while holding a barrier whose condition differs per thread");
       note_header(w->getCond());
       note_header(lead->getCond());
@@ -720,14 +473,6 @@ class Kernel {
     std::vector<const Expr*> out = {q.value, q.arg};
     if (q.width) out.push_back(q.width);
     return out;
-  }
-
-  /// A variable's initialiser, none for a default construction (`float2 a[8];`).
-  static const Expr* initialiser(const VarDecl* v) {
-    const Expr* e = v->getInit();
-    if (!e) return nullptr;
-    if (const auto* c = dyn_cast<CXXConstructExpr>(e->IgnoreImplicit()); c && c->getNumArgs() == 0) return nullptr;
-    return e;
   }
 
   /// A region (a statement holding no barrier, or a run of them) may read or write shared
@@ -1185,10 +930,8 @@ class Kernel {
   std::map<const VarDecl*, int> snapshot_of_;  ///< shared arrays read from a copy in some region
   bool saw_collective_ = false;
   std::set<const Stmt*> marked_;
-  std::set<const ValueDecl*> written_;
-  std::set<const VarDecl*> uniform_vars_;
+  std::unique_ptr<Uniformity> uni_;
   std::vector<const DeclRefExpr*> header_refs_;
-  std::map<const Stmt*, bool> leaves_early_;
   std::set<const Stmt*> skip_;  ///< leading `if (d) break;` of whiles that hold barriers  ///< locals read in headers between thread loops
   std::map<const VarDecl*, std::string> privates_;
   std::map<unsigned, std::pair<unsigned, std::string>> edits_;  ///< file offset → (token length, text)
