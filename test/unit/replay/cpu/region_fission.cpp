@@ -239,9 +239,11 @@ namespace {
 /// Compiles `src` twice, rewritten and with every kernel on fibers (KDFLOW_CPU_FIBERS=all, the
 /// benchmark's knob), runs kernel `name` on both with the same input and returns whether the
 /// outputs are equal bit for bit; `k_out` gets the rewritten kernel.
-bool same_as_fibers(const std::string& src, const std::string& name, std::array<uint32_t, 3> grid,
-                    std::array<uint32_t, 3> block, size_t n, CpuKernel* k_out,
-                    const std::set<std::string>& one_thread = {}) {
+/// Runs kernel `name` of `src` rewritten (into `*x`, `*u`) and with every kernel on fibers (on
+/// copies) with the same (float*, unsigned*) arguments; whether both left the same bytes.
+bool rewritten_as_fibers(const std::string& src, const std::string& name, std::array<uint32_t, 3> grid,
+                         std::array<uint32_t, 3> block, std::vector<float>* x, std::vector<unsigned>* u,
+                         CpuKernel* k_out, const std::set<std::string>& one_thread = {}) {
   auto d = device();
   {
     auto m = d->compile_module(src, "hand.cu", one_thread);
@@ -256,18 +258,27 @@ bool same_as_fibers(const std::string& src, const std::string& name, std::array<
   CpuKernel f = compile_one(*d2, src, name);
   unsetenv("KDFLOW_CPU_FIBERS");
   CHECK(f.fibers);
-  std::vector<float> a(n), b(n);
-  for (size_t i = 0; i < n; ++i) a[i] = b[i] = static_cast<float>((i * 7919) % 1000) / 10.0f - 50.0f;
-  std::vector<unsigned> ma(n, 7), mb(n, 7);
-  float* pa = a.data();
+  std::vector<float> b = *x;
+  std::vector<unsigned> ub = *u;
+  float* pa = x->data();
   float* pb = b.data();
-  unsigned* qa = ma.data();
-  unsigned* qb = mb.data();
+  unsigned* qa = u->data();
+  unsigned* qb = ub.data();
   void* args_a[] = {&pa, &qa};
   void* args_b[] = {&pb, &qb};
   REQUIRE(d->launch(*k_out, grid, block, 0, args_a));
   REQUIRE(d2->launch(f, grid, block, 0, args_b));
-  return std::memcmp(a.data(), b.data(), n * sizeof(float)) == 0 && ma == mb;
+  return std::memcmp(x->data(), b.data(), x->size() * sizeof(float)) == 0 && *u == ub;
+}
+
+/// rewritten_as_fibers() on n floats of a fixed pattern and n words of 7.
+bool same_as_fibers(const std::string& src, const std::string& name, std::array<uint32_t, 3> grid,
+                    std::array<uint32_t, 3> block, size_t n, CpuKernel* k_out,
+                    const std::set<std::string>& one_thread = {}) {
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>((i * 7919) % 1000) / 10.0f - 50.0f;
+  std::vector<unsigned> u(n, 7);
+  return rewritten_as_fibers(src, name, grid, block, &x, &u, k_out, one_thread);
 }
 
 }  // namespace
@@ -420,28 +431,15 @@ extern "C" __global__ void chunks(float* __restrict__ x, unsigned* __restrict__ 
   x[blockIdx.x * 32 + threadIdx.x] = acc[(threadIdx.x + 1) % 32];
 }
 )";
-  auto d = device();
-  CpuKernel k = compile_one(*d, src, "chunks");
+  std::vector<float> a(64 * 32);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 97) * 0.25f;
+  // lens ascending, so each block runs a different count; against the fiber run, bit for bit.
+  std::vector<unsigned> lens = {0, 3, 3, 9, 20, 21, 40, 41, 41};
+  CpuKernel k;
+  CHECK(rewritten_as_fibers(src, "chunks", {8, 1, 1}, {32, 1, 1}, &a, &lens, &k));
+  INFO(k.fibers_why);
   CHECK(k.block_loop);
   CHECK_FALSE(k.fibers);
-  INFO(k.fibers_why);
-  // Against the fiber run, bit for bit: lens ascending, so each block runs a different count.
-  setenv("KDFLOW_CPU_FIBERS", "all", 1);
-  auto d2 = device();
-  CpuKernel f = compile_one(*d2, src, "chunks");
-  unsetenv("KDFLOW_CPU_FIBERS");
-  std::vector<float> a(64 * 32), b;
-  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 97) * 0.25f;
-  b = a;
-  std::vector<unsigned> lens = {0, 3, 3, 9, 20, 21, 40, 41, 41};
-  float* pa = a.data();
-  float* pb = b.data();
-  unsigned* pl = lens.data();
-  void* args_a[] = {&pa, &pl};
-  void* args_b[] = {&pb, &pl};
-  REQUIRE(d->launch(k, {8, 1, 1}, {32, 1, 1}, 0, args_a));
-  REQUIRE(d2->launch(f, {8, 1, 1}, {32, 1, 1}, 0, args_b));
-  CHECK(a == b);
 }
 
 TEST_CASE("region fission: a tile loop `while (1) { if (!c) { break; } ... }` holding barriers runs as thread loops",
@@ -475,29 +473,15 @@ extern "C" __global__ void tiles(float* __restrict__ x, unsigned* __restrict__ s
   }
 }
 )";
-  auto d = device();
-  CpuKernel k = compile_one(*d, src, "tiles");
+  std::vector<float> orig(4 * 8 * 32);
+  for (size_t i = 0; i < orig.size(); ++i) orig[i] = static_cast<float>(i % 89) * 0.5f;
+  std::vector<float> a = orig;
+  std::vector<unsigned> sizes = {3, 0, 5, 2};  // tiles per batch: 10 in all, over 3 blocks
+  CpuKernel k;
+  CHECK(rewritten_as_fibers(src, "tiles", {3, 1, 1}, {32, 1, 1}, &a, &sizes, &k));
   INFO(k.fibers_why);
   CHECK(k.block_loop);
   CHECK_FALSE(k.fibers);
-  setenv("KDFLOW_CPU_FIBERS", "all", 1);
-  auto d2 = device();
-  CpuKernel f = compile_one(*d2, src, "tiles");
-  unsetenv("KDFLOW_CPU_FIBERS");
-  std::vector<float> a(4 * 8 * 32), b;
-  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 89) * 0.5f;
-  b = a;
-  std::vector<unsigned> sizes = {3, 0, 5, 2};  // tiles per batch: 10 in all, over 3 blocks
-  float* pa = a.data();
-  float* pb = b.data();
-  unsigned* ps = sizes.data();
-  void* args_a[] = {&pa, &ps};
-  void* args_b[] = {&pb, &ps};
-  REQUIRE(d->launch(k, {3, 1, 1}, {32, 1, 1}, 0, args_a));
-  REQUIRE(d2->launch(f, {3, 1, 1}, {32, 1, 1}, 0, args_b));
-  CHECK(a == b);
-  std::vector<float> orig(4 * 8 * 32);
-  for (size_t i = 0; i < orig.size(); ++i) orig[i] = static_cast<float>(i % 89) * 0.5f;
   CHECK(a != orig);  // the tiles were written
 }
 
