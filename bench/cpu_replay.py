@@ -46,7 +46,7 @@ def replay(kdflow, d, repeat, fibers, tmp):
     wall = time.monotonic() - t0
     if r.returncode != 0:
         raise SystemExit(f"cpu_replay: {d}: replay exited {r.returncode}: {r.stderr.strip().splitlines()[-1:]}")
-    way = dict(re.findall(r"replay: cpu: kernel (\S+) runs each block (as fibers|as a loop|as thread loops|as one thread)", r.stderr))
+    way = dict(re.findall(r"replay: cpu: kernel (\S+) runs each block (as fibers|as a loop|as thread loops|as one thread|as batches)", r.stderr))
     compile_s = sum(float(x) for x in re.findall(r"compiled for the host in ([0-9.]+) s", r.stderr))
     with open(timing) as f:
         t = json.load(f)

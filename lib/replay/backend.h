@@ -111,6 +111,9 @@ struct ModuleAlternatives {
   /// compiles a kernel launched only with one-thread blocks as one thread); a kernel not
   /// named here has no launch in the plan.
   std::map<std::string, std::set<uint64_t>> block_threads;
+  /// Per kernel name, the grids of the plan's launches of it (the CPU back end batches the
+  /// blocks of a one-thread kernel by them).
+  std::map<std::string, std::set<std::array<uint32_t, 3>>> grids;
 };
 
 /// Everything launch(i) needs for plan launch i.

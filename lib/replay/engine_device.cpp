@@ -95,9 +95,12 @@ Status Engine::load_modules() {
   if (groups.empty())
     return file_error(label(), "no device module: pass --module FILE (a cubin, fatbin or PTX)", ExitCode::NoInput);
   std::map<std::string, std::set<uint64_t>> threads;
-  for (const PlanLaunch& l : plan_.launches)
+  std::map<std::string, std::set<std::array<uint32_t, 3>>> grids;
+  for (const PlanLaunch& l : plan_.launches) {
     threads[l.name].insert(uint64_t{l.block[0]} * l.block[1] * l.block[2]);
-  for (ModuleAlternatives& g : groups) g.block_threads = threads;
+    grids[l.name].insert({l.grid[0], l.grid[1], l.grid[2]});
+  }
+  for (ModuleAlternatives& g : groups) g.block_threads = threads, g.grids = grids;
   return b_.load_modules(groups, &rep_.module, &rep_.module_format);
 }
 

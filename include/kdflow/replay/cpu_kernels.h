@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <set>
 #include <memory>
 #include <string>
@@ -14,6 +15,19 @@
 #include "kdflow/support/diag.h"
 
 namespace kdflow::cpu {
+
+/// A batch of one-thread blocks run by one call of a kernel compiled for it: w x h blocks of
+/// one grid row band (x from a multiple of w, y from a multiple of h, one z), the compiler
+/// free to vectorise across them (region_fission.h). w == 0: no batching.
+struct BlockTile {
+  unsigned w = 0, h = 0;
+};
+
+/// The batch for a one-thread kernel launched with `grids`: the w x h tile (w dividing grid.x;
+/// h > 1 only where w is all of grid.x, dividing grid.y) of at most 64 blocks that fills the
+/// most vectors of `vector_lanes` floats (a partly filled one counted by its share); none
+/// where the kernel has several grids or no tile of 2 or more.
+BlockTile choose_block_tile(const std::set<std::array<uint32_t, 3>>& grids, unsigned vector_lanes);
 
 /// One kernel of a compiled module, ready to launch.
 struct CpuKernel {
@@ -24,6 +38,8 @@ struct CpuKernel {
   bool fibers = false;              ///< it synchronises (barrier or warp collective): fibers
   bool block_loop = false;          ///< region fission: barriers split it into loops over the threads
   bool one_thread = false;          ///< of those, compiled for one-thread blocks only (barriers do nothing)
+  BlockTile tile;                   ///< of those, compiled for batches of blocks (tile.w x tile.h per call)
+  std::string unbatched_why;        ///< given a tile but compiled one block per call: why
   std::string fibers_why;           ///< a kernel with barriers left on fibers: why (region_fission.h)
   uint64_t static_shared = 0;       ///< bytes of the module's static __shared__ variables
 };
@@ -44,9 +60,11 @@ class CpuDevice {
   /// module; returns its id. A clang error → `label:line:col: error: ...` (DataError);
   /// a symbol outside the prelude's runtime → Unavailable.
   /// `one_thread`: kernels launched only with one-thread blocks, compiled for that alone (their
-  /// barriers do nothing); a launch of one with more threads stops in one line.
+  /// barriers do nothing); a launch of one with more threads stops in one line. `tiles`: of
+  /// them, those to compile for batches of blocks, where their code allows (CpuKernel::tile).
   Expected<int> compile_module(const std::string& source, const std::string& label,
-                               const std::set<std::string>& one_thread = {});
+                               const std::set<std::string>& one_thread = {},
+                               const std::map<std::string, BlockTile>& tiles = {});
   /// Every kernel of module `module` (not yet linked: entry is null), by name.
   std::vector<CpuKernel> kernels(int module) const;
   /// Whether module `module` defines a kernel `name`.
@@ -58,6 +76,8 @@ class CpuDevice {
   Status launch(const CpuKernel& k, const std::array<uint32_t, 3>& grid, const std::array<uint32_t, 3>& block,
                 uint64_t dynamic_shared, void** args);
   unsigned threads() const;
+  /// Floats in the widest vector of the host's features the JIT compiles for (16 with AVX-512).
+  unsigned vector_lanes() const;
   /// The blocks of the launch running now, "block (x,y,z), ..." (safe from any thread while
   /// launch() runs: the time limit's watchdog names them).
   std::string running_blocks() const;

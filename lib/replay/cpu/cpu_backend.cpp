@@ -127,23 +127,35 @@ class CpuBackend : public Backend {
       if (progress_.enabled) print_terminal_progress(&progress_, 0, 1, "cpu: compiling " + base_name(src->path));
       const Clock::time_point compile_start = Clock::now();
       // Kernels every launch of which has one thread per block: compiled as one thread.
+      // Of those, the ones whose blocks can run in batches (cpu_kernels.h's BlockTile).
       std::set<std::string> one_thread;
-      for (const auto& [name, sizes] : alt.block_threads)
-        if (sizes.size() == 1 && *sizes.begin() == 1) one_thread.insert(name);
-      auto id = device_->compile_module(text, src->path, one_thread);
+      std::map<std::string, cpu::BlockTile> tiles;
+      for (const auto& [name, sizes] : alt.block_threads) {
+        if (sizes.size() != 1 || *sizes.begin() != 1) continue;
+        one_thread.insert(name);
+        // KDFLOW_CPU_BATCH=off (a benchmark knob, docs/benchmarks.md): one block per call.
+        const char* batch = std::getenv("KDFLOW_CPU_BATCH");
+        if (batch && std::string(batch) == "off") continue;
+        if (auto g = alt.grids.find(name); g != alt.grids.end())
+          if (cpu::BlockTile t = cpu::choose_block_tile(g->second, device_->vector_lanes()); t.w) tiles[name] = t;
+      }
+      auto id = device_->compile_module(text, src->path, one_thread, tiles);
       if (progress_.enabled) print_terminal_progress(&progress_, 1, 1, "");
       if (!id) return id.error();
       module_ids_.push_back(*id);
       std::vector<cpu::CpuKernel> ks = device_->kernels(*id);
-      size_t fibers = 0, fissioned = 0, one = 0;
-      for (const cpu::CpuKernel& k : ks) fibers += k.fibers, fissioned += k.block_loop && !k.one_thread, one += k.one_thread;
+      size_t fibers = 0, fissioned = 0, one = 0, batched = 0;
+      for (const cpu::CpuKernel& k : ks)
+        fibers += k.fibers, fissioned += k.block_loop && !k.one_thread, one += k.one_thread && !k.tile.w,
+            batched += k.tile.w > 0;
       log_ << fmt::format("replay: cpu: {} compiled for the host in {:.2f} s: {} kernels: {} synchronise and run "
-                          "each block as loops over its threads between barriers, {} synchronise in one-thread "
-                          "blocks only (compiled as one thread), {} synchronise otherwise (one fiber per thread), "
+                          "each block as loops over its threads between barriers, {} launched with one-thread "
+                          "blocks run batches of blocks as loops over them, {} synchronise in one-thread blocks "
+                          "only (compiled as one thread), {} synchronise otherwise (one fiber per thread), "
                           "{} run each block as a loop{}\n",
                           base_name(src->path),
                           std::chrono::duration<double>(Clock::now() - compile_start).count(), ks.size(), fissioned,
-                          one, fibers, ks.size() - fibers - fissioned - one,
+                          batched, one, fibers, ks.size() - fibers - fissioned - one - batched,
                           safety->warp_sync_points.empty()
                               ? std::string()
                               : fmt::format("; {} warp barrier{} added where a warp's lanes must stay in step",
@@ -230,7 +242,12 @@ class CpuBackend : public Backend {
                               p.kernel.fibers       ? "as fibers" + (p.kernel.fibers_why.empty()
                                                                          ? std::string()
                                                                          : " (" + p.kernel.fibers_why + ")")
-                              : p.kernel.one_thread ? std::string("as one thread (its barriers do nothing)")
+                              : p.kernel.tile.w     ? fmt::format("as batches of {}x{} blocks", p.kernel.tile.w,
+                                                                      p.kernel.tile.h)
+                              : p.kernel.one_thread ? std::string("as one thread (its barriers do nothing)") +
+                                                          (p.kernel.unbatched_why.empty()
+                                                               ? std::string()
+                                                               : " (not batched: " + p.kernel.unbatched_why + ")")
                               : p.kernel.block_loop ? std::string("as thread loops between barriers")
                                                     : std::string("as a loop"));
       }

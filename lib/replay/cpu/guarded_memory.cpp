@@ -77,6 +77,7 @@ __attribute__((tls_model("initial-exec"))) thread_local const PreparedLaunch* t_
 struct Position {
   uintptr_t stack_low = 0;  // 0: unknown
   uint32_t block[3] = {0, 0, 0};
+  uint32_t last[3] = {0, 0, 0};  // a batch of blocks (block_batch.h): its last; else = block
   bool in_block = false;
 };
 __attribute__((tls_model("initial-exec"))) thread_local Position t_position;
@@ -253,12 +254,17 @@ class FaultLine {
 
   static void block(LineBuf& out) {
     if (!t_position.in_block) return;
-    out.put(" in block (");
-    out.num(t_position.block[0]);
-    out.put(",");
-    out.num(t_position.block[1]);
-    out.put(",");
-    out.num(t_position.block[2]);
+    const bool batch = t_position.last[0] != t_position.block[0] || t_position.last[1] != t_position.block[1] ||
+                       t_position.last[2] != t_position.block[2];
+    out.put(batch ? " in one of blocks (" : " in block (");
+    for (int d = 0; d < 3; ++d) {
+      if (d) out.put(",");
+      out.num(t_position.block[d]);
+      if (t_position.last[d] != t_position.block[d]) {
+        out.put("..");
+        out.num(t_position.last[d]);
+      }
+    }
     out.put(")");
   }
 
@@ -504,8 +510,9 @@ void set_thread_launch(const PreparedLaunch* launch) { t_launch = launch; }
 
 void set_thread_stack(const void* lowest) { t_position.stack_low = reinterpret_cast<uintptr_t>(lowest); }
 
-void set_thread_block(uint32_t x, uint32_t y, uint32_t z) {
+void set_thread_block(uint32_t x, uint32_t y, uint32_t z, uint32_t w, uint32_t h) {
   t_position.block[0] = x, t_position.block[1] = y, t_position.block[2] = z;
+  t_position.last[0] = x + (w ? w - 1 : 0), t_position.last[1] = y + (h ? h - 1 : 0), t_position.last[2] = z;
   t_position.in_block = true;
 }
 

@@ -195,8 +195,9 @@ void set_thread_launch(const PreparedLaunch* launch);
 /// The lowest usable byte of the stack the calling thread runs kernel code on (a fiber's, or
 /// the thread's own), so that a fault just below it is reported as a stack overflow.
 void set_thread_stack(const void* lowest);
-/// The block the calling thread runs (named in a fault's line), until clear_thread_block().
-void set_thread_block(uint32_t x, uint32_t y, uint32_t z);
+/// The block the calling thread runs (named in a fault's line), until clear_thread_block();
+/// `w` x `h` blocks from (x,y,z) where it runs a batch of blocks at once (region_fission.h).
+void set_thread_block(uint32_t x, uint32_t y, uint32_t z, uint32_t w = 1, uint32_t h = 1);
 void clear_thread_block();
 
 /// RAII: set_current_launch(p) for a scope, nullptr after.

@@ -155,15 +155,18 @@ class CompileAction : public clang::EmitLLVMOnlyAction {
 /// A parse of the module whose only consumer is region fission's (region_fission.h).
 class FissionAction : public clang::ASTFrontendAction {
  public:
-  FissionAction(const std::set<std::string>& one_thread, FissionOutcome* out) : one_thread_(one_thread), out_(out) {}
+  FissionAction(const std::set<std::string>& one_thread, const std::map<std::string, BlockTile>& tiles,
+                FissionOutcome* out)
+      : one_thread_(one_thread), tiles_(tiles), out_(out) {}
 
  protected:
   std::unique_ptr<clang::ASTConsumer> CreateASTConsumer(clang::CompilerInstance& ci, llvm::StringRef) override {
-    return make_fission_consumer(ci, one_thread_, out_);
+    return make_fission_consumer(ci, one_thread_, tiles_, out_);
   }
 
  private:
   const std::set<std::string>& one_thread_;
+  const std::map<std::string, BlockTile>& tiles_;
   FissionOutcome* out_;
 };
 
@@ -316,6 +319,8 @@ struct CpuDevice::Impl {
   std::unique_ptr<llvm::orc::LLJIT> jit;
   std::unique_ptr<llvm::TargetMachine> tm;
   std::string triple, cpu;
+  std::vector<std::string> features;  ///< the host's ("+avx512f", ...), as the JIT's code generator has them
+  unsigned vector_lanes = 4;          ///< float lanes of the widest vector the features give
   std::unique_ptr<WorkerPool> pool;
   struct ModuleInfo {
     llvm::orc::JITDylib* dylib = nullptr;
@@ -338,13 +343,16 @@ llvm::IntrusiveRefCntPtr<llvm::vfs::InMemoryFileSystem> module_files(const std::
 /// force-included, over in-memory files only). False: clang failed (`diag` has the first
 /// error; a private one when none is given).
 Expected<bool> run_clang(const std::string& source, const std::string& path, const std::string& label,
-                         const std::string& triple, const std::string& cpu, clang::FrontendAction& action,
-                         FirstError* diag = nullptr) {
+                         const std::string& triple, const std::string& cpu, const std::vector<std::string>& features,
+                         clang::FrontendAction& action, FirstError* diag = nullptr) {
   std::vector<std::string> args = {"-triple", triple, "-target-cpu", cpu, "-x", "c++", "-std=c++17", "-O2",
                                    "-disable-llvm-passes", "-fstack-clash-protection", "-ffp-contract=off", "-fno-threadsafe-statics",
                                    "-fno-rtti", "-nostdsysteminc", "-nobuiltininc", "-I", kIncludeDir, "-include",
                                    kPreludeName, "-ferror-limit", "1", "-w", "-mrelocation-model", "pic",
                                    "-pic-level", "2", "-fgnuc-version=4.2.1", path};
+  // The host's own features: a CPU name LLVM 15 reads as an older one (Zen 4 as znver3) would
+  // leave out its widest vectors.
+  for (const std::string& f : features) args.insert(args.end() - 1, {"-target-feature", f});
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());
   FirstError own(path, label);
@@ -391,6 +399,12 @@ Expected<std::unique_ptr<CpuDevice>> CpuDevice::create(const CpuDeviceOptions& o
   jtmb->setCPU(cpu);
   dev->impl_->triple = jtmb->getTargetTriple().str();
   dev->impl_->cpu = cpu;
+  for (const std::string& f : jtmb->getFeatures().getFeatures()) {
+    if (f.size() < 2 || (f[0] != '+' && f[0] != '-')) continue;
+    dev->impl_->features.push_back(f);
+    if (f == "+avx512f") dev->impl_->vector_lanes = std::max(dev->impl_->vector_lanes, 16u);
+    if (f == "+avx" || f == "+avx2") dev->impl_->vector_lanes = std::max(dev->impl_->vector_lanes, 8u);
+  }
   auto tm = jtmb->createTargetMachine();
   if (!tm)
     return Error{"error: cannot set up the CPU back end's JIT: " + llvm_message(tm.takeError()),
@@ -413,7 +427,8 @@ Expected<std::unique_ptr<CpuDevice>> CpuDevice::create(const CpuDeviceOptions& o
 }
 
 Expected<int> CpuDevice::compile_module(const std::string& source, const std::string& label,
-                                        const std::set<std::string>& one_thread) {
+                                        const std::set<std::string>& one_thread,
+                                        const std::map<std::string, BlockTile>& tiles) {
   Impl& d = *impl_;
   const int id = static_cast<int>(d.modules.size());
   const std::string path = std::string(kSourceDir) + "/module" + std::to_string(id) + ".cc";
@@ -423,11 +438,14 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
   // benchmark knob) keeps every kernel as it is.
   FissionOutcome fission;
   const char* fibers_knob = std::getenv("KDFLOW_CPU_FIBERS");
-  if (!(fibers_knob && std::string(fibers_knob) == "all")) {
-    FissionAction fa(one_thread, &fission);
-    run_clang(source, path, label, d.triple, d.cpu, fa);  // errors: the compile below reports them
-  }
-  if (fission.source.empty()) fission.kernels.clear();
+  const bool rewrite = !(fibers_knob && std::string(fibers_knob) == "all");
+  auto run_fission = [&](const std::map<std::string, BlockTile>& with_tiles) {
+    fission = FissionOutcome{};
+    FissionAction fa(one_thread, with_tiles, &fission);
+    run_clang(source, path, label, d.triple, d.cpu, d.features, fa);  // errors: the compile below reports them
+    if (fission.source.empty()) fission.kernels.clear();
+  };
+  if (rewrite) run_fission(tiles);
 
   auto context = std::make_unique<llvm::LLVMContext>();
   std::set<std::string> dynamic_names;
@@ -435,18 +453,29 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
   bool ok = false;
   // The rewritten source first; should it not compile (a construct the rewrite got wrong), the
   // source as written, every kernel as before, the reason kept.
+  std::string batch_failure;
   for (int attempt = fission.kernels.empty() ? 1 : 0; attempt < 2; ++attempt) {
     const std::string& compiled = attempt == 0 ? fission.source : source;
     dynamic_names.clear();
     CompileAction action(context.get(), &dynamic_names);
     FirstError diag(path, label);
-    Expected<bool> ran = run_clang(compiled, path, label, d.triple, d.cpu, action, &diag);
+    Expected<bool> ran = run_clang(compiled, path, label, d.triple, d.cpu, d.features, action, &diag);
     if (!ran) return ran.error();
+    if (attempt == 0 && (!*ran || !diag.first().empty()) && !fission.batched.empty()) {
+      // Batches of blocks first to go: the rewrite again without them.
+      batch_failure = "its rewrite into batches of blocks did not compile (" + diag.first() + ")";
+      std::map<std::string, BlockTile> batched = fission.batched;
+      run_fission({});
+      for (const auto& [k, tile] : batched) fission.unbatched[k] = batch_failure;
+      attempt = fission.kernels.empty() ? 0 : -1;
+      continue;
+    }
     if (attempt == 0 && (!*ran || !diag.first().empty())) {
       for (const std::string& k : fission.kernels)
         fission.kept[k] = "its rewrite into thread loops did not compile (" + diag.first() + ")";
       fission.kernels.clear();
       fission.one_thread.clear();
+      fission.batched.clear();
       continue;
     }
     if (!diag.first().empty()) return Error{diag.first(), ExitCode::DataError};
@@ -585,6 +614,8 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
     k.fibers = w && reaches_collective(w, seen, k.block_loop);
     if (auto kept = fission.kept.find(name); kept != fission.kept.end()) k.fibers_why = kept->second;
     k.one_thread = std::find(fission.one_thread.begin(), fission.one_thread.end(), name) != fission.one_thread.end();
+    if (auto b = fission.batched.find(name); b != fission.batched.end()) k.tile = b->second;
+    if (auto u = fission.unbatched.find(name); u != fission.unbatched.end()) k.unbatched_why = u->second;
     if (k.block_loop && k.fibers)
       return Error{file_error(label, fmt::format("kernel '{}': rewritten as thread loops, it still synchronises (a "
                                                  "kdflow bug)",
@@ -619,6 +650,8 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
   d.modules.push_back(std::move(info));
   return id;
 }
+
+unsigned CpuDevice::vector_lanes() const { return impl_->vector_lanes; }
 
 std::vector<CpuKernel> CpuDevice::kernels(int module) const {
   std::vector<CpuKernel> out;
@@ -665,6 +698,15 @@ Status CpuDevice::launch(const CpuKernel& k, const std::array<uint32_t, 3>& grid
   shape.shared_bytes = static_end + dynamic_shared;
   shape.fibers = k.fibers;
   shape.block_loop = k.block_loop;
+  if (k.tile.w) {
+    if (grid[0] % k.tile.w || grid[1] % k.tile.h || uint64_t{block[0]} * block[1] * block[2] != 1)
+      return Error{fmt::format("error: kernel '{}': compiled for batches of {}x{} one-thread blocks, launched with "
+                               "grid ({},{},{}) and block ({},{},{}) (a kdflow bug)",
+                               k.name, k.tile.w, k.tile.h, grid[0], grid[1], grid[2], block[0], block[1], block[2]),
+                   ExitCode::Software};
+    shape.tile_w = k.tile.w;
+    shape.tile_h = k.tile.h;
+  }
   std::string why = impl_->pool->run(k.entry, args, shape);
   if (!why.empty()) return Error{"error: kernel '" + k.name + "' stopped on the CPU: " + why, ExitCode::DataError};
   return Status::ok();

@@ -59,6 +59,7 @@ struct __kdflow_thread_ctx {
   char* shared;            // this block's shared memory: static variables, then dynamic
   unsigned int lane;       // threadIdx linearised % 32
   unsigned int live_mask;  // the lanes of this warp that exist (a partial last warp)
+  unsigned int batch;      // blocks this call runs (a one-thread kernel batched: region_fission.h), else 0
 };
 extern "C" {
 // Constant within one thread's run of a kernel (each fiber keeps its own context).

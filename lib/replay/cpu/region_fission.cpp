@@ -5,6 +5,7 @@
 #include "uniformity.h"
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <set>
 
@@ -61,6 +62,47 @@ class Kernel {
     }
     if (!find_splits() || !check_calls() || !check_control() || !check_structure(body_)) return "";
     if (!plan_privates(body_) || !check_shared_regions(body_) || !replace_tokens()) return "";
+    return emit_body();
+  }
+
+  /// A one-thread kernel as batches of `w` x `h` blocks, each block of the batch a lane of the
+  /// thread loops (blockIdx.x and .y vary with the lane; shared variables one per lane): the
+  /// loops whose headers every block of the batch runs alike hold thread loops instead of
+  /// being inside one, so that the compiler vectorises the innermost work across blocks.
+  /// "" with why() set where the kernel does not qualify (it is then compiled as one thread).
+  std::string run_batched(unsigned w, unsigned h) {
+    body_ = f_->getBody();
+    pm_ = std::make_unique<ParentMap>(body_);
+    batch_w_ = w;
+    batch_h_ = h;
+    if (!one_thread_calls()) return "";
+    bool ok = true;
+    walk(body_, [&](const Stmt* s) {
+      if (!ok) return;
+      if (isa<ReturnStmt>(s) || isa<GotoStmt>(s) || isa<IndirectGotoStmt>(s) || isa<LabelStmt>(s) ||
+          isa<CXXTryStmt>(s))
+        ok = fail("a return, goto or label");
+      // A block's parameters are its own: the batch's blocks share one copy of them.
+      else if (const ValueDecl* d = written_var(s); d && isa<ParmVarDecl>(d))
+        ok = fail("a parameter the kernel assigns");
+      else if (const auto* d = dyn_cast<DeclStmt>(s))
+        for (const Decl* dd : d->decls())
+          if (const auto* v = dyn_cast<VarDecl>(dd); v && (v->isStaticLocal() || v->hasExternalStorage()))
+            ok = fail(is_shared_var(v) ? "dynamic shared memory" : "a static or extern local");
+    });
+    if (!ok) return "";
+    Uniformity::Varying varying;
+    varying.block_x = w > 1;
+    varying.block_y = h > 1;
+    uni_ = std::make_unique<Uniformity>(body_, *pm_, varying);
+    uni_->find_locals();
+    hoist(body_);
+    if (!plan_privates(body_) || !batch_shared() || !replace_tokens()) return "";
+    return emit_body();
+  }
+
+  /// The rewritten body, once the split points, privates and token replacements are known.
+  std::string emit_body() {
     // A local named in one region only (TVM's many temporaries) stays a local of that region.
     number_regions(body_);
     std::set<const VarDecl*> in_headers;
@@ -660,18 +702,23 @@ class Kernel {
     std::set<unsigned> done;
     walk(body_, [&](const Stmt* s) {
       if (!ok) return;
-      if (const auto* m = dyn_cast<MemberExpr>(s); m && m->getMemberDecl()->getNameAsString() == "thread_idx") {
+      // threadIdx → the region's thread; in a batch of blocks, blockIdx → the lane's block.
+      const auto* m = dyn_cast<MemberExpr>(s);
+      const std::string member = m ? m->getMemberDecl()->getNameAsString() : "";
+      if (member == "thread_idx" || (batch_w_ && member == "block_idx")) {
+        const std::string macro = member == "thread_idx" ? "threadIdx" : "blockIdx";
         SourceLocation at = m->getBeginLoc();
         if (!at.isMacroID()) {
-          ok = fail("thread_idx named outside the threadIdx macro");
+          ok = fail(member + " named outside the " + macro + " macro");
           return;
         }
         CharSourceRange r = sm_.getExpansionRange(at);
         if (!sm_.isInMainFile(r.getBegin())) {
-          ok = fail("threadIdx inside another macro");
+          ok = fail(macro + " inside another macro");
           return;
         }
-        if (done.insert(r.getBegin().getRawEncoding()).second) replace_token(r.getBegin(), "__kd_tidx");
+        if (done.insert(r.getBegin().getRawEncoding()).second)
+          replace_token(r.getBegin(), member == "thread_idx" ? "__kd_tidx" : "__kd_bidx");
         return;
       }
       if (const auto* r = dyn_cast<DeclRefExpr>(s)) {
@@ -774,6 +821,15 @@ class Kernel {
       if (r.text.find(name) != std::string::npos)
         copies += fmt::format("__builtin_memcpy(&{}, &{}, sizeof({}));\n", name, v->getNameAsString(), name);
     }
+    if (batch_w_)  // a batch of blocks: lanes the compiler may run as a vector's
+      return "_Pragma(\"clang loop vectorize(enable) vectorize_predicate(enable)\")\n"
+             "for (unsigned __kd_t = 0; __kd_t < __kd_nt; ++__kd_t) {\n" +
+             // One row: x affine in the lane (contiguous loads); several (a short row): by division.
+             (batch_h_ == 1 ? std::string("const uint3 __kd_bidx = {__kd_b0.x + __kd_t, __kd_b0.y, __kd_b0.z};\n")
+                            : fmt::format("const uint3 __kd_bidx = {{__kd_b0.x + __kd_t % {}u, __kd_b0.y + __kd_t / {}u, "
+                                          "__kd_b0.z}};\n",
+                                          batch_w_, batch_w_)) +
+             in + "{\n" + r.text + "}\n" + out + "}\n";
     std::string mask;
     if (!masks_.empty()) mask = "auto __kd_amask = [__kd_t, __kd_nt] { return __kdflow_lanes_live(__kd_t, __kd_nt); };\n";
     return copies + "for (unsigned __kd_t = 0; __kd_t < __kd_nt; ++__kd_t) {\n"
@@ -808,6 +864,32 @@ class Kernel {
   std::string emit_compound(const CompoundStmt* c, bool top) {
     std::string out = "{\n";
     Region pending;
+    if (top && batch_w_) {
+      // A batch of one-thread blocks from blockIdx on (runtime.h's LaunchShape::tile_w).
+      const unsigned lanes = batch_w_ * batch_h_;
+      out += fmt::format("if (blockDim.x * blockDim.y * blockDim.z != 1 || __kdflow_ctx()->batch != {}u) "
+                         "__kdflow_unplanned_block();\n"
+                         "constexpr unsigned __kd_nt = {};\n"
+                         "const uint3 __kd_b0 = blockIdx;\n"
+                         "const uint3 __kd_bidx = __kd_b0;\n"
+                         "const uint3 __kd_tidx = {{0, 0, 0}};\n",
+                         lanes, lanes);
+      out += kOneThreadHelpers;
+      for (const auto& [v, name] : privates_)
+        out += fmt::format("using {}_t = {};\n{}_t {}[{}];\n", name,
+                           v->getType().getUnqualifiedType().getAsString(ctx_.getPrintingPolicy()), name, name, lanes);
+      for (size_t i = 0; i < batch_shared_.size(); ++i) {
+        const VarDecl* v = batch_shared_[i];
+        std::string decl;
+        llvm::raw_string_ostream os(decl);
+        v->getType().getUnqualifiedType().print(os, ctx_.getPrintingPolicy(), "v");
+        os.flush();
+        out += fmt::format("struct __kd_sh{}_t {{ alignas({}) {}; }};\n__kd_sh{}_t {}[{}];\n", i,
+                           std::max<int64_t>(ctx_.getDeclAlign(v).getQuantity(), 1), decl, i, v->getNameAsString(),
+                           lanes);
+      }
+      return out + emit_compound(c, false) + "}\n";
+    }
     if (top) {
       out += "const unsigned __kd_bx = blockDim.x, __kd_by = blockDim.y, "
              "__kd_nt = blockDim.x * blockDim.y * blockDim.z;\n";
@@ -894,7 +976,25 @@ class Kernel {
   /// shuffle its own value (every other lane is missing: runtime.cpp's rule), __activemask()
   /// lane 0; a launch with more threads stops in one line.
   std::string one_thread_body() {
-    const bool ok = check_each_call([&](const CallExpr* c, const std::string& n) {
+    if (!one_thread_calls() || !replace_tokens()) return "";
+    const std::string body = text(body_);
+    if (!why_.empty()) return "";
+    return "{\n"
+           "if (blockDim.x * blockDim.y * blockDim.z != 1) __kdflow_unplanned_block();\n"
+           "const uint3 __kd_tidx = {0, 0, 0};\n" +
+           std::string(kOneThreadHelpers) + body + "\n}\n";
+  }
+
+  /// A block's one thread: barriers do nothing, __activemask() is lane 0, a shuffle its own
+  /// value (the helpers kOneThreadHelpers defines).
+  static constexpr const char* kOneThreadHelpers =
+      "auto __kd_nobarrier = [](auto...) {};\n"
+      "auto __kd_amask = [] { return 1u; };\n"
+      "auto __kd_shfl_self_sync = [](unsigned, auto v, auto...) { return v; };\n"
+      "auto __kd_shfl_self = [](auto v, auto...) { return v; };\n";
+
+  bool one_thread_calls() {
+    return check_each_call([&](const CallExpr* c, const std::string& n) {
       const SourceLocation at = c->getCallee()->getBeginLoc();
       const bool ours = n == "__syncthreads" || n == "__syncwarp" || n == "__activemask" || shuffle_mode(n) >= 0;
       if (ours && at.isMacroID()) return !fail(n + " inside a macro");
@@ -906,17 +1006,105 @@ class Kernel {
       }
       return ours;
     });
-    if (!ok || !replace_tokens()) return "";
-    const std::string body = text(body_);
-    if (!why_.empty()) return "";
-    return "{\n"
-           "if (blockDim.x * blockDim.y * blockDim.z != 1) __kdflow_unplanned_block();\n"
-           "const uint3 __kd_tidx = {0, 0, 0};\n"
-           "auto __kd_nobarrier = [](auto...) {};\n"
-           "auto __kd_amask = [] { return 1u; };\n"
-           "auto __kd_shfl_self_sync = [](unsigned, auto v, auto...) { return v; };\n"
-           "auto __kd_shfl_self = [](auto v, auto...) { return v; };\n" +
-           body + "\n}\n";
+  }
+
+  /// Batches: the loops every block of a batch runs alike — `for (T i = a; c; step)` with a, c
+  /// and step uniform across the batch, its counter changed only by the step, no break or
+  /// continue of its own — reached through compound statements and such loops only. Each
+  /// holds thread loops instead of lying inside one (marked, as a barrier's ancestors are).
+  void hoist(const Stmt* s) {
+    if (const auto* c = dyn_cast<CompoundStmt>(s)) {
+      for (const Stmt* x : c->body()) hoist(x);
+      return;
+    }
+    if (const auto* a = dyn_cast<AttributedStmt>(s)) return hoist(a->getSubStmt());
+    const auto* f = dyn_cast<ForStmt>(s);
+    if (!f || !isa<CompoundStmt>(f->getBody())) return;
+    const auto* init = dyn_cast_or_null<DeclStmt>(f->getInit());
+    const VarDecl* v = init && init->isSingleDecl() ? dyn_cast<VarDecl>(init->getSingleDecl()) : nullptr;
+    if (!v || !v->getInit() || !f->getCond() || !f->getInc() || !uni_->uniform(v->getInit())) return;
+    bool written = false, leaves = false;
+    walk(f->getBody(), [&](const Stmt* x) {
+      written = written || written_var(x) == v;
+      if (isa<BreakStmt>(x) || isa<ContinueStmt>(x))
+        for (const Stmt* p = pm_->getParent(x); p; p = pm_->getParent(p)) {
+          if (isa<ForStmt>(p) || isa<WhileStmt>(p) || isa<DoStmt>(p) || (isa<BreakStmt>(x) && isa<SwitchStmt>(p))) {
+            leaves = leaves || p == f;
+            break;
+          }
+        }
+    });
+    if (written || leaves) return;
+    uni_->add(v);
+    if (!uni_->uniform(f->getCond()) || !uni_->uniform(f->getInc())) {
+      uni_->remove(v);
+      return;
+    }
+    for (const Stmt* p = f; p; p = pm_->getParent(p)) marked_.insert(p);
+    note_header(v->getInit());
+    note_header(f->getCond());
+    note_header(f->getInc());
+    hoist(f->getBody());
+  }
+
+  /// Batches: each __shared__ variable one per lane (a block's own, declared before the thread
+  /// loops: `NAME[lane].v`), its declaration dropped where it stood; every lane's private
+  /// copies and shared variables on the stack, at most kMaxBatchBytes in all.
+  static constexpr uint64_t kMaxBatchBytes = 512 << 10;
+  bool batch_shared() {
+    const unsigned lanes = batch_w_ * batch_h_;
+    uint64_t bytes = 0;
+    for (const auto& [v, name] : privates_) {
+      if (v->getType()->isIncompleteType() || v->getType()->isDependentType()) return fail("a local of incomplete type");
+      bytes += ctx_.getTypeSizeInChars(v->getType()).getQuantity();
+    }
+    bool ok = true;
+    walk(body_, [&](const Stmt* s) {
+      if (!ok) return;
+      if (const auto* d = dyn_cast<DeclStmt>(s)) {
+        bool shared = false, other = false;
+        for (const Decl* dd : d->decls()) (is_shared_var(dd) ? shared : other) = true;
+        if (!shared) return;
+        if (other) {
+          ok = fail("a declaration mixing __shared__ and other variables");
+          return;
+        }
+        for (const Decl* dd : d->decls()) {
+          const auto* v = cast<VarDecl>(dd);
+          if (v->getType()->isIncompleteType() || initialiser(v)) {
+            ok = fail("a __shared__ variable of incomplete type or with an initialiser");
+            return;
+          }
+          const uint64_t align = std::max<uint64_t>(ctx_.getDeclAlign(v).getQuantity(), 1);
+          bytes += (ctx_.getTypeSizeInChars(v->getType()).getQuantity() + align - 1) / align * align;
+          batch_shared_.push_back(v);
+        }
+        if (!replace_range(d, "")) ok = fail("a __shared__ declaration whose text could not be read");
+        return;
+      }
+      if (const auto* r = dyn_cast<DeclRefExpr>(s); r && is_shared_var(r->getDecl())) {
+        if (r->getLocation().isMacroID()) {
+          ok = fail("a __shared__ variable named inside a macro");
+          return;
+        }
+        replace_token(r->getLocation(), r->getDecl()->getNameAsString() + "[__kd_t].v");
+      }
+    });
+    if (ok && bytes * lanes > kMaxBatchBytes)
+      return fail(fmt::format("a batch's locals and shared memory over {} KiB", kMaxBatchBytes >> 10));
+    return ok;
+  }
+
+  /// Replaces a statement's whole text (as text() reads it) in every text() that covers it.
+  bool replace_range(const Stmt* s, const std::string& with) {
+    const SourceLocation b = sm_.getExpansionLoc(s->getBeginLoc());
+    const SourceLocation e = sm_.getExpansionRange(s->getEndLoc()).getEnd();
+    if (!sm_.isInMainFile(b) || !sm_.isInMainFile(e)) return false;
+    const unsigned from = sm_.getFileOffset(b);
+    const unsigned to = sm_.getFileOffset(e) + Lexer::MeasureTokenLength(e, sm_, ctx_.getLangOpts());
+    if (to < from) return false;
+    edits_[from] = {to - from, with};
+    return true;
   }
 
   ASTContext& ctx_;
@@ -938,13 +1126,16 @@ class Kernel {
   std::set<const VarDecl*> locals_;                           ///< candidates named in one region only
   std::map<const VarDecl*, std::set<int>> regions_of_;
   int region_count_ = 0;
+  unsigned batch_w_ = 0, batch_h_ = 0;          ///< a batch of blocks (run_batched); 0: a block's threads
+  std::vector<const VarDecl*> batch_shared_;  ///< its __shared__ variables, one per lane
   std::string why_;
 };
 
 class FissionConsumer : public ASTConsumer {
  public:
-  FissionConsumer(CompilerInstance& ci, const std::set<std::string>& one_thread, FissionOutcome* out)
-      : ci_(ci), one_thread_(one_thread), out_(out) {}
+  FissionConsumer(CompilerInstance& ci, const std::set<std::string>& one_thread,
+                  const std::map<std::string, BlockTile>& tiles, FissionOutcome* out)
+      : ci_(ci), one_thread_(one_thread), tiles_(tiles), out_(out) {}
 
   void HandleTranslationUnit(ASTContext& ctx) override {
     if (ci_.getDiagnostics().hasErrorOccurred()) return;
@@ -977,6 +1168,18 @@ class FissionConsumer : public ASTConsumer {
     Kernel k(ctx, f);
     const std::string name = f->getNameAsString();
     const bool one = one_thread_.count(name) > 0;
+    if (auto tile = tiles_.find(name); one && tile != tiles_.end() && tile->second.w > 0) {
+      Kernel b(ctx, f);
+      std::string body = b.run_batched(tile->second.w, std::max(tile->second.h, 1u));
+      if (!body.empty()) {
+        bodies->emplace_back(f, std::move(body));
+        out_->kernels.push_back(name);
+        out_->one_thread.push_back(name);
+        out_->batched[name] = BlockTile{tile->second.w, std::max(tile->second.h, 1u)};
+        return;
+      }
+      out_->unbatched[name] = b.why();
+    }
     std::string body = k.run(one);
     if (!body.empty()) {
       bodies->emplace_back(f, std::move(body));
@@ -989,14 +1192,41 @@ class FissionConsumer : public ASTConsumer {
 
   CompilerInstance& ci_;
   const std::set<std::string>& one_thread_;
+  const std::map<std::string, BlockTile>& tiles_;
   FissionOutcome* out_;
 };
 
 }  // namespace
 
 std::unique_ptr<clang::ASTConsumer> make_fission_consumer(clang::CompilerInstance& ci,
-                                                          const std::set<std::string>& one_thread, FissionOutcome* out) {
-  return std::make_unique<FissionConsumer>(ci, one_thread, out);
+                                                          const std::set<std::string>& one_thread,
+                                                          const std::map<std::string, BlockTile>& tiles,
+                                                          FissionOutcome* out) {
+  return std::make_unique<FissionConsumer>(ci, one_thread, tiles, out);
+}
+
+BlockTile choose_block_tile(const std::set<std::array<uint32_t, 3>>& grids, unsigned vector_lanes) {
+  // A row of the grid as long as a vector or longer: lanes along x only (x affine in the lane,
+  // so loads of neighbouring elements stay contiguous); a shorter one: whole rows, to fill one.
+  // Of those, the tile that fills the most vectors, a partly filled one counted by its share.
+  constexpr unsigned kMaxLanes = 64;
+  const unsigned vector = std::max(vector_lanes, 1u);
+  if (grids.size() != 1) return {};
+  const uint32_t gx = (*grids.begin())[0], gy = (*grids.begin())[1];
+  const bool rows = gx < vector;
+  BlockTile best;
+  double best_score = 0;
+  for (unsigned w = rows ? gx : 1; w <= std::min<uint32_t>(gx, kMaxLanes); ++w) {
+    if (gx % w) continue;
+    for (unsigned h = 1; h <= (rows ? std::min<uint32_t>(gy, kMaxLanes) : 1u); ++h) {
+      const unsigned lanes = w * h;
+      if (gy % h || lanes < 2 || lanes > kMaxLanes) continue;
+      const unsigned vectors = (lanes + vector - 1) / vector;
+      const double score = double(lanes) * lanes / (vectors * vector);
+      if (score > best_score) best = BlockTile{w, h}, best_score = score;
+    }
+  }
+  return best;
 }
 
 }  // namespace kdflow::cpu

@@ -30,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "kdflow/replay/cpu_kernels.h"
+
 namespace clang {
 class ASTConsumer;
 class CompilerInstance;
@@ -41,6 +43,8 @@ struct FissionOutcome {
   std::string source;                       ///< the rewritten module ("" when no kernel changed)
   std::vector<std::string> kernels;         ///< kernels now run as thread loops between barriers
   std::vector<std::string> one_thread;      ///< of them, those compiled for one-thread blocks only
+  std::map<std::string, BlockTile> batched; ///< of those, the ones compiled for batches of blocks
+  std::map<std::string, std::string> unbatched;  ///< one-thread kernels given a tile but not batched, and why
   std::map<std::string, std::string> kept;  ///< kernels with barriers left to fibers, and why
 };
 
@@ -48,7 +52,10 @@ struct FissionOutcome {
 /// and files the module is compiled with; it emits nothing else).
 /// `one_thread`: kernels the plan launches only with one-thread blocks; each is compiled for
 /// that alone (the body as written, barriers doing nothing), whatever its structure.
+/// `tiles`: of those, the ones to compile for batches of blocks where their code allows.
 std::unique_ptr<clang::ASTConsumer> make_fission_consumer(clang::CompilerInstance& ci,
-                                                          const std::set<std::string>& one_thread, FissionOutcome* out);
+                                                          const std::set<std::string>& one_thread,
+                                                          const std::map<std::string, BlockTile>& tiles,
+                                                          FissionOutcome* out);
 
 }  // namespace kdflow::cpu

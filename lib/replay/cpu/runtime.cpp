@@ -413,9 +413,17 @@ std::string BlockRunner::run_block(KernelEntry entry, void** args, const LaunchS
     unsigned warp_threads = std::min(32u, threads - (t / 32) * 32);
     c.live_mask = warp_threads == 32 ? 0xffffffffu : ((1u << warp_threads) - 1u);
   };
+  if (shape.tile_w) {
+    // A batch of tile_w x tile_h one-thread blocks: one call; blockIdx names the first.
+    const uint64_t nx = shape.grid.x / shape.tile_w, ny = shape.grid.y / shape.tile_h;
+    base.block_idx.x = static_cast<unsigned>(linear % nx) * shape.tile_w;
+    base.block_idx.y = static_cast<unsigned>((linear / nx) % ny) * shape.tile_h;
+    base.block_idx.z = static_cast<unsigned>(linear / (nx * ny));
+    base.batch = shape.tile_w * shape.tile_h;
+  }
   r.trap.clear();
   t_runner = &r;
-  set_thread_block(base.block_idx.x, base.block_idx.y, base.block_idx.z);
+  set_thread_block(base.block_idx.x, base.block_idx.y, base.block_idx.z, shape.tile_w, shape.tile_h);
   set_thread_stack(own_stack_low());
   if (!shape.fibers) {
     r.in_fibers = false;
@@ -423,7 +431,10 @@ std::string BlockRunner::run_block(KernelEntry entry, void** args, const LaunchS
     ThreadContext& c = r.contexts[0];
     t_ctx = &c;
     if (setjmp(r.loop_exit) == 0) {
-      if (shape.block_loop) {
+      if (shape.tile_w) {
+        set_thread(c, 0);
+        entry(args);
+      } else if (shape.block_loop) {
         // Region fission: the kernel loops over the block's threads itself.
         set_thread(c, 0);
         r.private_next = 0;
@@ -571,9 +582,11 @@ std::string WorkerPool::run(KernelEntry entry, void** args, const LaunchShape& s
     entry_ = entry;
     args_ = args;
     shape_ = shape;
-    blocks_ = static_cast<uint64_t>(shape.grid.x) * shape.grid.y * shape.grid.z;
+    blocks_ = items(shape);
     grid_x_.store(shape.grid.x);
     grid_y_.store(shape.grid.y);
+    tile_w_.store(shape.tile_w);
+    tile_h_.store(shape.tile_h);
     next_.store(0);
     failed_.store(false);
     fail_text_.clear();
@@ -585,18 +598,33 @@ std::string WorkerPool::run(KernelEntry entry, void** args, const LaunchShape& s
   std::unique_lock<std::mutex> lock(mu_);
   done_.wait(lock, [&] { return busy_ == 0; });
   if (!failed_.load()) return {};
-  const uint64_t gx = shape.grid.x, gy = shape.grid.y;
-  return fmt::format("block ({},{},{}): {}", fail_block_ % gx, (fail_block_ / gx) % gy, fail_block_ / (gx * gy),
-                     fail_text_);
+  return fmt::format("{}: {}", blocks_name(shape, fail_block_), fail_text_);
+}
+
+uint64_t WorkerPool::items(const LaunchShape& shape) {
+  if (shape.tile_w)
+    return uint64_t{shape.grid.x / shape.tile_w} * (shape.grid.y / shape.tile_h) * shape.grid.z;
+  return static_cast<uint64_t>(shape.grid.x) * shape.grid.y * shape.grid.z;
+}
+
+std::string blocks_name(const LaunchShape& shape, uint64_t item) {
+  const uint64_t gx = std::max<uint32_t>(shape.grid.x, 1), gy = std::max<uint32_t>(shape.grid.y, 1);
+  if (!shape.tile_w) return fmt::format("block ({},{},{})", item % gx, (item / gx) % gy, item / (gx * gy));
+  const uint64_t w = shape.tile_w, h = shape.tile_h, nx = std::max<uint64_t>(gx / w, 1), ny = std::max<uint64_t>(gy / h, 1);
+  const uint64_t x = item % nx * w, y = (item / nx) % ny * h, z = item / (nx * ny);
+  auto range = [](uint64_t a, uint64_t n) { return n > 1 ? fmt::format("{}..{}", a, a + n - 1) : fmt::format("{}", a); };
+  return fmt::format("blocks ({},{},{})", range(x, w), range(y, h), z);
 }
 
 std::string WorkerPool::running() const {
-  const uint64_t gx = std::max<uint32_t>(grid_x_.load(), 1), gy = std::max<uint32_t>(grid_y_.load(), 1);
+  LaunchShape shape;  // what blocks_name() needs, from the atomics (any thread may ask)
+  shape.grid.x = grid_x_.load(), shape.grid.y = grid_y_.load();
+  shape.tile_w = tile_w_.load(), shape.tile_h = tile_h_.load();
   std::string out;
   for (size_t i = 0; i < runners_.size(); ++i) {
     uint64_t b = current_[i].load();
     if (b == kIdle) continue;
-    out += fmt::format("{}block ({},{},{})", out.empty() ? "" : ", ", b % gx, (b / gx) % gy, b / (gx * gy));
+    out += (out.empty() ? "" : ", ") + blocks_name(shape, b);
   }
   return out;
 }

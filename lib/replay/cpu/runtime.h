@@ -28,6 +28,7 @@ struct ThreadContext {
   char* shared = nullptr;
   unsigned lane = 0;
   unsigned live_mask = 0;
+  unsigned batch = 0;  ///< blocks this call runs: a kernel compiled for batches of blocks, else 0
 };
 
 /// (name, address) of every symbol JIT-compiled code may reference: nothing else resolves.
@@ -48,7 +49,14 @@ struct LaunchShape {
   uint64_t shared_bytes = 0;  ///< static + dynamic shared memory per block
   bool fibers = false;        ///< the kernel synchronises: one fiber per thread
   bool block_loop = false;    ///< region fission: one call runs the block, looping over its threads
+  /// A one-thread kernel compiled for batches of blocks (region_fission.h): one call runs the
+  /// tile_w x tile_h blocks from blockIdx on (grid.x, grid.y multiples of them); 0: one block.
+  unsigned tile_w = 0, tile_h = 0;
 };
+
+/// The blocks of work item `item` of a launch (a block, or a batch of them), "(x,y,z)" or
+/// "(x..x2,y..y2,z)".
+std::string blocks_name(const LaunchShape& shape, uint64_t item);
 
 /// Runs blocks on one OS thread; owns that thread's shared memory and fiber stacks.
 class BlockRunner {
@@ -57,8 +65,8 @@ class BlockRunner {
   ~BlockRunner();
   BlockRunner(const BlockRunner&) = delete;
   BlockRunner& operator=(const BlockRunner&) = delete;
-  /// Runs block `linear` of the launch. Empty string: done; otherwise what stopped it
-  /// (a trap, threads waiting at different barriers).
+  /// Runs work item `linear` of the launch: a block, or a batch of blocks (tile_w). Empty
+  /// string: done; otherwise what stopped it (a trap, threads waiting at different barriers).
   std::string run_block(KernelEntry entry, void** args, const LaunchShape& shape, uint64_t linear);
 
   struct Impl;  // runtime.cpp's; public so that the prelude's functions reach it
@@ -78,6 +86,8 @@ class WorkerPool {
   WorkerPool& operator=(const WorkerPool&) = delete;
   unsigned size() const { return static_cast<unsigned>(runners_.size()); }
   /// Runs every block; the first failure (lowest block index) comes back as text.
+  /// The number of work items of a launch: its blocks, or its batches of blocks.
+  static uint64_t items(const LaunchShape& shape);
   std::string run(KernelEntry entry, void** args, const LaunchShape& shape);
   /// The blocks the workers run now, "(x,y,z)" each (any thread may ask: atomics only).
   std::string running() const;
@@ -86,7 +96,7 @@ class WorkerPool {
   void work(unsigned index);
   std::vector<std::unique_ptr<BlockRunner>> runners_;
   std::unique_ptr<std::atomic<uint64_t>[]> current_;  ///< per worker: its block, or kIdle
-  std::atomic<uint32_t> grid_x_{1}, grid_y_{1};
+  std::atomic<uint32_t> grid_x_{1}, grid_y_{1}, tile_w_{0}, tile_h_{0};
   static constexpr uint64_t kIdle = ~uint64_t(0);
   std::vector<std::thread> threads_;
   std::mutex mu_;

@@ -15,7 +15,8 @@ using fission::is_shared_var;
 using fission::walk;
 using fission::written_var;
 
-Uniformity::Uniformity(const Stmt* body, const ParentMap& pm) : body_(body), pm_(pm) {
+Uniformity::Uniformity(const Stmt* body, const ParentMap& pm, Varying varying)
+    : body_(body), pm_(pm), varying_(varying) {
   walk(body_, [&](const Stmt* s) {
     if (const ValueDecl* d = written_var(s)) written_.insert(d);
   });
@@ -28,7 +29,7 @@ bool Uniformity::uniform(const Expr* e) const {
     if (!ok) return;
     if (const auto* m = dyn_cast<MemberExpr>(s)) {
       const std::string n = m->getMemberDecl()->getNameAsString();
-      if (n == "thread_idx" || n == "lane" || n == "live_mask") ok = false;
+      if (n == "thread_idx" || n == "lane" || n == "live_mask" || varying_block(m)) ok = false;
     }
     if (const auto* r = dyn_cast<DeclRefExpr>(s)) {
       const ValueDecl* d = r->getDecl();
@@ -47,6 +48,17 @@ bool Uniformity::uniform(const Expr* e) const {
     }
   });
   return ok;
+}
+
+/// Whether `m` is blockIdx (whole, or a component a batch varies in) where blocks vary.
+bool Uniformity::varying_block(const MemberExpr* m) const {
+  if ((!varying_.block_x && !varying_.block_y) || m->getMemberDecl()->getNameAsString() != "block_idx") return false;
+  const Stmt* p = pm_.getParent(m);
+  while (p && (isa<ImplicitCastExpr>(p) || isa<ParenExpr>(p))) p = pm_.getParent(p);
+  const auto* c = dyn_cast_or_null<MemberExpr>(p);
+  if (!c) return true;  // blockIdx as a whole
+  const std::string n = c->getMemberDecl()->getNameAsString();
+  return (n == "x" && varying_.block_x) || (n == "y" && varying_.block_y);
 }
 
 /// The local an lvalue belongs to (x, x[i], x.f, *(T*)(x + i)), with the expressions that pick
