@@ -42,6 +42,8 @@
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/Constants.h>
+#include <llvm/IR/DiagnosticHandler.h>
+#include <llvm/IR/DiagnosticInfo.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Instructions.h>
 #include <llvm/IR/LLVMContext.h>
@@ -150,6 +152,12 @@ class CompileAction : public clang::EmitLLVMOnlyAction {
 
  private:
   std::set<std::string>* dynamic_;
+};
+
+/// LLVM's diagnostics other than errors unsaid: a loop region fission asks to vectorise that
+/// the vectoriser cannot (a call in it) is no news to the user.
+struct QuietDiagnostics : llvm::DiagnosticHandler {
+  bool handleDiagnostics(const llvm::DiagnosticInfo& d) override { return d.getSeverity() != llvm::DS_Error; }
 };
 
 /// A parse of the module whose only consumer is region fission's (region_fission.h).
@@ -448,6 +456,7 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
   if (rewrite) run_fission(tiles);
 
   auto context = std::make_unique<llvm::LLVMContext>();
+  context->setDiagnosticHandler(std::make_unique<QuietDiagnostics>());
   std::set<std::string> dynamic_names;
   std::unique_ptr<llvm::Module> m;
   bool ok = false;

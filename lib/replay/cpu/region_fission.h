@@ -21,7 +21,13 @@
 // kernel keeps fibers. Every other kernel is left as it is, with the reason.
 //
 // A kernel the plan launches only with one-thread blocks is compiled for that alone, whatever
-// its structure: the body as written, barriers doing nothing, a shuffle its own value.
+// its structure: the body as written, barriers doing nothing, a shuffle its own value. Given a
+// tile (choose_block_tile in cpu_kernels.h), such a kernel runs a batch of tile.w x tile.h
+// blocks per call instead, each block a lane of the thread loops: the `for` loops every block
+// of the batch runs alike are hoisted out of the thread loops, so that the compiler vectorises
+// the innermost work across blocks; blockIdx is the lane's block, each __shared__ variable one
+// per lane. Not batched (with the reason): a return or goto, a parameter the kernel assigns,
+// dynamic shared memory, a static local, a batch over 512 KiB of locals and shared memory.
 #pragma once
 
 #include <map>
