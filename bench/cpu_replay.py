@@ -7,7 +7,9 @@ synchronise run each block as a plain loop) and with KDFLOW_CPU_FIBERS=all (ever
 threads as fibers), and reports per sample: wall time, the JIT's compile time, kernel time,
 the CUDA threads run (sum over launches of grid x block), time per thread, the kernels'
 FLOPs counted from their code (extract's `ops`) per second, and the loop kernels' time as
-loops and as fibers. Output: one Markdown table per part on stdout.
+loops and as fibers. Where one-thread kernels run in batches of blocks, a third run with
+KDFLOW_CPU_BATCH=off (one block per call) gives their side-by-side figure. Output: one
+Markdown table per part on stdout.
 
 usage: bench/cpu_replay.py KDFLOW [--samples a,b] [--repeat N] [--shared DIR]
 """
@@ -37,9 +39,9 @@ def sample_dirs(names, shared):
     return out
 
 
-def replay(kdflow, d, repeat, fibers, tmp):
+def replay(kdflow, d, repeat, fibers, tmp, batch="on"):
     timing = os.path.join(tmp, "t.json")
-    env = dict(os.environ, KDFLOW_CPU_FIBERS=fibers, NO_COLOR="1")
+    env = dict(os.environ, KDFLOW_CPU_FIBERS=fibers, KDFLOW_CPU_BATCH=batch, NO_COLOR="1")
     t0 = time.monotonic()
     r = subprocess.run([kdflow, "replay", d, "--backend", "cpu", "--warmup", "0", "--repeat", str(repeat),
                         "--timing-json", timing], env=env, capture_output=True, text=True)
@@ -61,7 +63,7 @@ def main():
     ap.add_argument("--shared", default="../shared/samples")
     a = ap.parse_args()
     names = a.samples.split(",") if a.samples else sorted(os.listdir("samples"))
-    rows, loops = [], []
+    rows, loops, batches = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for m, d in sample_dirs(names, a.shared):
             flow = os.path.join(tmp, "flow.json")
@@ -71,6 +73,11 @@ def main():
             flops = {k["id"]: (k.get("ops") or {}).get("flops", 0) for k in df["kernels"]}
             wall, comp, way, t = replay(a.kdflow, d, a.repeat, "auto", tmp)
             wall_f, comp_f, _, tf = replay(a.kdflow, d, a.repeat, "all", tmp)
+            n_batch = sum(1 for k in t["kernels"] if way.get(k["name"]) == "as batches")
+            if n_batch:
+                wall_o, _, _, to = replay(a.kdflow, d, a.repeat, "auto", tmp, batch="off")
+                one_us = sum(k["median_us"] for k in to["kernels"])
+                batches.append((m, n_batch, sum(k["median_us"] for k in t["kernels"]) / 1e6, one_us / 1e6, wall, wall_o))
             ks = t["kernels"]
             threads = sum(k["grid"][0] * k["grid"][1] * k["grid"][2] * k["block"][0] * k["block"][1] * k["block"][2]
                           for k in ks)
@@ -93,6 +100,11 @@ def main():
     for m, n, lo, fi, wf in loops:
         ratio = "%.1f" % (fi / lo) if lo > 0 else "-"
         print("| %s | %d | %.3f | %.3f | %s | %.2f |" % (m, n, lo, fi, ratio, wf))
+    print()
+    print("| sample | batched launches | kernels s | one block per call s | speed-up | wall s | wall, one block per call s |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for m, n, kb, ko, wb, wo in batches:
+        print("| %s | %d | %.3f | %.3f | %.1f | %.2f | %.2f |" % (m, n, kb, ko, ko / kb if kb else 0, wb, wo))
     print()
     print("%d CPU threads, load average %.1f, %d timed runs each (median per kernel)"
           % (os.cpu_count(), os.getloadavg()[0], a.repeat))
