@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
@@ -42,8 +43,6 @@
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/Constants.h>
-#include <llvm/IR/DiagnosticHandler.h>
-#include <llvm/IR/DiagnosticInfo.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Instructions.h>
 #include <llvm/IR/LLVMContext.h>
@@ -60,6 +59,7 @@
 
 #include <fmt/format.h>
 
+#include "parallel_codegen.h"
 #include "prelude.h"
 #include "region_fission.h"
 #include "runtime.h"
@@ -152,12 +152,6 @@ class CompileAction : public clang::EmitLLVMOnlyAction {
 
  private:
   std::set<std::string>* dynamic_;
-};
-
-/// LLVM's diagnostics other than errors unsaid: a loop region fission asks to vectorise that
-/// the vectoriser cannot (a call in it) is no news to the user.
-struct QuietDiagnostics : llvm::DiagnosticHandler {
-  bool handleDiagnostics(const llvm::DiagnosticInfo& d) override { return d.getSeverity() != llvm::DS_Error; }
 };
 
 /// A parse of the module whose only consumer is region fission's (region_fission.h).
@@ -327,6 +321,7 @@ struct CpuDevice::Impl {
   std::unique_ptr<llvm::orc::LLJIT> jit;
   std::unique_ptr<llvm::TargetMachine> tm;
   std::string triple, cpu;
+  std::unique_ptr<llvm::orc::JITTargetMachineBuilder> jtmb;  ///< a copy: the partitions' code generators
   std::vector<std::string> features;  ///< the host's ("+avx512f", ...), as the JIT's code generator has them
   unsigned vector_lanes = 4;          ///< float lanes of the widest vector the features give
   std::unique_ptr<WorkerPool> pool;
@@ -413,6 +408,7 @@ Expected<std::unique_ptr<CpuDevice>> CpuDevice::create(const CpuDeviceOptions& o
     if (f == "+avx512f") dev->impl_->vector_lanes = std::max(dev->impl_->vector_lanes, 16u);
     if (f == "+avx" || f == "+avx2") dev->impl_->vector_lanes = std::max(dev->impl_->vector_lanes, 8u);
   }
+  dev->impl_->jtmb = std::make_unique<llvm::orc::JITTargetMachineBuilder>(*jtmb);
   auto tm = jtmb->createTargetMachine();
   if (!tm)
     return Error{"error: cannot set up the CPU back end's JIT: " + llvm_message(tm.takeError()),
@@ -455,8 +451,7 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
   };
   if (rewrite) run_fission(tiles);
 
-  auto context = std::make_unique<llvm::LLVMContext>();
-  context->setDiagnosticHandler(std::make_unique<QuietDiagnostics>());
+  auto context = make_quiet_context();
   std::set<std::string> dynamic_names;
   std::unique_ptr<llvm::Module> m;
   bool ok = false;
@@ -577,50 +572,27 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
     return Error{file_error(label, "the module's IR for the CPU does not verify (a kdflow bug)").message,
                  ExitCode::Software};
 
-  // -O2 for the host CPU.
+  // -O2 and machine code for the host CPU, the kernels spread over the worker threads.
   m->setDataLayout(d.tm->createDataLayout());
   m->setTargetTriple(d.triple);
-  {
-    llvm::LoopAnalysisManager lam;
-    llvm::FunctionAnalysisManager fam;
-    llvm::CGSCCAnalysisManager cgam;
-    llvm::ModuleAnalysisManager mam;
-    llvm::PipelineTuningOptions pto;
-    pto.LoopVectorization = true;
-    // No loop unrolling: on the samples it tripled the compile (resnet18 0.45 -> 1.53 s, mlp
-    // 0.39 -> 1.37 s) for 0-15% of kernel time (squeezenet ran faster without), and a replay
-    // compiles once for a few runs.
-    pto.LoopUnrolling = false;
-    pto.SLPVectorization = true;
-    llvm::PassBuilder pb(d.tm.get(), pto);
-    pb.registerModuleAnalyses(mam);
-    pb.registerCGSCCAnalyses(cgam);
-    pb.registerFunctionAnalyses(fam);
-    pb.registerLoopAnalyses(lam);
-    pb.crossRegisterProxies(lam, fam, cgam, mam);
-    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
-    mpm.run(*m, mam);
-  }
-
-  // What the optimised code still refers to must be a runtime symbol.
-  std::set<std::string> allowed;
-  for (const auto& [name, addr] : runtime_symbols()) allowed.insert(name);
-  for (llvm::Function& f : *m)
-    if (f.isDeclaration() && !f.isIntrinsic() && !f.use_empty() && !allowed.count(f.getName().str()))
-      return Error{file_error(label, fmt::format("the module calls '{}', which the CPU back end does not provide",
-                                                 f.getName().str())).message,
-                   ExitCode::Unavailable};
-  for (llvm::GlobalVariable& g : m->globals())
-    if (g.isDeclaration() && !g.use_empty())
-      return Error{file_error(label, fmt::format("the module refers to the external variable '{}', which the CPU "
-                                                 "back end does not provide",
-                                                 g.getName().str())).message,
-                   ExitCode::Unavailable};
-  for (auto& [name, k] : infos) {
-    llvm::Function* w = m->getFunction("__kdflow_entry_" + name);
+  CodegenJob job;
+  for (const auto& [name, addr] : runtime_symbols()) job.allowed.insert(name);
+  for (const auto& [name, k] : infos) job.entries.push_back("__kdflow_entry_" + name);
+  job.threads = d.pool->size();
+  job.label = label;
+  std::mutex inspected;
+  job.inspect = [&](llvm::Function& w) {
+    const std::string name = w.getName().str().substr(std::strlen("__kdflow_entry_"));
+    const bool block_loop = std::find(fission.kernels.begin(), fission.kernels.end(), name) != fission.kernels.end();
     std::set<llvm::Function*> seen;
+    const bool fibers = reaches_collective(&w, seen, block_loop);
+    std::lock_guard<std::mutex> lock(inspected);
+    infos[name].fibers = fibers;
+  };
+  auto objects = optimise_and_compile(std::move(m), std::move(context), *d.jtmb, job);
+  if (!objects) return objects.error();
+  for (auto& [name, k] : infos) {
     k.block_loop = std::find(fission.kernels.begin(), fission.kernels.end(), name) != fission.kernels.end();
-    k.fibers = w && reaches_collective(w, seen, k.block_loop);
     if (auto kept = fission.kept.find(name); kept != fission.kept.end()) k.fibers_why = kept->second;
     k.one_thread = std::find(fission.one_thread.begin(), fission.one_thread.end(), name) != fission.one_thread.end();
     if (auto b = fission.batched.find(name); b != fission.batched.end()) k.tile = b->second;
@@ -640,10 +612,10 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
         llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(addr), llvm::JITSymbolFlags::Exported);
   if (llvm::Error e = dylib->define(llvm::orc::absoluteSymbols(std::move(symbols))))
     return Error{file_error(label, "JIT: " + llvm_message(std::move(e))).message, ExitCode::Software};
-  if (llvm::Error e = d.jit->addIRModule(*dylib, llvm::orc::ThreadSafeModule(std::move(m), std::move(context))))
-    return Error{file_error(label, "JIT: " + llvm_message(std::move(e))).message, ExitCode::Software};
-  // Machine code now (ORC compiles the whole module at the first lookup): the compile's
-  // cost and its errors belong to loading the module, not to the first launch.
+  for (auto& object : *objects)
+    if (llvm::Error e = d.jit->addObjectFile(*dylib, std::move(object)))
+      return Error{file_error(label, "JIT: " + llvm_message(std::move(e))).message, ExitCode::Software};
+  // Linked now: its errors belong to loading the module, not to the first launch.
   for (auto& [name, k] : infos) {
     auto sym = d.jit->lookup(*dylib, "__kdflow_entry_" + name);
     if (!sym)

@@ -155,6 +155,44 @@ extern "C" __global__ void evil(int* x) { x[0] = system("true"); })", "evil.cu")
   CHECK(m.error().code == kdflow::ExitCode::Unavailable);
 }
 
+TEST_CASE("kernels compiled in parallel partitions keep their helpers; a mutable global stays one", "[cpu]") {
+  // Hand-written (parallel_codegen.h): five kernels over four threads, three of them calling one
+  // helper with external linkage (each partition keeps a private copy), and a module whose
+  // __device__ counter two kernels share (not split: one instance).
+  auto d = device(4);
+  auto m = d->compile_module(R"(
+__device__ float scale(float v, int k) { return v * (float)(k + 1); }
+extern "C" __global__ void k0(float* x) { x[threadIdx.x] = scale(x[threadIdx.x], 0); }
+extern "C" __global__ void k1(float* x) { x[threadIdx.x] = scale(x[threadIdx.x], 1); }
+extern "C" __global__ void k2(float* x) { x[threadIdx.x] = scale(x[threadIdx.x], 2); }
+extern "C" __global__ void k3(float* x) { x[threadIdx.x] += 1.0f; }
+extern "C" __global__ void k4(float* x) { x[threadIdx.x] -= 1.0f; }
+)", "parts.cu");
+  REQUIRE(m);
+  std::vector<float> v(32, 2.0f);
+  float* p = v.data();
+  void* args[] = {&p};
+  for (const char* name : {"k0", "k1", "k2", "k3", "k4"}) {
+    auto k = d->kernel(*m, name);
+    REQUIRE(k);
+    REQUIRE(d->launch(*k, {1, 1, 1}, {32, 1, 1}, 0, args));
+  }
+  for (float x : v) CHECK(x == 12.0f);  // 2 * 1 * 2 * 3, + 1, - 1
+  auto g = d->compile_module(R"(
+__device__ int counter;
+extern "C" __global__ void bump(int* out) { if (threadIdx.x == 0) counter += 5; }
+extern "C" __global__ void read(int* out) { out[0] = counter; }
+)", "global.cu");
+  REQUIRE(g);
+  int got = 0;
+  int* q = &got;
+  void* qa[] = {&q};
+  REQUIRE(d->launch(*d->kernel(*g, "bump"), {1, 1, 1}, {1, 1, 1}, 0, qa));
+  REQUIRE(d->launch(*d->kernel(*g, "bump"), {1, 1, 1}, {1, 1, 1}, 0, qa));
+  REQUIRE(d->launch(*d->kernel(*g, "read"), {1, 1, 1}, {1, 1, 1}, 0, qa));
+  CHECK(got == 10);
+}
+
 TEST_CASE("a clang error names the file, line and column", "[cpu]") {
   auto d = device();
   auto m = d->compile_module("extern \"C\" __global__ void k(float* x) {\n  x[0] = undeclared;\n}\n", "bad.cu");
