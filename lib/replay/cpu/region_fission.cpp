@@ -123,6 +123,11 @@ class Kernel {
       if (!privates_.count(v) || r->getLocation().isMacroID()) return fail("a header reads a local it cannot reach"), "";
       replace_token(r->getLocation(), privates_.at(v) + "[0]");
     }
+    // A batch: a private array used element by element only is one array per element, its
+    // lanes side by side (`a[i]` → `__kd_pN[i][lane]`: a vector's lanes load contiguously).
+    if (batch_w_)
+      for (const auto& [v, name] : privates_)
+        if (!in_headers.count(v) && transpose(v, name)) transposed_.insert(v);
     std::string text = emit_compound(cast<CompoundStmt>(body_), true);
     if (!why_.empty()) return "";
     return text;
@@ -807,6 +812,7 @@ class Kernel {
     std::string in, out;
     std::set<std::string> names;
     for (const VarDecl* v : r.vars) {
+      if (transposed_.count(v)) continue;  // used in place
       const std::string name = v->getNameAsString(), p = privates_.at(v);
       if (!names.insert(name).second) {
         why_ = "two locals alive across a barrier named " + name + " in one region";
@@ -875,11 +881,24 @@ class Kernel {
                          "const uint3 __kd_tidx = {{0, 0, 0}};\n",
                          lanes, lanes);
       out += kOneThreadHelpers;
+      // An array transposed (transpose()): one array per element, the lanes side by side.
+      auto side_by_side = [&](const VarDecl* v, const std::string& name) {
+        const auto* arr = cast<ConstantArrayType>(ctx_.getAsArrayType(v->getType()));
+        return fmt::format("{} {}[{}][{}];\n", arr->getElementType().getUnqualifiedType().getAsString(ctx_.getPrintingPolicy()),
+                           name, arr->getSize().getZExtValue(), lanes);
+      };
       for (const auto& [v, name] : privates_)
-        out += fmt::format("using {}_t = {};\n{}_t {}[{}];\n", name,
-                           v->getType().getUnqualifiedType().getAsString(ctx_.getPrintingPolicy()), name, name, lanes);
+        out += transposed_.count(v)
+                   ? side_by_side(v, name)
+                   : fmt::format("using {}_t = {};\n{}_t {}[{}];\n", name,
+                                 v->getType().getUnqualifiedType().getAsString(ctx_.getPrintingPolicy()), name, name,
+                                 lanes);
       for (size_t i = 0; i < batch_shared_.size(); ++i) {
         const VarDecl* v = batch_shared_[i];
+        if (transposed_.count(v)) {
+          out += side_by_side(v, v->getNameAsString());
+          continue;
+        }
         std::string decl;
         llvm::raw_string_ostream os(decl);
         v->getType().getUnqualifiedType().print(os, ctx_.getPrintingPolicy(), "v");
@@ -1078,11 +1097,13 @@ class Kernel {
           const uint64_t align = std::max<uint64_t>(ctx_.getDeclAlign(v).getQuantity(), 1);
           bytes += (ctx_.getTypeSizeInChars(v->getType()).getQuantity() + align - 1) / align * align;
           batch_shared_.push_back(v);
+          if (transpose(v, "")) transposed_.insert(v);
         }
         if (!replace_range(d, "")) ok = fail("a __shared__ declaration whose text could not be read");
         return;
       }
       if (const auto* r = dyn_cast<DeclRefExpr>(s); r && is_shared_var(r->getDecl())) {
+        if (transposed_.count(cast<VarDecl>(r->getDecl()))) return;  // its elements rewritten above
         if (r->getLocation().isMacroID()) {
           ok = fail("a __shared__ variable named inside a macro");
           return;
@@ -1093,6 +1114,31 @@ class Kernel {
     if (ok && bytes * lanes > kMaxBatchBytes)
       return fail(fmt::format("a batch's locals and shared memory over {} KiB", kMaxBatchBytes >> 10));
     return ok;
+  }
+
+  /// Batches: whether every use of `v` (a one-dimensional array of scalars) is an element
+  /// `v[i]` outside macros; if so, each becomes `rename[i][__kd_t]` (rename "": v's own name).
+  bool transpose(const VarDecl* v, const std::string& rename) {
+    const auto* arr = dyn_cast<ConstantArrayType>(ctx_.getAsArrayType(v->getType()));
+    if (!arr || !arr->getElementType()->isScalarType() || arr->getElementType()->isArrayType()) return false;
+    std::vector<const ArraySubscriptExpr*> uses;
+    bool ok = true;
+    walk(body_, [&](const Stmt* s) {
+      const auto* r = dyn_cast<DeclRefExpr>(s);
+      if (!ok || !r || r->getDecl() != v) return;
+      const Stmt* p = pm_->getParent(r);
+      while (p && (isa<ImplicitCastExpr>(p) || isa<ParenExpr>(p))) p = pm_->getParent(p);
+      const auto* a = dyn_cast_or_null<ArraySubscriptExpr>(p);
+      ok = a && a->getBase()->IgnoreParenImpCasts() == r && !r->getLocation().isMacroID() &&
+           !a->getRBracketLoc().isMacroID();
+      if (ok) uses.push_back(a);
+    });
+    if (!ok) return false;
+    for (const ArraySubscriptExpr* a : uses) {
+      if (!rename.empty()) replace_token(cast<DeclRefExpr>(a->getBase()->IgnoreParenImpCasts())->getLocation(), rename);
+      replace_token(a->getRBracketLoc(), "][__kd_t]");
+    }
+    return true;
   }
 
   /// Replaces a statement's whole text (as text() reads it) in every text() that covers it.
@@ -1128,6 +1174,7 @@ class Kernel {
   int region_count_ = 0;
   unsigned batch_w_ = 0, batch_h_ = 0;          ///< a batch of blocks (run_batched); 0: a block's threads
   std::vector<const VarDecl*> batch_shared_;  ///< its __shared__ variables, one per lane
+  std::set<const VarDecl*> transposed_;       ///< of those and its privates, the arrays side by side
   std::string why_;
 };
 

@@ -68,16 +68,20 @@ bool batched_as_one_block(const std::string& src, const std::string& name, std::
 }
 
 // Hand-written, TVM's untuned convolution's shape with what a batch must keep apart: shared
-// staging and a private accumulator per block, reduction loops every block runs alike (one
+// staging and a private accumulator per block (arrays used element by element, laid out lane
+// by lane; `two` and `pair`, reached through a pointer, one copy per lane), reduction loops every block runs alike (one
 // bounded by a local computed from blockIdx.z, which a batch does not vary), a loop bounded by
 // blockIdx.x (differs per block: stays inside the thread loop), a condition on blockIdx.y, a
 // shuffle and __activemask() of the block's one thread.
 const char* const kConv = R"(
 extern "C" __global__ void conv(float* __restrict__ out, const float* __restrict__ in) {
   float acc[1];
+  float two[2];
   __shared__ float stage[2];
   __shared__ alignas(16) float wide[4];
+  __shared__ float pair[2];
   acc[0] = 0.0f;
+  (two + 1)[0] = (float)blockIdx.x;
   int depth = 3 + (int)blockIdx.z;
   for (int c = 0; c < depth; ++c) {
     for (int k = 0; k < 3; ++k) {
@@ -92,7 +96,9 @@ extern "C" __global__ void conv(float* __restrict__ out, const float* __restrict
   wide[blockIdx.x % 4] = acc[0];
   unsigned mask = __activemask();
   float other = __shfl_down_sync(mask, acc[0], 1, 32);
-  out[(blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x] = wide[blockIdx.x % 4] + other * 0.125f;
+  ((float*)pair)[blockIdx.y % 2] = two[1];
+  out[(blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x] =
+      wide[blockIdx.x % 4] + other * 0.125f + pair[blockIdx.y % 2];
 }
 )";
 
