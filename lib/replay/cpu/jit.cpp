@@ -578,7 +578,7 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
   CodegenJob job;
   for (const auto& [name, addr] : runtime_symbols()) job.allowed.insert(name);
   for (const auto& [name, k] : infos) job.entries.push_back("__kdflow_entry_" + name);
-  job.threads = d.pool->size();
+  job.threads = std::min(d.pool->size(), 8u);  // each partition parses the whole module again
   job.label = label;
   std::mutex inspected;
   job.inspect = [&](llvm::Function& w) {
