@@ -158,17 +158,18 @@ class CompileAction : public clang::EmitLLVMOnlyAction {
 class FissionAction : public clang::ASTFrontendAction {
  public:
   FissionAction(const std::set<std::string>& one_thread, const std::map<std::string, BlockTile>& tiles,
-                FissionOutcome* out)
-      : one_thread_(one_thread), tiles_(tiles), out_(out) {}
+                unsigned vector_lanes, FissionOutcome* out)
+      : one_thread_(one_thread), tiles_(tiles), vector_lanes_(vector_lanes), out_(out) {}
 
  protected:
   std::unique_ptr<clang::ASTConsumer> CreateASTConsumer(clang::CompilerInstance& ci, llvm::StringRef) override {
-    return make_fission_consumer(ci, one_thread_, tiles_, out_);
+    return make_fission_consumer(ci, one_thread_, tiles_, vector_lanes_, out_);
   }
 
  private:
   const std::set<std::string>& one_thread_;
   const std::map<std::string, BlockTile>& tiles_;
+  unsigned vector_lanes_;
   FissionOutcome* out_;
 };
 
@@ -445,7 +446,7 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
   const bool rewrite = !(fibers_knob && std::string(fibers_knob) == "all");
   auto run_fission = [&](const std::map<std::string, BlockTile>& with_tiles) {
     fission = FissionOutcome{};
-    FissionAction fa(one_thread, with_tiles, &fission);
+    FissionAction fa(one_thread, with_tiles, d.vector_lanes, &fission);
     run_clang(source, path, label, d.triple, d.cpu, d.features, fa);  // errors: the compile below reports them
     if (fission.source.empty()) fission.kernels.clear();
   };

@@ -70,11 +70,12 @@ class Kernel {
   /// loops whose headers every block of the batch runs alike hold thread loops instead of
   /// being inside one, so that the compiler vectorises the innermost work across blocks.
   /// "" with why() set where the kernel does not qualify (it is then compiled as one thread).
-  std::string run_batched(unsigned w, unsigned h) {
+  std::string run_batched(unsigned w, unsigned h, bool masked_tail) {
     body_ = f_->getBody();
     pm_ = std::make_unique<ParentMap>(body_);
     batch_w_ = w;
     batch_h_ = h;
+    masked_tail_ = masked_tail;
     if (!one_thread_calls()) return "";
     bool ok = true;
     walk(body_, [&](const Stmt* s) {
@@ -828,7 +829,8 @@ class Kernel {
         copies += fmt::format("__builtin_memcpy(&{}, &{}, sizeof({}));\n", name, v->getNameAsString(), name);
     }
     if (batch_w_)  // a batch of blocks: lanes the compiler may run as a vector's
-      return "_Pragma(\"clang loop vectorize(enable) vectorize_predicate(enable)\")\n"
+      return std::string(masked_tail_ ? "_Pragma(\"clang loop vectorize(enable) vectorize_predicate(enable)\")\n"
+                                      : "_Pragma(\"clang loop vectorize(enable)\")\n") +
              "for (unsigned __kd_t = 0; __kd_t < __kd_nt; ++__kd_t) {\n" +
              // One row: x affine in the lane (contiguous loads); several (a short row): by division.
              (batch_h_ == 1 ? std::string("const uint3 __kd_bidx = {__kd_b0.x + __kd_t, __kd_b0.y, __kd_b0.z};\n")
@@ -1173,6 +1175,7 @@ class Kernel {
   std::map<const VarDecl*, std::set<int>> regions_of_;
   int region_count_ = 0;
   unsigned batch_w_ = 0, batch_h_ = 0;          ///< a batch of blocks (run_batched); 0: a block's threads
+  bool masked_tail_ = false;                  ///< the lanes past the last full vector as one masked vector
   std::vector<const VarDecl*> batch_shared_;  ///< its __shared__ variables, one per lane
   std::set<const VarDecl*> transposed_;       ///< of those and its privates, the arrays side by side
   std::string why_;
@@ -1181,8 +1184,8 @@ class Kernel {
 class FissionConsumer : public ASTConsumer {
  public:
   FissionConsumer(CompilerInstance& ci, const std::set<std::string>& one_thread,
-                  const std::map<std::string, BlockTile>& tiles, FissionOutcome* out)
-      : ci_(ci), one_thread_(one_thread), tiles_(tiles), out_(out) {}
+                  const std::map<std::string, BlockTile>& tiles, unsigned vector_lanes, FissionOutcome* out)
+      : ci_(ci), one_thread_(one_thread), tiles_(tiles), vector_lanes_(vector_lanes), out_(out) {}
 
   void HandleTranslationUnit(ASTContext& ctx) override {
     if (ci_.getDiagnostics().hasErrorOccurred()) return;
@@ -1217,7 +1220,9 @@ class FissionConsumer : public ASTConsumer {
     const bool one = one_thread_.count(name) > 0;
     if (auto tile = tiles_.find(name); one && tile != tiles_.end() && tile->second.w > 0) {
       Kernel b(ctx, f);
-      std::string body = b.run_batched(tile->second.w, std::max(tile->second.h, 1u));
+      // A masked vector for the last lanes where masks are cheap (AVX-512's; AVX's masked loads
+      // and stores made a 14-lane batch slower than one block per call): a scalar tail otherwise.
+      std::string body = b.run_batched(tile->second.w, std::max(tile->second.h, 1u), vector_lanes_ >= 16);
       if (!body.empty()) {
         bodies->emplace_back(f, std::move(body));
         out_->kernels.push_back(name);
@@ -1240,6 +1245,7 @@ class FissionConsumer : public ASTConsumer {
   CompilerInstance& ci_;
   const std::set<std::string>& one_thread_;
   const std::map<std::string, BlockTile>& tiles_;
+  unsigned vector_lanes_;
   FissionOutcome* out_;
 };
 
@@ -1248,8 +1254,8 @@ class FissionConsumer : public ASTConsumer {
 std::unique_ptr<clang::ASTConsumer> make_fission_consumer(clang::CompilerInstance& ci,
                                                           const std::set<std::string>& one_thread,
                                                           const std::map<std::string, BlockTile>& tiles,
-                                                          FissionOutcome* out) {
-  return std::make_unique<FissionConsumer>(ci, one_thread, tiles, out);
+                                                          unsigned vector_lanes, FissionOutcome* out) {
+  return std::make_unique<FissionConsumer>(ci, one_thread, tiles, vector_lanes, out);
 }
 
 BlockTile choose_block_tile(const std::set<std::array<uint32_t, 3>>& grids, unsigned vector_lanes) {

@@ -58,10 +58,11 @@ struct FissionOutcome {
 /// and files the module is compiled with; it emits nothing else).
 /// `one_thread`: kernels the plan launches only with one-thread blocks; each is compiled for
 /// that alone (the body as written, barriers doing nothing), whatever its structure.
-/// `tiles`: of those, the ones to compile for batches of blocks where their code allows.
+/// `tiles`: of those, the ones to compile for batches of blocks where their code allows;
+/// `vector_lanes`: floats in the host's widest vector (16: masked vectors are cheap).
 std::unique_ptr<clang::ASTConsumer> make_fission_consumer(clang::CompilerInstance& ci,
                                                           const std::set<std::string>& one_thread,
                                                           const std::map<std::string, BlockTile>& tiles,
-                                                          FissionOutcome* out);
+                                                          unsigned vector_lanes, FissionOutcome* out);
 
 }  // namespace kdflow::cpu
