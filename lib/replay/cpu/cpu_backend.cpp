@@ -128,14 +128,15 @@ class CpuBackend : public Backend {
       const Clock::time_point compile_start = Clock::now();
       // Kernels every launch of which has one thread per block: compiled as one thread.
       // Of those, the ones whose blocks can run in batches (cpu_kernels.h's BlockTile).
+      // KDFLOW_CPU_BATCH=off (a benchmark knob, docs/benchmarks.md): one block per call.
+      const char* batch = std::getenv("KDFLOW_CPU_BATCH");
+      const bool batches = !(batch && std::string(batch) == "off");
       std::set<std::string> one_thread;
       std::map<std::string, cpu::BlockTile> tiles;
       for (const auto& [name, sizes] : alt.block_threads) {
         if (sizes.size() != 1 || *sizes.begin() != 1) continue;
         one_thread.insert(name);
-        // KDFLOW_CPU_BATCH=off (a benchmark knob, docs/benchmarks.md): one block per call.
-        const char* batch = std::getenv("KDFLOW_CPU_BATCH");
-        if (batch && std::string(batch) == "off") continue;
+        if (!batches) continue;
         if (auto g = alt.grids.find(name); g != alt.grids.end())
           if (cpu::BlockTile t = cpu::choose_block_tile(g->second, device_->vector_lanes()); t.w) tiles[name] = t;
       }

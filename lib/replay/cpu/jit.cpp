@@ -45,12 +45,12 @@
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Instructions.h>
+#include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/ReplaceConstant.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Analysis/ValueTracking.h>
-#include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/Host.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
@@ -458,7 +458,6 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
   bool ok = false;
   // The rewritten source first; should it not compile (a construct the rewrite got wrong), the
   // source as written, every kernel as before, the reason kept.
-  std::string batch_failure;
   for (int attempt = fission.kernels.empty() ? 1 : 0; attempt < 2; ++attempt) {
     const std::string& compiled = attempt == 0 ? fission.source : source;
     dynamic_names.clear();
@@ -468,10 +467,10 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
     if (!ran) return ran.error();
     if (attempt == 0 && (!*ran || !diag.first().empty()) && !fission.batched.empty()) {
       // Batches of blocks first to go: the rewrite again without them.
-      batch_failure = "its rewrite into batches of blocks did not compile (" + diag.first() + ")";
-      std::map<std::string, BlockTile> batched = fission.batched;
+      const std::string why = "its rewrite into batches of blocks did not compile (" + diag.first() + ")";
+      const std::map<std::string, BlockTile> batched = fission.batched;
       run_fission({});
-      for (const auto& [k, tile] : batched) fission.unbatched[k] = batch_failure;
+      for (const auto& [k, tile] : batched) fission.unbatched[k] = why;
       attempt = fission.kernels.empty() ? 0 : -1;
       continue;
     }

@@ -299,33 +299,32 @@ TEST_CASE("accesses inside every buffer run without a report", "[cpu][guard]") {
   CHECK(c.err.empty());
 }
 
+namespace {
+
+/// A write to an unmapped page during a launch, in a child whose block is set by `set_block`.
+Child wild_write_in(void (*set_block)()) {
+  return run_child([set_block] {
+    GuardedMemory mem(1);
+    must(mem.allocate(10, "T_dense", 64, 64));
+    must(arm_fault_reporter(&mem));
+    void* gone = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    munmap(gone, 4096);
+    PreparedLaunch launch(dense_launch());
+    CurrentLaunchScope scope(&launch);
+    set_block();
+    *static_cast<volatile int*>(gone) = 1;
+  });
+}
+
+}  // namespace
+
 TEST_CASE("a fault in a batch of one-thread blocks names the batch's blocks", "[cpu][guard]") {
   // A kernel compiled for batches of blocks (region_fission.h) runs 56 blocks of a row per call:
   // the fault cannot tell which one, so the line names them all.
-  Child c = run_child([] {
-    GuardedMemory mem(1);
-    must(mem.allocate(10, "T_dense", 64, 64));
-    must(arm_fault_reporter(&mem));
-    void* gone = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    munmap(gone, 4096);
-    PreparedLaunch launch(dense_launch());
-    CurrentLaunchScope scope(&launch);
-    set_thread_block(0, 3, 1, 56, 1);
-    *static_cast<volatile int*>(gone) = 1;
-  });
+  Child c = wild_write_in([] { set_thread_block(0, 3, 1, 56, 1); });
   CHECK(c.exit_code == kWildFaultExit);
   CHECK(c.err.find(" in one of blocks (0..55,3,1), outside every replay buffer") != std::string::npos);
-  Child one = run_child([] {
-    GuardedMemory mem(1);
-    must(mem.allocate(10, "T_dense", 64, 64));
-    must(arm_fault_reporter(&mem));
-    void* gone = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    munmap(gone, 4096);
-    PreparedLaunch launch(dense_launch());
-    CurrentLaunchScope scope(&launch);
-    set_thread_block(2, 3, 1);
-    *static_cast<volatile int*>(gone) = 1;
-  });
+  Child one = wild_write_in([] { set_thread_block(2, 3, 1); });
   CHECK(one.err.find(" in block (2,3,1), outside every replay buffer") != std::string::npos);
 }
 
