@@ -563,6 +563,11 @@ class Explainer {
                            ? fmt::format("  a view of buffer {} {} at byte {}", buf.view_of,
                                          clean(df_.buffers[buf.view_of].name), buf.view_offset)
                            : std::string();
+    // An input whose values shaped the flow (an ONNX Expand's target shape).
+    if (!buf.values_used.empty())
+      view += fmt::format("  values used: [{}]{}",
+                          fmt::join(buf.values_used.begin(), buf.values_used.begin() + std::min<size_t>(buf.values_used.size(), 16), ", "),
+                          buf.values_used.size() > 16 ? ", ..." : "");
     return fmt::format("buffer {} {}  {}  {}  {} [{}]{}  {}{}", b, paint(clean(buf.name), Color::Bold), kind, where,
                        clean(buf.dtype), fmt::join(buf.shape, ", "), symbolic, human_bytes(buf.bytes), view);
   }

@@ -137,6 +137,7 @@ ojson build(const Dataflow& df) {
     if (b.input_index >= 0) j["input_index"] = b.input_index;
     if (b.constant_index >= 0) j["constant_index"] = b.constant_index;
     if (!b.shape_expr.empty()) j["shape_expr"] = b.shape_expr;
+    if (!b.values_used.empty()) j["values_used"] = b.values_used;
     if (b.view_of >= 0) {
       j["view_of"] = b.view_of;
       j["view_offset"] = b.view_offset;

@@ -153,6 +153,13 @@ class TextWriter {
     if (!df_.sources.graph.empty()) head = clean(df_.sources.graph) + ": " + head;
     line(head);
     line(fmt::format("inputs: {}", names(df_.inputs)));
+    // Inputs whose values shaped the flow: it holds for these values only.
+    for (int b : df_.inputs)
+      if (detail::valid_buffer(df_, b) && !df_.buffers[b].values_used.empty())
+        line(fmt::format("  {}: the flow depends on its values [{}]", clean(df_.buffers[b].name),
+                         fmt::join(df_.buffers[b].values_used, ", ")));
+    if (df_.kernels.empty() && df_.library_calls.empty())
+      line("no kernel: every operation of this build is a VM builtin (nothing runs on the GPU)");
     line(fmt::format("params: {}", df_.params.size()));
     line(fmt::format("outputs: {}", names(df_.outputs)));
     for (const Node& n : df_.nodes)

@@ -111,8 +111,8 @@ class ByteReader {
     if (ndim < 0 || ndim > kMaxNdim) return fail(at, fmt::format("{}: ndim {} is outside 0..{}", what, ndim, kMaxNdim));
     at = pos_;
     if (!read_le(4, "the dtype of " + what, &dt)) return false;
-    r->dtype = DType{static_cast<uint8_t>(dt & 0xff), static_cast<uint8_t>((dt >> 8) & 0xff),
-                     static_cast<uint16_t>(dt >> 16)};
+    r->dtype = from_dlpack(static_cast<uint8_t>(dt & 0xff), static_cast<uint8_t>((dt >> 8) & 0xff),
+                     static_cast<uint16_t>(dt >> 16));
     auto round_trip = parse_dtype(dtype_to_string(r->dtype));
     if (!round_trip || *round_trip != r->dtype)
       return fail(at, fmt::format("{}: invalid dtype (code {}, bits {}, lanes {})", what, r->dtype.code, r->dtype.bits,

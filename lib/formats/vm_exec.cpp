@@ -219,8 +219,8 @@ class VmReader : private detail::ByteReader {
         case VmConstant::Kind::DType: {
           uint64_t dt = 0;
           if (!read_le(4, what, &dt)) return false;
-          c.dtype = DType{static_cast<uint8_t>(dt & 0xff), static_cast<uint8_t>((dt >> 8) & 0xff),
-                          static_cast<uint16_t>(dt >> 16)};
+          c.dtype = from_dlpack(static_cast<uint8_t>(dt & 0xff), static_cast<uint8_t>((dt >> 8) & 0xff),
+                          static_cast<uint16_t>(dt >> 16));
           break;
         }
         case VmConstant::Kind::Shape: {

@@ -54,7 +54,7 @@ bool Buffer::operator==(const Buffer& o) const {
   return id == o.id && kind == o.kind && storage_id == o.storage_id && name == o.name &&
          dtype == o.dtype && shape == o.shape && bytes == o.bytes && entry_id == o.entry_id &&
          node == o.node && output_index == o.output_index && loc == o.loc && input_index == o.input_index &&
-         constant_index == o.constant_index && shape_expr == o.shape_expr && view_of == o.view_of &&
+         constant_index == o.constant_index && shape_expr == o.shape_expr && values_used == o.values_used && view_of == o.view_of &&
          view_offset == o.view_offset;
 }
 

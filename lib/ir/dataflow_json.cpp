@@ -445,6 +445,10 @@ Dataflow Reader::document(const json& root) const {
       if (b.shape_expr.size() != b.shape.size())
         fail(q, fmt::format("{} dimensions, but the shape has {}", b.shape_expr.size(), b.shape.size()));
     }
+    if (const json* v = optional(j, "values_used")) {
+      b.values_used = int64s(*v, at(p, "values_used"));
+      if (b.values_used.size() > (1u << 20)) fail(at(p, "values_used"), "more than 2^20 values");
+    }
     b.loc = optional_loc(j, p);
     df.buffers.push_back(std::move(b));
   }
@@ -567,7 +571,8 @@ Dataflow Reader::document(const json& root) const {
       c.buffer = ref(member(j, p, "buffer"), at(p, "buffer"), nb, "buffer");
       c.offset = integer(member(j, p, "offset"), at(p, "offset"), 0);
       c.dtype = string(member(j, p, "dtype"), at(p, "dtype"));
-      if (c.dtype != "int32") fail(at(p, "dtype"), fmt::format("a copy of {}: only int32 copies are read", printable(c.dtype)));
+      if (c.dtype != "int32" && c.dtype != "int64")
+        fail(at(p, "dtype"), fmt::format("a copy of {}: only int32 and int64 copies are read", printable(c.dtype)));
       const json& vals = array(member(j, p, "values"), at(p, "values"));
       const std::string vp = at(p, "values");
       for (size_t k = 0; k < vals.size(); ++k) c.values.push_back(integer(vals[k], at(vp, k), INT32_MIN, INT32_MAX));

@@ -92,6 +92,8 @@ Status Engine::load_modules() {
     }
     groups[g].files.push_back({path, bytes.take(), f});
   }
+  // A flow with no kernel (every operation a VM builtin) needs no module: nothing is loaded.
+  if (groups.empty() && plan_.launches.empty()) return Status::ok();
   if (groups.empty())
     return file_error(label(), "no device module: pass --module FILE (a cubin, fatbin or PTX)", ExitCode::NoInput);
   std::map<std::string, std::set<uint64_t>> threads;

@@ -18,6 +18,8 @@
 #include <optional>
 
 #include "kdflow/analysis/bounds.h"
+#include "kdflow/formats/tensor_values.h"
+#include "kdflow/support/file_names.h"
 #include "kdflow/support/io.h"
 #include "kdflow/formats/params.h"
 #include "kdflow/formats/vm_exec.h"
@@ -325,7 +327,13 @@ class Planner {
       if (auto it = given.find(buf.name); it != given.end()) {
         file = it->second;
       } else if (!in_.input_dir.empty()) {
-        file = in_.input_dir + "/input_" + buf.name + ".npy";
+        // input_<encoded name>.npy (docs/schema.md, "Names in file names"); a folder written
+        // before the encoding may hold input_<name>.npy.
+        for (const std::string& f : input_file_candidates(buf.name)) {
+          file = in_.input_dir + "/" + f;
+          if (file_exists(file)) break;
+        }
+        if (!file_exists(file)) file = in_.input_dir + "/" + input_file_name(buf.name);
       } else {
         return file_error(label_, fmt::format("no data for input '{}' ({} {}): pass --input {}=FILE.npy", buf.name,
                                               buf.dtype, shape_text(buf.shape), buf.name),
@@ -334,6 +342,16 @@ class Planner {
       Expected<NpyArray> a = read_npy(file);
       if (!a) return a.error();
       if (Status s = check_fits(file, "input '" + buf.name + "'", b, a->dtype, a->shape, a->data.size()); !s) return s;
+      // An input whose values shaped the flow (Buffer::values_used) must hold those values.
+      if (!buf.values_used.empty()) {
+        Expected<std::vector<int64_t>> v = integer_values(a->dtype, a->data, base_name(file));
+        if (!v) return file_error(file, v.error().message);
+        if (*v != buf.values_used)
+          return file_error(file,
+                            fmt::format("input '{}' holds [{}], but the flow was extracted for [{}]: its values "
+                                        "decide shapes or branches of the program; extract again with this input",
+                                        buf.name, fmt::join(*v, ", "), fmt::join(buf.values_used, ", ")));
+      }
       PlanUpload u;
       u.buffer = b;
       u.allocation = plan_.buffer_allocation[b];
@@ -355,15 +373,21 @@ class Planner {
     h.buffer = c.buffer;
     h.allocation = plan_.buffer_allocation[c.buffer];
     h.offset = static_cast<uint64_t>(c.offset);
-    const uint64_t bytes = 4 * static_cast<uint64_t>(c.values.size());
+    const uint64_t size = c.dtype == "int64" ? 8 : 4;  // the flow's reader admits int32 and int64
+    const uint64_t bytes = size * static_cast<uint64_t>(c.values.size());
     const uint64_t cap = plan_.allocations[h.allocation].bytes;
     if (c.offset < 0 || h.offset > cap || bytes > cap - h.offset)
       return err(cp, fmt::format("host copy {} writes {} bytes at byte {} of allocation {} ({} bytes)", i, bytes,
                                  c.offset, h.allocation, cap));
     h.data.resize(bytes);
     for (size_t k = 0; k < c.values.size(); ++k) {
-      const int32_t v = static_cast<int32_t>(c.values[k]);
-      std::memcpy(&h.data[4 * k], &v, 4);
+      if (size == 8) {
+        const int64_t v = c.values[k];
+        std::memcpy(&h.data[8 * k], &v, 8);
+      } else {
+        const int32_t v = static_cast<int32_t>(c.values[k]);
+        std::memcpy(&h.data[4 * k], &v, 4);
+      }
     }
     plan_.host_copies.push_back(std::move(h));
     return Status::ok();

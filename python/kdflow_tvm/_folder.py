@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from .errors import CANT_CREATE, ExportError
+from .errors import CANT_CREATE, USAGE, ExportError
 
 
 class Staging:
@@ -78,7 +78,7 @@ class Staging:
 
     def write_npy(self, name: str, a: np.ndarray) -> None:
         os.makedirs(os.path.dirname(self.file(name)), exist_ok=True)
-        np.save(self.file(name), np.ascontiguousarray(a), allow_pickle=False)
+        np.save(self.file(name), np.ascontiguousarray(a).reshape(np.shape(a)), allow_pickle=False)
 
 
 def write_model_so(built: Any, st: Staging, info: Dict[str, Any], includes: Any) -> None:
@@ -106,12 +106,40 @@ def write_model_so(built: Any, st: Staging, info: Dict[str, Any], includes: Any)
             os.remove(st.file("model.so"))
 
 
-def safe_name(name: str) -> str:
-    """An input's name as a file-name part (kdflow reads input_<name>.npy)."""
-    bad = set('/\\\0')
-    if not name or any(c in bad for c in name) or name in (".", ".."):
-        raise ExportError(f"input name {name!r} cannot be a file name; rename the model's input")
-    return name
+_KEPT = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
+def encode_name(name: str) -> str:
+    """A tensor name as a file-name part, reversibly (docs/schema.md, "Names in file names"):
+    the bytes [A-Za-z0-9._-] of its UTF-8 kept, every other byte %XX (upper-case hex)."""
+    return "".join(chr(b) if b in _KEPT else f"%{b:02X}" for b in name.encode("utf-8"))
+
+
+def decode_name(part: str) -> str:
+    """The inverse of encode_name."""
+    out = bytearray()
+    i = 0
+    raw = part.encode("utf-8")
+    while i < len(raw):
+        if raw[i] == ord("%"):
+            hx = raw[i + 1:i + 3]
+            if len(hx) != 2 or any(c not in b"0123456789abcdefABCDEF" for c in hx):
+                raise ExportError(f"{part!r}: '%' not followed by two hex digits", USAGE)
+            out.append(int(hx.decode("ascii"), 16))
+            i += 3
+        else:
+            out.append(raw[i])
+            i += 1
+    return out.decode("utf-8", errors="surrogateescape")
+
+
+def input_file(name: str) -> str:
+    """The file an input is stored in: input_<encoded name>.npy (kdflow reads the same)."""
+    f = f"input_{encode_name(name)}.npy"
+    if len(f.encode("utf-8")) > 255:
+        raise ExportError(f"input name {name[:60]!r}...: {len(f)} bytes as a file name, more than the 255 a "
+                          "file system allows; rename the model's input", USAGE)
+    return f
 
 
 def random_array(shape: Any, dtype: str, rng: np.random.Generator) -> np.ndarray:

@@ -7,7 +7,7 @@ import os
 import re
 from typing import Any, Dict, List, Sequence, Tuple
 
-from . import _tvm
+from . import _folder, _tvm
 from .errors import NO_INPUT, UNAVAILABLE, USAGE, DATA_ERROR, ExportError
 
 
@@ -22,6 +22,13 @@ def parse_shape(text: str) -> Tuple[str, List[int]]:
 
 _ONNX_NP = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
             9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64"}
+
+
+def _decoded(name: str) -> str:
+    try:
+        return _folder.decode_name(name)
+    except ExportError:
+        return name
 
 
 def load(path: str, shapes: Dict[str, List[int]]) -> Tuple[Any, Dict[str, List[int]], Dict[str, str]]:
@@ -39,6 +46,8 @@ def load(path: str, shapes: Dict[str, List[int]]) -> Tuple[Any, Dict[str, List[i
                           DATA_ERROR) from e
     inits = {i.name for i in model.graph.initializer}
     names = [i.name for i in model.graph.input if i.name not in inits]
+    # A name as the file names it (gpu_0%2Fdata_0) stands for the name itself.
+    shapes = {(n if n in names or "%" not in n else _decoded(n)): d for n, d in shapes.items()}
     unknown = [n for n in shapes if n not in names]
     if unknown:
         raise ExportError(f"--shape names {unknown[0]!r}, which is not an input of {path} "

@@ -5,6 +5,7 @@ hook) as the references `kdflow replay` compares with."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -27,7 +28,7 @@ def is_relax_module(tvm: Any, mod: Any) -> bool:
 
 def to_tvm(tvm: Any, a: np.ndarray) -> Any:
     make = getattr(tvm.runtime, "tensor", None) or tvm.nd.array
-    return make(np.ascontiguousarray(a))
+    return make(np.ascontiguousarray(a).reshape(np.shape(a)))  # 0-d stays 0-d
 
 
 def var_name(v: Any) -> str:
@@ -104,6 +105,61 @@ def bind_params(tvm: Any, mod: Any, params: Dict[str, np.ndarray]) -> Tuple[Any,
             mod = tvm.relax.transform.BindParams(name, mine)(mod)
             bound |= set(mine)
     return mod, sorted(bound)
+
+
+_C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]*")
+
+
+def _c_name(name: str, taken: set) -> str:
+    """`name` as TVM's code generators can print it: every byte but [A-Za-z0-9_] as '_', a
+    leading digit (or nothing) after '_'; made unique among `taken`."""
+    base = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    if not base or base[0].isdigit():
+        base = "_" + base
+    new, k = base, 1
+    while new in taken:
+        new, k = f"{base}_{k}", k + 1
+    return new
+
+
+def identifier_params(tvm: Any, mod: Any) -> Tuple[Any, Dict[str, Dict[str, str]]]:
+    """Every Relax function's parameters whose names TVM's C and CUDA code generators print as
+    they are (they make identifiers of the names, turning only ':', '-' and '.' into '_'; a '/'
+    as in Caffe2's `gpu_0/data_0`, a space or a non-ASCII letter gives code no compiler takes)
+    renamed to identifiers; returns the module and, per function, {model's name: build's name}.
+    A TVM defect worked around; names TVM prints well are left alone."""
+    renames: Dict[str, Dict[str, str]] = {}
+    for name, f in relax_functions(tvm, mod).items():
+        names = [var_name(q) for q in f.params]
+        if all(_C_NAME.fullmatch(n) for n in names):
+            continue
+        taken = set(names)
+        binding = {}
+        params = []
+        mine: Dict[str, str] = {}
+        for q, n in zip(f.params, names):
+            if _C_NAME.fullmatch(n):
+                params.append(q)
+                continue
+            new = _c_name(n, taken)
+            taken.add(new)
+            nv = tvm.relax.Var(new, var_type(q))
+            binding[q] = nv
+            params.append(nv)
+            mine[n] = new
+        g = f.bind_params(binding)
+        ret = g.ret_struct_info if hasattr(g, "ret_struct_info") else getattr(g, "ret_ty", None)
+        h = tvm.relax.Function(params, g.body, ret, g.is_pure, g.attrs)
+        mod = _replace_function(mod, mod.get_global_var(name), h)
+        renames[name] = mine
+    return mod, renames
+
+
+def _replace_function(mod: Any, gv: Any, f: Any) -> Any:
+    """A copy of `mod` (the caller's module stays as it was) with `gv` bound to `f`."""
+    out = mod.clone() if hasattr(mod, "clone") else mod.shallow_copy()
+    out[gv] = f
+    return out
 
 
 def main_inputs(tvm: Any, mod: Any, function: str) -> List[Tuple[str, Any]]:

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -40,6 +41,7 @@ struct RelaxHostCopy {
   int entry = -1;
   uint64_t byte_offset = 0;
   std::vector<int64_t> values;
+  std::string dtype = "int32";  ///< of the values: int32 (the KV cache's arrays) or int64
   std::vector<std::tuple<std::string, int64_t, int64_t>> arrays;
 };
 
@@ -65,6 +67,9 @@ struct RelaxProgram {
   std::map<int, std::string> entry_names;
   /// Host-to-device copies the runtime makes (the KV cache's auxiliary arrays), by node.
   std::vector<RelaxHostCopy> host_copies;
+  /// Per VM parameter whose values the program read (vm.builtin.tensor_to_shape,
+  /// read_if_cond): the values, as the flow depends on them (Buffer::values_used).
+  std::map<int, std::vector<int64_t>> values_used;
 };
 
 /// One step of a session: the driver's calls of the KV cache (add or remove a sequence), or
@@ -123,6 +128,12 @@ struct RelaxVmEnv {
   /// Runs a host function that takes no argument and returns a scalar (compute_symbolic_expr):
   /// false when it cannot; `*is_float` tells which of `*i`, `*f` holds the value.
   std::function<Status(const std::string& function, bool* is_float, int64_t* i, double* f)> scalar_function;
+  /// The values of an integer VM parameter (by index), for the builtins that read data on the
+  /// host (vm.builtin.tensor_to_shape, read_if_cond): from input_<name>.npy. Null: none given.
+  std::function<Expected<std::vector<int64_t>>(int param)> input_values;
+  /// The bytes the executable was parsed from: the constant pool's tensors' data
+  /// (VmConstant::data_offset), read by the same builtins. Empty: not available.
+  std::string_view constant_bytes;
 };
 
 /// Runs a session (RelaxSession) of an LLM build: create_tir_paged_kv_cache, then embed and

@@ -44,6 +44,10 @@ struct Buffer {
   /// Builds with symbolic shapes (tvm-ffi): each dimension as TVM's own function signature
   /// states it ("n", "400"), where one is symbolic; empty otherwise. `shape` holds the values.
   std::vector<std::string> shape_expr;
+  /// Relax builds: an input whose *values* shaped the flow (vm.builtin.tensor_to_shape: an ONNX
+  /// Expand's target shape; vm.builtin.read_if_cond: a branch taken): the values extract used,
+  /// in order. The flow holds for inputs with these values only; replay checks them. Empty: none.
+  std::vector<int64_t> values_used;
   bool operator==(const Buffer& o) const;
 };
 

@@ -19,6 +19,14 @@ struct DType {
   bool operator!=(const DType& o) const { return !(*this == o); }
 };
 
+/// A DLDataType as TVM wrote it, in kdflow's terms: DLPack 1.0's kDLBool (code 6, 8 bits: TVM
+/// 0.26+ writes bool tensors and dtypes so) is bool, {kDLUInt, 1, lanes}, as older TVMs and
+/// NumPy's "|b1" have it; anything else unchanged.
+inline DType from_dlpack(uint8_t code, uint8_t bits, uint16_t lanes) {
+  if (code == 6 && bits == 8) return DType{kDLUInt, 1, lanes};
+  return DType{code, bits, lanes};
+}
+
 /// "float32" → {2,32,1}; "bool" → {1,1,1}; "int8x4" → {0,8,4}; "handle" → {3,64,1}.
 /// nullopt for anything else (including bits 0 or > 1024, lanes 0).
 std::optional<DType> parse_dtype(const std::string& s);

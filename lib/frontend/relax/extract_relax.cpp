@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 
 #include "frontend/extract_internal.h"
+#include "kdflow/formats/tensor_values.h"
+#include "kdflow/support/file_names.h"
 #include "kdflow/support/stage_times.h"
 #include "frontend/relax/signatures.h"
 #include "kdflow/frontend/dataflow_builder.h"
@@ -64,8 +66,10 @@ Status resolve_relax_inputs(const ExtractInputs& in, ExtractInputs& out) {
   } else if (file_exists((dir / "device.tvm_meta.json").string())) {
     out.metas = {(dir / "device.tvm_meta.json").string()};
   } else {
-    return file_error(in.dir, "a Relax build (vm_exec.bin) with no device_<i>.tvm_meta.json; pass --meta",
-                      ExitCode::NoInput);
+    // No device module: a build whose every operation is a VM builtin (ONNX sequence operators)
+    // launches no kernel, and its flow has none. A kernel the program does launch without a
+    // function table is an error where the launch is met.
+    out.metas.clear();
   }
   if (out.devices.empty() && out.device.empty() && !in.no_device && file_exists((dir / "device.cu").string()))
     out.device = (dir / "device.cu").string();
@@ -77,7 +81,7 @@ Expected<std::pair<std::string, std::vector<int64_t>>> parse_input_shape(const s
   auto bad = [&](const std::string& why) {
     return Error{fmt::format("error: --input-shape {}: {} (expected NAME=8x100)", spec, why), ExitCode::Usage};
   };
-  const size_t eq = spec.find('=');
+  const size_t eq = spec.rfind('=');  // a name may hold '='; the dimensions never do
   if (eq == std::string::npos || eq == 0) return bad("no NAME=");
   std::vector<int64_t> shape;
   std::string dims = spec.substr(eq + 1);
@@ -307,7 +311,10 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
     table.file = in.vm_exec;
     meta_names = vm_label;
   }
-  for (const std::string& path : blob ? std::vector<std::string>{} : in.metas.empty() ? std::vector<std::string>{in.meta} : in.metas) {
+  for (const std::string& path : blob                 ? std::vector<std::string>{}
+                                 : !in.metas.empty()  ? in.metas
+                                 : !in.meta.empty()   ? std::vector<std::string>{in.meta}
+                                                      : std::vector<std::string>{}) {
     Expected<std::string> text = read_file(path, 64ull << 20);
     if (!text) return text.error();
     Expected<FunctionTable> t = parse_function_table(*text, path);
@@ -411,7 +418,9 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
     for (const std::string& spec : in.input_shapes) {
       Expected<std::pair<std::string, std::vector<int64_t>>> parsed = parse_input_shape(spec);
       if (!parsed) return parsed.error();
-      auto it = std::find(names.begin(), names.end(), parsed->first);
+      // NAME as the model names it or as its file name encodes it (gpu_0%2Fdata_0).
+      auto it = std::find_if(names.begin(), names.end(),
+                             [&](const std::string& n) { return names_match(parsed->first, n); });
       if (it == names.end())
         return Error{fmt::format("error: --input-shape {}: the VM function {} has no parameter {} (it has: {})",
                                  spec, function, parsed->first, fmt::join(names, ", ")),
@@ -420,8 +429,13 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
     }
     for (size_t i = 0; i < names.size(); ++i) {
       if (env.input_shapes.count(static_cast<int>(i))) continue;
-      const std::string npy = (dir / ("input_" + names[i] + ".npy")).string();
-      if (!file_exists(npy)) continue;
+      std::string npy;
+      for (const std::string& f : input_file_candidates(names[i]))
+        if (file_exists((dir / f).string())) {
+          npy = (dir / f).string();
+          break;
+        }
+      if (npy.empty()) continue;
       Expected<NpyArray> a = read_npy(npy);
       if (!a) return a.error();
       env.input_shapes[static_cast<int>(i)] = a->shape;
@@ -454,6 +468,31 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
       packed = pf.take();
       env.packed = &*packed;
     }
+  }
+  // The builtins that read data on the host (tensor_to_shape, read_if_cond): constants from
+  // the executable's bytes, inputs from input_<name>.npy beside the build.
+  env.constant_bytes = vm_bytes;
+  {
+    const int mi = run_ex->find(function);
+    const std::vector<std::string> names = mi >= 0 ? run_ex->functions[mi].param_names : std::vector<std::string>{};
+    env.input_values = [names, dir](int param) -> Expected<std::vector<int64_t>> {
+      const std::string name = param >= 0 && static_cast<size_t>(param) < names.size() ? names[param]
+                                                                                       : fmt::format("input{}", param);
+      std::string npy;
+      for (const std::string& f : input_file_candidates(name))
+        if (file_exists((dir / f).string())) {
+          npy = (dir / f).string();
+          break;
+        }
+      if (npy.empty())
+        return Error{fmt::format("reads the values of input {}, and the flow depends on them: put them in {} beside "
+                                 "the build",
+                                 "'" + name + "'", input_file_name(name)),
+                     ExitCode::NoInput};
+      Expected<NpyArray> a = read_npy(npy);
+      if (!a) return a.error();
+      return integer_values(a->dtype, a->data, base_name(npy));
+    };
   }
   const HostProgram* host_program = program->get();
   env.shape_function = [host_program](const std::string& f, const std::vector<int64_t>& heap,
@@ -498,7 +537,8 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
     ++done;
     std::vector<TensorArg> args = node_tensor_args(graph, nid);
     for (TensorArg& a : args) a.type_code = 13;  // kTVMNDArrayHandle: the VM passes NDArrays
-    if (n.func_name == "vm.builtin.paged_attention_kv_cache_create" || n.func_name == "kv_cache.copy_aux_to_device") {
+    if (n.func_name == "vm.builtin.paged_attention_kv_cache_create" || n.func_name == "kv_cache.copy_aux_to_device" ||
+        n.func_name == "relax.run.shape_to_tensor") {
       // The KV cache's allocation and its copy of the auxiliary arrays: no call of the
       // program (the copy is Dataflow::host_copies).
       HostTrace t;
@@ -545,6 +585,8 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
   for (Buffer& b : df->buffers) {
     if (b.node < 0 || b.kind == BufferKind::Workspace) continue;
     b.input_index = vm->input_index[b.node];
+    if (auto it = vm->values_used.find(b.input_index); b.input_index >= 0 && it != vm->values_used.end())
+      b.values_used = it->second;
     b.constant_index = vm->constant_index[b.node];
   }
   record_shape_expressions(names_by_node, &*df);
@@ -570,6 +612,7 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
     c.buffer = rc.entry;
     c.offset = static_cast<int64_t>(rc.byte_offset);
     c.values = rc.values;
+    c.dtype = rc.dtype;
     for (const auto& [name, first, count] : rc.arrays) c.arrays.push_back(HostCopy::Array{name, first, count});
     df->host_copies.push_back(std::move(c));
   }

@@ -17,8 +17,10 @@
 #include <fmt/format.h>
 
 #include "formats/json_read.h"  // detail::quote_input, parse_json_text
+#include "kdflow/support/file_names.h"
 #include "kdflow/support/io.h"
 #include "frontend/relax/paged_kv_cache.h"
+#include "kdflow/formats/tensor_values.h"
 
 namespace kdflow {
 namespace {
@@ -93,6 +95,7 @@ struct PendingCopy {
   int node = -1;
   int tensor = -1;
   std::vector<KvAuxArray> arrays;
+  std::string dtype = "int32";  ///< of the values (int64: relax.run.shape_to_tensor)
 };
 
 /// The KV-cache builtins whose work happens inside TVM's runtime (paged_kv_cache.cc): each is
@@ -516,6 +519,37 @@ class Runner {
              false;
     if (n == "vm.builtin.match_shape") return match_shape(a);
     if (n == "vm.builtin.reshape") return reshape(ins, a);
+    if (n == "vm.builtin.make_prim_value") return make_prim_value(ins, a);
+    if (n == "relax.run.shape_to_tensor") return shape_to_tensor(ins, a);
+    if (n == "vm.builtin.match_prim_value") return match_prim_value(a);
+    if (n == "vm.builtin.shape_of") return shape_of(ins, a);
+    if (n == "vm.builtin.tensor_to_shape") return tensor_to_shape(ins, a);
+    if (n == "vm.builtin.read_if_cond") return read_if_cond(ins, a);
+    if (n == "vm.builtin.call_tir_dyn") return call_tir_dyn(ins, a);
+    if (n == "vm.builtin.ensure_zero_offset") return ensure_zero_offset(ins, a);
+    if (n == "vm.builtin.make_closure") return make_closure(ins, a);
+    if (n == "vm.builtin.invoke_closure") return invoke_closure(ins, a);
+    // Checks of a value's kind that change nothing; a runtime check that would fail is TVM's to raise.
+    if (n == "vm.builtin.check_prim_value_info" || n == "vm.builtin.check_func_info" ||
+        n == "vm.builtin.check_string_info")
+      return set(ins.dst, void_value());
+    if (n == "vm.builtin.tuple_reset_item") return set(ins.dst, void_value());  // releases a weight
+    if (n == "vm.builtin.invoke_debug_func") {  // prints (nn's op.print_): no data changes; returns the effect
+      if (a.empty()) return fail("no io effect argument"), false;
+      return set(ins.dst, a[0]);
+    }
+    if (n == "vm.builtin.call_py_func")
+      return fail("calls a Python function registered in the process that ran the build (R.call_py_func); "
+                  "kdflow reads no Python, so what it computes is unknown"),
+             false;
+    if (n == "vm.builtin.to_device")
+      return fail("copies a tensor to another device (R.to_vdevice); kdflow models one GPU's kernels and copies "
+                  "no tensor between devices"),
+             false;
+    if (n == "vm.builtin.attention_kv_cache_create" || n.rfind("vm.builtin.attention_kv_cache_", 0) == 0)
+      return fail("nn.KVCache's (the legacy, unpaged cache's) runtime copies are not modelled: build with TVM's "
+                  "paged KV cache (nn.llm PagedKVCache), whose kernels kdflow follows"),
+             false;
     if (n == "vm.builtin.copy") {  // returns its argument (builtin.cc: *rv = args[0])
       if (a.size() != 1) return fail(fmt::format("{} arguments, expected 1", a.size())), false;
       return set(ins.dst, a[0]);
@@ -607,6 +641,8 @@ class Runner {
     if (!t.known && t.home == TensorObj::Home::Input) {
       if (ndim >= 0) t.ndim = static_cast<int>(ndim);
       if (a.size() == 4) t.dtype = a[2].dtype, t.dtype_known = true;
+      // A 0-d tensor (an If's condition) has no match_shape: this check states it whole.
+      if (ndim == 0 && t.dtype_known) t.shape.clear(), t.known = true;
       return true;
     }
     if (ndim != -1 && ndim != static_cast<int64_t>(t.shape.size()))
@@ -1001,8 +1037,8 @@ class Runner {
                                                                                      : fmt::format("input{}", t->index);
         if (it == env_.input_shapes.end())
           return fail(fmt::format("VM parameter {} ({}) has a symbolic shape: give it with --input-shape {}=AxB... or "
-                                  "an input_{}.npy beside the build",
-                                  t->index, detail::quote_input(pname), pname, pname)),
+                                  "an {} beside the build",
+                                  t->index, detail::quote_input(pname), pname, input_file_name(pname))),
                  false;
         shape = it->second;
         if (static_cast<int64_t>(shape.size()) != n)
@@ -1101,6 +1137,241 @@ class Runner {
     return true;
   }
 
+  /// A scalar from the shape heap or an immediate: MakeShapeCode 0 the value, 1 heap[value].
+  bool heap_or_immediate(int64_t code, int64_t v, const char* what, int64_t* out) {
+    if (code == 0) {
+      *out = v;
+    } else if (code == 1) {
+      if (v < 0 || static_cast<uint64_t>(v) >= heap_.size() || !heap_known_[v])
+        return fail(fmt::format("{} loads heap slot {}, which holds no value", what, v)), false;
+      *out = heap_[v];
+    } else {
+      return fail(fmt::format("{}: unknown code {}", what, code)), false;
+    }
+    return true;
+  }
+
+  /// vm.builtin.make_prim_value(heap or NULL, code, value): an int64 (MakeShapeCode).
+  bool make_prim_value(const VmInstruction& ins, const std::vector<Value>& a) {
+    if (a.size() != 3 || !want(a, 1, Value::Kind::Int, "the code") || !want(a, 2, Value::Kind::Int, "the value"))
+      return fail(fmt::format("{} arguments, expected heap, code and value", a.size())), false;
+    Value v;
+    v.kind = Value::Kind::Int;
+    if (!heap_or_immediate(a[1].i, a[2].i, "the value", &v.i)) return false;
+    return set(ins.dst, std::move(v));
+  }
+
+  /// vm.builtin.match_prim_value(value, heap or NULL, code, slot, error context): as one
+  /// dimension of match_shape (MatchShapeCode 0 asserts, 1 stores, 2 nothing, 3 asserts heap).
+  bool match_prim_value(const std::vector<Value>& a) {
+    if (a.size() < 4 || !want(a, 2, Value::Kind::Int, "the code") || !want(a, 3, Value::Kind::Int, "the slot"))
+      return fail(fmt::format("{} arguments, expected value, heap, code, slot", a.size())), false;
+    if (a[0].kind != Value::Kind::Int)
+      return fail(fmt::format("the value is {}, not a known integer (a VM parameter that is a scalar is not "
+                              "modelled)",
+                              kind_name(a[0].kind))),
+             false;
+    const int64_t code = a[2].i, slot = a[3].i, v = a[0].i;
+    if (code == 2) return true;
+    if (code == 0) return v == slot ? true : (fail(fmt::format("the value is {}, the match states {}", v, slot)), false);
+    if (slot < 0 || static_cast<uint64_t>(slot) >= heap_.size())
+      return fail(fmt::format("heap slot {} is outside the heap of {}", slot, heap_.size())), false;
+    if (code == 1) {
+      heap_[slot] = v, heap_known_[slot] = true;
+      return true;
+    }
+    if (code == 3 && heap_known_[slot] && heap_[slot] == v) return true;
+    return fail(code == 3 ? fmt::format("the value is {}, heap slot {} holds {}", v, slot,
+                                        heap_known_[slot] ? std::to_string(heap_[slot]) : std::string("nothing"))
+                          : fmt::format("unknown match code {}", code)),
+           false;
+  }
+
+  /// vm.builtin.shape_of(tensor): its shape, without touching its data.
+  bool shape_of(const VmInstruction& ins, const std::vector<Value>& a) {
+    if (a.size() != 1 || !want(a, 0, Value::Kind::Tensor, "the tensor")) return false;
+    if (!usable(static_cast<int>(a[0].i), 0)) return false;
+    Value v;
+    v.kind = Value::Kind::Shape;
+    v.shape = tensors_[a[0].i].shape;
+    return set(ins.dst, std::move(v));
+  }
+
+  /// The values of a tensor the host reads (TVM copies it to the CPU first): a pool constant's
+  /// bytes, or a VM parameter's values from its input file (the flow then depends on them:
+  /// RelaxProgram::values_used). A tensor a kernel computes has values extract cannot know.
+  bool host_values(int id, std::vector<int64_t>* out) {
+    int root = id;
+    while (tensors_[root].home == TensorObj::Home::View) root = tensors_[root].index;
+    const TensorObj& t = tensors_[root];
+    const TensorObj& seen = tensors_[id];
+    if (root != id)
+      return fail("reads the values of a view of a tensor; kdflow reads the values of inputs and constants only"),
+             false;
+    if (t.home == TensorObj::Home::Constant) {
+      const VmConstant& c = ex_.constants[static_cast<size_t>(t.index)];
+      if (env_.constant_bytes.empty() || c.data_offset + c.nbytes > env_.constant_bytes.size())
+        return fail(fmt::format("reads the values of constant c[{}], whose bytes are not at hand", t.index)), false;
+      Expected<std::vector<int64_t>> v = integer_values(c.dtype, env_.constant_bytes.substr(c.data_offset, c.nbytes),
+                                                        fmt::format("constant c[{}]", t.index));
+      if (!v) return fail(v.error().message), false;
+      *out = std::move(*v);
+      return true;
+    }
+    if (t.home == TensorObj::Home::Input) {
+      const std::string pname = static_cast<size_t>(t.index) < param_names_.size() ? param_names_[t.index]
+                                                                                   : fmt::format("input{}", t.index);
+      if (!env_.input_values)
+        return fail(fmt::format("reads the values of input {}, and the flow depends on them: put them in {} beside "
+                                "the build",
+                                detail::quote_input(pname), input_file_name(pname))),
+               false;
+      Expected<std::vector<int64_t>> v = env_.input_values(t.index);
+      if (!v) return fail(v.error().message), false;
+      uint64_t elems = 1;
+      for (int64_t d : seen.shape) elems *= static_cast<uint64_t>(d);
+      if (seen.known && v->size() != elems)
+        return fail(fmt::format("input {} holds {} values; the program states {}", detail::quote_input(pname),
+                                v->size(), elems)),
+               false;
+      values_used_[t.index] = *v;
+      *out = std::move(*v);
+      return true;
+    }
+    const std::string by = t.producer >= 0 && static_cast<size_t>(t.producer) < nodes_.size()
+                               ? fmt::format(" ({} computes them)", nodes_[static_cast<size_t>(t.producer)].func)
+                               : std::string();
+    return fail(fmt::format("reads on the host the values of a tensor a kernel computes{}; extract runs no kernel, "
+                            "so the shapes and calls that follow are unknown",
+                            by)),
+           false;
+  }
+
+  /// vm.builtin.tensor_to_shape(tensor): a 1-D signed integer tensor's values as a shape
+  /// (builtin.cc: copied to the CPU, ndim 1, int16/32/64).
+  bool tensor_to_shape(const VmInstruction& ins, const std::vector<Value>& a) {
+    if (a.size() != 1 || !want(a, 0, Value::Kind::Tensor, "the tensor")) return false;
+    const TensorObj& t = tensors_[a[0].i];
+    if (!t.dtype_known || t.dtype.code != kDLInt || t.dtype.lanes != 1 ||
+        !(t.dtype.bits == 16 || t.dtype.bits == 32 || t.dtype.bits == 64))
+      return fail(fmt::format("the tensor is {}; TVM takes int16, int32 or int64",
+                              t.dtype_known ? dtype_to_string(t.dtype) : std::string("of unknown dtype"))),
+             false;
+    if (t.known && t.shape.size() != 1)
+      return fail(fmt::format("the tensor has {} dimensions; TVM takes 1", t.shape.size())), false;
+    Value v;
+    v.kind = Value::Kind::Shape;
+    if (!host_values(static_cast<int>(a[0].i), &v.shape)) return false;
+    for (int64_t d : v.shape)
+      if (d < 0) return fail(fmt::format("the shape it holds has a negative dimension ({})", d)), false;
+    return set(ins.dst, std::move(v));
+  }
+
+  /// vm.builtin.read_if_cond(value): an If's condition; a tensor's first element on the host.
+  bool read_if_cond(const VmInstruction& ins, const std::vector<Value>& a) {
+    if (a.size() != 1) return fail(fmt::format("{} arguments, expected 1", a.size())), false;
+    Value v;
+    v.kind = Value::Kind::Int;
+    if (a[0].kind == Value::Kind::Int) {
+      v.i = a[0].i != 0;
+    } else if (a[0].kind == Value::Kind::Tensor) {
+      std::vector<int64_t> values;
+      if (!host_values(static_cast<int>(a[0].i), &values)) return false;
+      if (values.empty()) return fail("the condition tensor is empty"), false;
+      v.i = values[0] != 0;
+    } else {
+      return fail(fmt::format("the condition is {}", kind_name(a[0].kind))), false;
+    }
+    return set(ins.dst, std::move(v));
+  }
+
+  /// vm.builtin.call_tir_dyn(f, args..., shape) (TVM 0.20 - 0.25: a call_tir with symbolic
+  /// scalars): calls f with the arguments, then the shape's values as int64 scalars.
+  bool call_tir_dyn(const VmInstruction& ins, const std::vector<Value>& a) {
+    if (a.size() < 2 || !want(a, 0, Value::Kind::Func, "the function") ||
+        !want(a, a.size() - 1, Value::Kind::Shape, "the scalars"))
+      return false;
+    const VmFunction& f = ex_.functions[static_cast<size_t>(a[0].i)];
+    if (f.kind != VmFunction::Kind::Packed || !host_.count(f.name))
+      return fail(fmt::format("calls {}, which is not a function of host.c", detail::quote_input(f.name))), false;
+    std::vector<Value> args(a.begin() + 1, a.end() - 1);
+    for (int64_t s : a.back().shape) {
+      Value v;
+      v.kind = Value::Kind::Int;
+      v.i = s;
+      args.push_back(std::move(v));
+    }
+    callee_ = f.name;
+    return fused(ins, args);
+  }
+
+  /// relax.run.shape_to_tensor(shape) (TVM 0.20 - 0.25's lowering of R.shape_to_tensor; ONNX
+  /// Gather): a new int64 tensor holding the shape's values, which TVM fills on the host. Here a
+  /// buffer of its own and a node that copies the values into it (Dataflow::host_copies), so
+  /// the kernels that read it read those values.
+  bool shape_to_tensor(const VmInstruction& ins, const std::vector<Value>& a) {
+    if (a.size() != 1 || !want(a, 0, Value::Kind::Shape, "the shape")) return false;
+    TensorObj t;
+    t.home = TensorObj::Home::Storage;
+    t.index = static_cast<int>(storage_bytes_.size());
+    storage_bytes_.push_back(8 * std::max<uint64_t>(a[0].shape.size(), 1));
+    t.known = t.dtype_known = t.written = true;
+    t.shape = {static_cast<int64_t>(a[0].shape.size())};
+    t.dtype = DType{kDLInt, 64, 1};
+    const int id = static_cast<int>(tensors_.size());
+    t.producer = static_cast<int>(nodes_.size());
+    tensors_.push_back(t);
+    PendingNode node;
+    node.func = "relax.run.shape_to_tensor";
+    node.instr = static_cast<uint64_t>(pc_);
+    node.outputs = {id};
+    mark(node);
+    PendingCopy copy;
+    copy.node = static_cast<int>(nodes_.size());
+    copy.tensor = id;
+    copy.dtype = "int64";
+    copy.arrays.push_back(KvAuxArray{"shape", 0, a[0].shape});
+    copies_.push_back(std::move(copy));
+    nodes_.push_back(std::move(node));
+    Value v;
+    v.kind = Value::Kind::Tensor;
+    v.i = id;
+    return set(ins.dst, std::move(v));
+  }
+
+  /// vm.builtin.ensure_zero_offset(tensor): the tensor itself where its data starts at offset 0
+  /// of its allocation (every tensor kdflow models on the GPU: CUDA supports pointer arithmetic,
+  /// builtin.cc then returns a view with the offset folded into the pointer).
+  bool ensure_zero_offset(const VmInstruction& ins, const std::vector<Value>& a) {
+    if (a.size() != 1 || !want(a, 0, Value::Kind::Tensor, "the tensor")) return false;
+    return set(ins.dst, a[0]);
+  }
+
+  /// vm.builtin.make_closure(f, saved...): f with its last arguments bound.
+  bool make_closure(const VmInstruction& ins, const std::vector<Value>& a) {
+    if (a.empty() || !want(a, 0, Value::Kind::Func, "the function")) return false;
+    Value v = a[0];
+    v.items.assign(a.begin() + 1, a.end());
+    return set(ins.dst, std::move(v));
+  }
+
+  /// vm.builtin.invoke_closure(vm, closure, args...): the VM function with the arguments, then
+  /// the closure's saved values (InvokeClosurePacked).
+  bool invoke_closure(const VmInstruction& ins, const std::vector<Value>& a) {
+    if (!want(a, 0, Value::Kind::Vm, "the VM") || !want(a, 1, Value::Kind::Func, "the closure")) return false;
+    std::vector<Value> args(a.begin() + 2, a.end());
+    args.insert(args.end(), a[1].items.begin(), a[1].items.end());
+    const VmFunction& f = ex_.functions[static_cast<size_t>(a[1].i)];
+    if (f.kind == VmFunction::Kind::Packed) {
+      if (!host_.count(f.name)) return fail(fmt::format("calls {}, which is not a function of host.c", f.name)), false;
+      callee_ = f.name;
+      return fused(ins, args);
+    }
+    Value out;
+    if (!invoke(a[1].i, args, &out)) return false;
+    return set(ins.dst, std::move(out));
+  }
+
   bool reshape(const VmInstruction& ins, const std::vector<Value>& a) {
     if (!want(a, 0, Value::Kind::Tensor, "the tensor") || !want(a, 1, Value::Kind::Shape, "the new shape")) return false;
     Value v;
@@ -1140,12 +1411,34 @@ class Runner {
     PendingNode node;
     node.func = callee_;
     node.instr = static_cast<uint64_t>(pc_);
+    // Scalars among the arguments (TVM 0.26+'s make_prim_value, 0.20 - 0.25's call_tir_dyn):
+    // the call's arguments are kept in order, tensors and scalars (RelaxProgram::call_args).
+    const bool scalars = std::any_of(a.begin(), a.end(), [](const Value& v) {
+      return v.kind == Value::Kind::Int || v.kind == Value::Kind::Float;
+    });
     for (size_t k = 0; k < a.size(); ++k) {
+      if (scalars && (a[k].kind == Value::Kind::Int || a[k].kind == Value::Kind::Float)) {
+        PendingArg s;
+        s.kind = a[k].kind == Value::Kind::Int ? RelaxCallArg::Kind::Int : RelaxCallArg::Kind::Float;
+        s.i = a[k].i;
+        s.f = a[k].f;
+        node.args.push_back(std::move(s));
+        continue;
+      }
       if (a[k].kind != Value::Kind::Tensor)
-        return fail(fmt::format("argument {} is {}: only tensors are passed to host functions in this model", k,
-                                kind_name(a[k].kind))),
+        return fail(fmt::format("argument {} is {}: only tensors and scalars are passed to host functions in this "
+                                "model",
+                                k, kind_name(a[k].kind))),
                false;
       const int id = static_cast<int>(a[k].i);
+      if (scalars) {
+        PendingArg t;
+        t.kind = RelaxCallArg::Kind::Tensor;
+        t.entry = id;
+        t.shape = tensors_[id].shape;
+        t.dtype = tensors_[id].dtype;
+        node.args.push_back(std::move(t));
+      }
       if (!usable(id, k)) return false;
       TensorObj& t = tensors_[id];
       const bool fresh = t.home == TensorObj::Home::Storage && !t.written;
@@ -1198,6 +1491,7 @@ class Runner {
     RelaxProgram p;
     p.shape_heap = heap_;
     p.symbolic_inputs = symbolic_inputs_;
+    p.values_used = values_used_;
     p.num_storages = static_cast<int64_t>(storage_bytes_.size());
     p.storage_bytes = storage_bytes_;
     Graph& g = p.graph;
@@ -1310,6 +1604,7 @@ class Runner {
       }
       // The padding between arrays is what the pinned host buffer held before (zero here).
       hc.values.resize(static_cast<size_t>(tensors_[c.tensor].shape.at(0)), 0);
+      hc.dtype = c.dtype;
       p.host_copies.push_back(std::move(hc));
     }
     for (const auto& [t, eid] : entry_of) {
@@ -1336,6 +1631,7 @@ class Runner {
   std::vector<int64_t> heap_;
   std::vector<bool> heap_known_;
   std::map<int, std::vector<int64_t>> symbolic_inputs_;
+  std::map<int, std::vector<int64_t>> values_used_;  ///< VM parameter → the values the program read
   std::vector<Value> regs_;
   std::vector<TensorObj> tensors_;
   std::map<int64_t, int> const_tensor_;  // pool index → tensor object
