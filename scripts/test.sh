@@ -94,6 +94,8 @@ make_venv() {  # make_venv DIR REQUIREMENTS [--system-site-packages]
 }
 if [ "${KDFLOW_TEST_NO_TVM:-0}" != 1 ]; then
   make_venv build/venv-tvm027 test/tvm/requirements-tvm027.txt
+  make_venv build/venv-tvm025 test/tvm/requirements-tvm025.txt
+  make_venv build/venv-tvm025 test/tvm/requirements-tvm025.txt
   [ -f ../shared/tvm/env.sh ] && make_venv build/venv-tvm026 test/tvm/requirements-tvm026.txt --system-site-packages
 fi
 

@@ -129,6 +129,15 @@ def build(mod: Any, target: Any = "cuda", out: Optional[str] = None, params: Par
     }
     if frontend == "relax":
         bmod, bound = _relax.bind_params(tvm, mod, p)
+        bmod, renamed = _relax.identifier_params(tvm, bmod)
+        if renamed:
+            info["renamed_params"] = renamed
+            info.setdefault("notes", []).append(
+                "parameters renamed for TVM's code generators, which print names as C identifiers as they are "
+                "(a '/', space or non-ASCII letter in a name gives code no compiler takes): " +
+                "; ".join(f"{fn}: " + ", ".join(f"{a!r} -> {b!r}" for a, b in m.items()) for fn, m in renamed.items()))
+            if isinstance(inputs, Mapping):  # given by the model's names
+                inputs = {renamed.get(function, {}).get(k, k): a for k, a in inputs.items()}
         weights = _relax.unbound_weights(tvm, bmod, function)
         if weights and reference:
             raise ExportError(f"function {function!r} takes weights {', '.join(weights[:4])}"
@@ -145,6 +154,10 @@ def build(mod: Any, target: Any = "cuda", out: Optional[str] = None, params: Par
             if p and not bound:
                 _write_params(tvm, p, st, info)
             arrays = _write_inputs(sigs, inputs, reference and has_fn, seed, st, info)
+            back = {b: a for a, b in renamed.get(function, {}).items()}
+            for i in info.get("inputs", []):
+                if i["name"] in back:
+                    i["model_name"] = back[i["name"]]
             if reference and has_fn:
                 _log(quiet, "running TVM on the CPU (llvm) for the reference outputs and every call's result")
                 info["reference"] = _relax.reference(tvm, bmod, function, [arrays[s[0]] for s in sigs], st, tgt)
@@ -156,14 +169,14 @@ def build(mod: Any, target: Any = "cuda", out: Optional[str] = None, params: Par
         return ex
     # Relay
     _log(quiet, f"building for CUDA ({arch}, host c) with TVM {tvm.__version__} (Relay)")
-    lib = _relay.build(tvm, mod, tgt, p or None)
+    lib = _relay.build(tvm, mod, tgt, p or None, info=info)
     sigs = _relay.main_inputs(tvm, mod, p)
     with st:
         _relay.write_files(tvm, lib, st, info)
         arrays = _write_inputs(sigs, inputs, reference, seed, st, info)
         if reference:
             _log(quiet, "running TVM on the CPU (llvm) for the reference outputs and every node's result")
-            info["reference"] = _relay.reference(tvm, mod, p, arrays, lib.get_graph_json(), st)
+            info["reference"] = _relay.reference(tvm, mod, p, arrays, lib, st)
         st.write_json("build_info.json", info)
     _log(quiet, f"wrote {out}")
     return lib
@@ -229,8 +242,8 @@ def _write_inputs(sigs: Sequence[Tuple[str, Sequence[Any], str]], inputs: Any, n
         info["inputs_random"] = f"numpy default_rng({seed}): standard normal floats, integers in [0, 2)"
     arrays = _resolve_inputs(sigs, inputs, seed)
     for name, a in arrays.items():
-        st.write_npy(f"input_{_folder.safe_name(name)}.npy", a)
-    info["inputs"] = [{"name": n, "file": f"input_{n}.npy", "dtype": str(arrays[n].dtype),
+        st.write_npy(_folder.input_file(name), a)
+    info["inputs"] = [{"name": n, "file": _folder.input_file(n), "dtype": str(arrays[n].dtype),
                        "shape": list(arrays[n].shape)} for n, _, _ in sigs]
     return arrays
 
@@ -241,8 +254,8 @@ def _write_given_inputs(inputs: Optional[Mapping[str, ArrayLike]], st: _folder.S
     info["inputs"] = []
     for name, val in inputs.items():
         a = _folder.as_numpy(val)
-        st.write_npy(f"input_{_folder.safe_name(str(name))}.npy", a)
-        info["inputs"].append({"name": str(name), "file": f"input_{name}.npy", "dtype": str(a.dtype),
+        st.write_npy(_folder.input_file(str(name)), a)
+        info["inputs"].append({"name": str(name), "file": _folder.input_file(str(name)), "dtype": str(a.dtype),
                                "shape": list(a.shape)})
 
 

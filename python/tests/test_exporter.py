@@ -13,6 +13,7 @@ import unittest
 import numpy as np
 
 from kdflow_tvm import _blob, _folder, _onnx, _tvm
+from kdflow_tvm import _relax, _relay
 from kdflow_tvm import _resolve_inputs  # type: ignore[attr-defined]
 from kdflow_tvm.errors import CANT_CREATE, USAGE, ExportError
 
@@ -125,10 +126,54 @@ class FolderTest(unittest.TestCase):
             self.assertEqual(sorted(os.listdir(out)), ["host.c"])
             self.assertEqual(sorted(os.listdir(d)), ["out"])
 
-    def test_input_names_must_be_file_names(self) -> None:
-        for bad in ("", "a/b", "..", "x\0"):
+    def test_every_input_name_is_a_file_name_and_round_trips(self) -> None:
+        # Caffe2, TensorFlow, PyTorch and hand-made names; kdflow's C++ encoder gives the same.
+        cases = {"gpu_0/data_0": "input_gpu_0%2Fdata_0.npy", "input_1:0": "input_input_1%3A0.npy",
+                 "input.1": "input_input.1.npy", "a b": "input_a%20b.npy", "%41": "input_%2541.npy",
+                 "": "input_.npy", "..": "input_...npy", "x\0": "input_x%00.npy",
+                 "\u00e9t\u00e9": "input_%C3%A9t%C3%A9.npy", "a=b\\c": "input_a%3Db%5Cc.npy"}
+        for name, file in cases.items():
+            self.assertEqual(_folder.input_file(name), file)
+            self.assertEqual(_folder.decode_name(_folder.encode_name(name)), name)
+            self.assertNotIn("/", file)
+        with tempfile.TemporaryDirectory() as d:
+            for name in cases:
+                with open(os.path.join(d, _folder.input_file(name)), "wb"):
+                    pass
+            self.assertEqual(len(os.listdir(d)), len(cases))
+
+    def test_bad_encodings_and_overlong_names_are_refused(self) -> None:
+        for bad in ("%", "%4", "%G1", "%+1"):
             with self.assertRaises(ExportError):
-                _folder.safe_name(bad)
+                _folder.decode_name(bad)
+        with self.assertRaises(ExportError):
+            _folder.input_file("/" * 100)
+
+
+class ParamNameTest(unittest.TestCase):
+    def test_names_tvm_prints_well_are_kept_and_others_become_identifiers(self) -> None:
+        # TVM's code generators turn ':', '-' and '.' into '_' themselves; '/', spaces and
+        # non-ASCII letters reach host.c and device.cu as they are.
+        for ok in ("x", "input_1:0", "y-1", "z.2", "_a"):
+            self.assertTrue(_relax._C_NAME.fullmatch(ok), ok)
+        for bad in ("gpu_0/data_0", "a b", "\u00e9t\u00e9", "0x", ""):
+            self.assertFalse(_relax._C_NAME.fullmatch(bad), bad)
+        self.assertEqual(_relax._c_name("gpu_0/data_0", set()), "gpu_0_data_0")
+        self.assertEqual(_relax._c_name("0x", set()), "_0x")
+        self.assertEqual(_relax._c_name("", set()), "_")
+        self.assertEqual(_relax._c_name("a b", {"a_b", "a_b_1"}), "a_b_2")
+
+    def test_host_only_functions_are_not_references(self) -> None:
+        for host in ("shape_func", "shape_func1", "compute_symbolic_expr"):
+            self.assertTrue(_relax._HOST_ONLY.fullmatch(host))
+        self.assertFalse(_relax._HOST_ONLY.fullmatch("fused_shape_func_add"))
+
+    def test_zero_dimensional_arrays_stay_zero_dimensional(self) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "out")
+            with _folder.Staging(out) as st:
+                st.write_npy("input_c.npy", np.array(True))
+            self.assertEqual(np.load(os.path.join(out, "input_c.npy")).shape, ())
 
 
 class InputsTest(unittest.TestCase):
@@ -171,6 +216,54 @@ class OptionsTest(unittest.TestCase):
         self.assertEqual(_tvm.check_arch("sm_90a"), "sm_90a")
         with self.assertRaises(ExportError):
             _tvm.check_arch("hopper")
+
+
+def relay_graph() -> dict:
+    """A Relay graph.json as TVM 0.19 writes it for a small CNN: conv, a two-output split, a
+    reshape-only node (__nop), a function TVM's build does not describe, and one reading it."""
+    nodes = [
+        {"op": "null", "name": "x", "inputs": []},
+        {"op": "null", "name": "p0", "inputs": []},
+        {"op": "tvm_op", "name": "f_conv", "attrs": {"func_name": "f_conv"}, "inputs": [[0, 0, 0], [1, 0, 0]]},
+        {"op": "tvm_op", "name": "f_split", "attrs": {"func_name": "f_split"}, "inputs": [[2, 0, 0]]},
+        {"op": "tvm_op", "name": "reshape_nop", "attrs": {"func_name": "__nop"}, "inputs": [[3, 1, 0]]},
+        {"op": "tvm_op", "name": "f_add", "attrs": {"func_name": "f_add"}, "inputs": [[3, 0, 0], [4, 0, 0]]},
+        {"op": "tvm_op", "name": "f_ext", "attrs": {"func_name": "f_ext"}, "inputs": [[5, 0, 0]]},
+        {"op": "tvm_op", "name": "f_after", "attrs": {"func_name": "f_after"}, "inputs": [[6, 0, 0]]},
+        {"op": "tvm_op", "name": "f_tail", "attrs": {"func_name": "f_tail"}, "inputs": [[5, 0, 0]]},
+    ]
+    return {"nodes": nodes, "arg_nodes": [0, 1], "heads": [[7, 0, 0], [8, 0, 0]],
+            "node_row_ptr": [0, 1, 2, 3, 5, 6, 7, 8, 9, 10]}
+
+
+class RelayReferenceTest(unittest.TestCase):
+    """_relay.node_plan: which nodes of a Relay build's graph.json get TVM's CPU result (each
+    function node, every output) and why the others do not."""
+
+    def test_every_function_node_and_output(self) -> None:
+        entries, skipped = _relay.node_plan(relay_graph(), ["f_conv", "f_split", "f_add", "f_after", "f_tail"])
+        self.assertEqual(entries, [(2, 0), (3, 0), (3, 1), (5, 0), (8, 0)])
+        self.assertEqual([(s["graph_node"], s["function"]) for s in skipped],
+                         [(4, "__nop"), (6, "f_ext"), (7, "f_after")])
+        self.assertIn("launches no kernel", skipped[0]["reason"])
+        self.assertIn("no Relay function", skipped[1]["reason"])
+        self.assertIn("reads node 6", skipped[2]["reason"])
+
+    def test_all_known(self) -> None:
+        entries, skipped = _relay.node_plan(relay_graph(), ["f_conv", "f_split", "f_add", "f_ext", "f_after",
+                                                           "f_tail"])
+        self.assertEqual([i for i, k in entries if k == 0], [2, 3, 5, 6, 7, 8])
+        self.assertEqual([s["function"] for s in skipped], ["__nop"])
+
+    def test_htanh_guard(self) -> None:
+        prelude = ("#if (__CUDA_ARCH__ >= 530)\nCUDA_UNSUPPORTED_HALF_MATH_BINARY(hpow, powf)\n"
+                   "CUDA_UNSUPPORTED_HALF_MATH_UNARY(htanh, tanhf)\nCUDA_UNSUPPORTED_HALF_MATH_UNARY(htan, tanf)\n")
+        fixed = _relay.fix_cuda_source(prelude)
+        self.assertIn("#if ((__CUDACC_VER_MAJOR__ < 12) || ((__CUDACC_VER_MAJOR__ == 12) && "
+                      "(__CUDACC_VER_MINOR__ < 8)))\nCUDA_UNSUPPORTED_HALF_MATH_UNARY(htanh, tanhf)\n#endif\n", fixed)
+        self.assertEqual(fixed.count("htanh"), 1)
+        self.assertEqual(_relay.fix_cuda_source(fixed), fixed)
+        self.assertEqual(_relay.fix_cuda_source("__global__ void k() {}"), "__global__ void k() {}")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,9 @@ import numpy as np  # noqa: E402
 import kdflow_tvm  # noqa: E402
 from kdflow_tvm import _tvm  # noqa: E402
 
+sys.path.insert(0, HERE)
+import builtin_models  # noqa: E402
+
 SKIP = 77
 
 
@@ -173,6 +176,8 @@ def models(tvm: Any) -> Dict[str, Callable[[str], None]]:
         "llm_f16": lambda out: llm_model_build(tvm, out, dtype="float16"),
         # Another size: 3 layers, hidden 128, 4 query heads sharing 1 KV head (MQA), head dim 32.
         "llm_mqa": lambda out: llm_model_build(tvm, out, size=LLM_MQA),
+        # Names that are not file names, each VM builtin a build reaches, a build with no kernel.
+        **builtin_models.models(tvm),
     }
 
 
@@ -263,6 +268,65 @@ def onnx_model(out: str) -> None:
         raise SystemExit(f"onnx: {' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()}")
 
 
+def relay_models(tvm: Any) -> Dict[str, Callable[[str], None]]:
+    """Relay models (TVM 0.8 - 0.19, built with relay.build through the exporter): an MLP, a CNN
+    with SqueezeNet's fire module (conv2d, max_pool2d, two expand convolutions concatenated, a
+    reshape-only flatten that TVM runs as __nop), a float16 MLP, a model with three outputs, a
+    two-output node and a function two nodes call, and the ONNX file through the command line (Relay's importer). Small: TVM
+    0.19 here is an -O0 build."""
+    from tvm import relay
+
+    def model(make: Callable[[Callable[..., Any]], Any], seed: int) -> Callable[[str], None]:
+        def run(out: str) -> None:
+            rng = np.random.default_rng(seed)
+            params: Dict[str, np.ndarray] = {}
+
+            def w(name: str, shape: Any, dtype: str = "float32") -> Any:
+                params[name] = weights(rng, shape).astype(dtype)
+                return relay.var(name, shape=shape, dtype=dtype)
+            y = make(w)
+            mod = tvm.IRModule.from_expr(relay.Function(relay.analysis.free_vars(y), y))
+            kdflow_tvm.build(mod, "cuda", out=out, params=params, inputs=True, arch="sm_90", quiet=True)
+        return run
+
+    def mlp(w: Callable[..., Any]) -> Any:
+        x = relay.var("x", shape=(1, 100), dtype="float32")
+        h = relay.nn.relu(relay.nn.bias_add(relay.nn.dense(x, w("w1", (64, 100))), w("b1", (64,))))
+        return relay.nn.log_softmax(relay.nn.bias_add(relay.nn.dense(h, w("w2", (10, 64))), w("b2", (10,))))
+
+    def mlp_fp16(w: Callable[..., Any]) -> Any:
+        # One row: with 4 (padded to 8) TVM picks its tensor-core dense (nvcuda::wmma), which
+        # kdflow's CPU back end does not run.
+        x = relay.var("x", shape=(1, 64), dtype="float16")
+        h = relay.nn.relu(relay.nn.bias_add(relay.nn.dense(x, w("w1", (32, 64), "float16")), w("b1", (32,), "float16")))
+        return relay.nn.bias_add(relay.nn.dense(h, w("w2", (16, 32), "float16")), w("b2", (16,), "float16"))
+
+    def cnn(w: Callable[..., Any]) -> Any:
+        x = relay.var("data", shape=(1, 3, 16, 16), dtype="float32")
+        y = relay.nn.relu(relay.nn.bias_add(relay.nn.conv2d(x, w("c1w", (8, 3, 3, 3)), padding=(1, 1)),
+                                            w("c1b", (8,))))
+        y = relay.nn.max_pool2d(y, pool_size=(3, 3), strides=(2, 2), ceil_mode=True)
+        s = relay.nn.relu(relay.nn.conv2d(y, w("squeeze", (4, 8, 1, 1))))        # the fire module
+        e1 = relay.nn.relu(relay.nn.conv2d(s, w("expand1", (8, 4, 1, 1))))
+        e3 = relay.nn.relu(relay.nn.conv2d(s, w("expand3", (8, 4, 3, 3)), padding=(1, 1)))
+        y = relay.nn.batch_flatten(relay.nn.global_avg_pool2d(relay.concatenate([e1, e3], axis=1)))
+        return relay.nn.softmax(relay.nn.dense(y, w("fc", (10, 16))))
+
+    def outputs(w: Callable[..., Any]) -> Any:
+        # split: a node with two outputs, read by fused functions as one tuple parameter; two
+        # nodes calling one function (the same dense); three outputs, one a reshape TVM runs
+        # as __nop.
+        x = relay.var("x", shape=(2, 32), dtype="float32")
+        parts = relay.split(relay.nn.dense(x, w("w", (32, 32))), 2, axis=1)
+        b = relay.sigmoid(parts[1])
+        a = relay.nn.relu(parts[0]) * b
+        return relay.Tuple([relay.nn.dense(a, w("wa", (16, 16))), relay.nn.dense(b, w("wb", (16, 16))),
+                            relay.reshape(b, (32,))])
+
+    return {"relay_mlp": model(mlp, 1), "relay_cnn": model(cnn, 2), "relay_mlp_fp16": model(mlp_fp16, 3),
+            "relay_outputs": model(outputs, 4), "onnx": onnx_model}
+
+
 def main() -> int:
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -275,14 +339,19 @@ def main() -> int:
     except Exception as e:
         print(f"build_models: skipped: {e}", file=sys.stderr)
         return SKIP
-    stamp = f"tvm {tvm.__version__} sources {sources_hash()}\n"
+    stamp = f"tvm {tvm.__version__} sources {sources_hash()} models {os.environ.get('KDFLOW_TVM_MODELS', 'all')}\n"
     stamp_file = os.path.join(out, "stamp")
     if os.path.exists(stamp_file) and open(stamp_file).read() == stamp:
         print(f"build_models: {out} is up to date ({stamp.strip()})", file=sys.stderr)
         return 0
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
-    for name, run in models(tvm).items():
+    relay_era = _tvm.version_tuple(tvm) < _tvm.RELAX_FIRST  # TVM 0.8 - 0.19: the Relay models
+    # KDFLOW_TVM_MODELS: the names to build (run.sh gives TVM 0.25 a subset); default all.
+    only = os.environ.get("KDFLOW_TVM_MODELS", "").split()
+    for name, run in (relay_models(tvm) if relay_era else models(tvm)).items():
+        if only and name not in only:
+            continue
         print(f"build_models: {name} (TVM {tvm.__version__})", file=sys.stderr, flush=True)
         run(os.path.join(out, name))
     with open(stamp_file, "w") as f:

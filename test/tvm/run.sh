@@ -3,7 +3,9 @@
 # exporter (build_models.py, cached in BUILD_DIR/tvm-models/WHICH) and checks kdflow on them
 # (check_models.py). WHICH: 027 (TVM 0.27 from PyPI, in BUILD_DIR/venv-tvm027, made by
 # scripts/test.sh) or 026 (../shared/tvm, TVM 0.26 built from its tag, with onnx from
-# BUILD_DIR/venv-tvm026). Exits 77 (ctest: skipped) with one line when that TVM is absent.
+# BUILD_DIR/venv-tvm026) or 025 (TVM 0.25 from PyPI, in BUILD_DIR/venv-tvm025) or 019
+# (../shared/tvm019, TVM 0.19 built from its tag: Relay and the graph executor, with Debian's
+# /usr/bin/python3 and python3-onnx). Exits 77 (ctest: skipped) with one line when that TVM is absent.
 set -uo pipefail
 which=$1 kdflow=$2 build=$3
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -13,6 +15,14 @@ case "$which" in
     py="$build/venv-tvm027/bin/python"
     [ -x "$py" ] || { echo "tvm $which: skipped: no $build/venv-tvm027 (scripts/test.sh makes it where PyPI is reachable)"; exit 77; }
     ;;
+  025)
+    # TVM 0.25 from PyPI with apache-tvm-ffi 0.1.12 (the 0.21 - 0.25 row of the README), in
+    # BUILD_DIR/venv-tvm025; the models a 0.25 build differs in (call_tir_dyn, shape_of), not
+    # every size of the language model (0.27 and 0.26 build those).
+    py="$build/venv-tvm025/bin/python"
+    [ -x "$py" ] || { echo "tvm $which: skipped: no $build/venv-tvm025 (scripts/test.sh makes it where PyPI is reachable)"; exit 77; }
+    export KDFLOW_TVM_MODELS="mlp mlp_compiled mlp_fp16 two_branch cnn block onnx scan_view llm names names_relax expand_shape_input if_input embedding_symbolic closure ensure_zero_offset sequence_no_kernel gather_shape_of"
+    ;;
   026)
     [ -f "$shared/tvm/env.sh" ] || { echo "tvm $which: skipped: no ../shared/tvm beside the checkout"; exit 77; }
     # shellcheck disable=SC1091
@@ -20,7 +30,15 @@ case "$which" in
     py="$build/venv-tvm026/bin/python"
     [ -x "$py" ] || { echo "tvm $which: skipped: no $build/venv-tvm026 (onnx for TVM 0.26; scripts/test.sh makes it)"; exit 77; }
     ;;
-  *) echo "run.sh: WHICH is 027 or 026" >&2; exit 2 ;;
+  019)
+    [ -f "$shared/tvm019/env.sh" ] || { echo "tvm $which: skipped: no ../shared/tvm019 beside the checkout"; exit 77; }
+    # shellcheck disable=SC1091
+    . "$shared/tvm019/env.sh" >/dev/null 2>&1 || { echo "tvm $which: skipped: ../shared/tvm019/env.sh failed"; exit 77; }
+    py=/usr/bin/python3
+    "$py" -c "import tvm.relay, onnx" >/dev/null 2>&1 ||
+      { echo "tvm $which: skipped: /usr/bin/python3 cannot import TVM 0.19's Relay and onnx"; exit 77; }
+    ;;
+  *) echo "run.sh: WHICH is 027, 026, 025 or 019" >&2; exit 2 ;;
 esac
 models="$build/tvm-models/$which"
 "$py" "$root/test/tvm/build_models.py" "$models"

@@ -782,11 +782,19 @@ TEST_CASE("outputs are compared with their expected .npy and written out", "[rep
   // Against what it produced: all equal (not written again over the files it compares with).
   cmd.output_dir.clear();
   std::ostringstream out2, err2;
-  CHECK(run_replay_command(cmd, out2, err2) == 0);
+  // All zeros against all zeros: equal, but a constant would pass too, so not called ok, and
+  // the run verified nothing: exit 3 with that said on the last line.
+  CHECK(run_replay_command(cmd, out2, err2) == 3);
   CHECK(out2.str().find("MISMATCH") == std::string::npos);
-  // All zeros against all zeros: equal, but a constant would pass too, so not called ok.
   CHECK(out2.str().find("UNINFORMATIVE") != std::string::npos);
   CHECK(out2.str().find(" ok\n") == std::string::npos);
+  CHECK(err2.str().find("kdflow replay: nothing verified: each of the 3 comparisons would pass with a constant") !=
+        std::string::npos);
+  // --allow-unverified keeps the old status; --no-expect (nothing compared on purpose) exits 0.
+  cmd.allow_unverified = true;
+  std::ostringstream out3, err3;
+  CHECK(run_replay_command(cmd, out3, err3) == 0);
+  CHECK(err3.str().find("nothing verified") == std::string::npos);
 }
 
 TEST_CASE("no device, missing entry points resolved with dlsym", "[replay]") {
