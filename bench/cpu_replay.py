@@ -8,10 +8,15 @@ threads as fibers), and reports per sample: wall time, the JIT's compile time, k
 the CUDA threads run (sum over launches of grid x block), time per thread, the kernels'
 FLOPs counted from their code (extract's `ops`) per second, and the loop kernels' time as
 loops and as fibers. Where one-thread kernels run in batches of blocks, a third run with
-KDFLOW_CPU_BATCH=off (one block per call) gives their side-by-side figure. Output: one
-Markdown table per part on stdout.
+KDFLOW_CPU_BATCH=off (one block per call) gives their side-by-side figure. These runs pass
+--no-cache, so their compile time is a compile. Output: one Markdown table per part on stdout.
 
-usage: bench/cpu_replay.py KDFLOW [--samples a,b] [--repeat N] [--shared DIR]
+--cache (issue 40) instead replays each sample twice into a fresh, empty compile cache
+(KDFLOW_CACHE_DIR in a temporary folder): cold (compiled and stored) and warm (loaded from
+the cache), --repeat runs each, and reports wall time and compile (or load) time side by side,
+with the warm run's outputs checked equal to the cold run's.
+
+usage: bench/cpu_replay.py KDFLOW [--samples a,b] [--repeat N] [--shared DIR] [--cache]
 """
 import argparse
 import json
@@ -39,20 +44,53 @@ def sample_dirs(names, shared):
     return out
 
 
-def replay(kdflow, d, repeat, fibers, tmp, batch="on"):
+def replay(kdflow, d, repeat, fibers, tmp, batch="on", cache=None, out=None):
     timing = os.path.join(tmp, "t.json")
     env = dict(os.environ, KDFLOW_CPU_FIBERS=fibers, KDFLOW_CPU_BATCH=batch, NO_COLOR="1")
+    args = [kdflow, "replay", d, "--backend", "cpu", "--warmup", "0", "--repeat", str(repeat), "--timing-json", timing]
+    if cache:
+        env["KDFLOW_CACHE_DIR"] = cache
+    else:
+        args.append("--no-cache")
+    if out:
+        args += ["--output-dir", out]
     t0 = time.monotonic()
-    r = subprocess.run([kdflow, "replay", d, "--backend", "cpu", "--warmup", "0", "--repeat", str(repeat),
-                        "--timing-json", timing], env=env, capture_output=True, text=True)
+    r = subprocess.run(args, env=env, capture_output=True, text=True)
     wall = time.monotonic() - t0
-    if r.returncode != 0:
+    if r.returncode not in (0, 3):  # 3: ran, but every reference is one a constant would match (squeezenet)
         raise SystemExit(f"cpu_replay: {d}: replay exited {r.returncode}: {r.stderr.strip().splitlines()[-1:]}")
     way = dict(re.findall(r"replay: cpu: kernel (\S+) runs each block (as fibers|as a loop|as thread loops|as one thread|as batches)", r.stderr))
-    compile_s = sum(float(x) for x in re.findall(r"compiled for the host in ([0-9.]+) s", r.stderr))
+    # A module compiled, or (with a cache) loaded from it: either is the JIT's part of the run.
+    compile_s = sum(float(x) for x in re.findall(
+        r"(?:compiled for the host|loaded from the compile cache \(key \w+\)) in ([0-9.]+) s", r.stderr))
     with open(timing) as f:
         t = json.load(f)
-    return wall, compile_s, way, t
+    return wall, compile_s, way, t, r.stderr
+
+
+def cold_warm(kdflow, samples, repeat):
+    """Cold and warm replays into one fresh cache per sample; one Markdown table."""
+    print("| sample | modules | kernels | cold wall s | cold compile s | warm wall s | warm load s | wall, warm / cold "
+          "| cache entry KiB | outputs |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for m, d in samples:
+        with tempfile.TemporaryDirectory() as tmp:
+            cache = os.path.join(tmp, "cache")
+            wc, cc, _, tc, ec = replay(kdflow, d, repeat, "auto", tmp, cache=cache, out=os.path.join(tmp, "cold"))
+            ww, cw, _, tw, ew = replay(kdflow, d, repeat, "auto", tmp, cache=cache, out=os.path.join(tmp, "warm"))
+            modules = len(re.findall(r"compiled for the host in", ec))
+            hits = len(re.findall(r"loaded from the compile cache", ew))
+            if hits != modules or re.search(r"compiled for the host in", ew):
+                raise SystemExit(f"cpu_replay: {m}: the warm run compiled again ({hits} of {modules} modules loaded)")
+            same = all(open(os.path.join(tmp, "cold", f), "rb").read() == open(os.path.join(tmp, "warm", f), "rb").read()
+                       for f in sorted(os.listdir(os.path.join(tmp, "cold"))))
+            kib = sum(os.path.getsize(os.path.join(cache, f)) for f in os.listdir(cache)) / 1024
+            print("| %s | %d | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %s |"
+                  % (m, modules, len({k["name"] for k in tc["kernels"]}), wc, cc, ww, cw, ww / wc, kib,
+                     "equal bytes" if same else "DIFFER"))
+    print()
+    print("%d CPU threads, load average %.1f, --repeat %d (cold: empty cache, compiled and stored; warm: the same "
+          "cache, loaded)" % (os.cpu_count(), os.getloadavg()[0], repeat))
 
 
 def main():
@@ -61,8 +99,12 @@ def main():
     ap.add_argument("--samples", default="")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--shared", default="../shared/samples")
+    ap.add_argument("--cache", action="store_true", help="cold against warm compile cache instead")
     a = ap.parse_args()
     names = a.samples.split(",") if a.samples else sorted(os.listdir("samples"))
+    if a.cache:
+        cold_warm(a.kdflow, sample_dirs(names, a.shared), a.repeat)
+        return
     rows, loops, batches = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for m, d in sample_dirs(names, a.shared):
@@ -71,11 +113,11 @@ def main():
             with open(flow) as f:
                 df = json.load(f)
             flops = {k["id"]: (k.get("ops") or {}).get("flops", 0) for k in df["kernels"]}
-            wall, comp, way, t = replay(a.kdflow, d, a.repeat, "auto", tmp)
-            wall_f, comp_f, _, tf = replay(a.kdflow, d, a.repeat, "all", tmp)
+            wall, comp, way, t, _ = replay(a.kdflow, d, a.repeat, "auto", tmp)
+            wall_f, comp_f, _, tf, _ = replay(a.kdflow, d, a.repeat, "all", tmp)
             n_batch = sum(1 for k in t["kernels"] if way.get(k["name"]) == "as batches")
             if n_batch:
-                wall_o, _, _, to = replay(a.kdflow, d, a.repeat, "auto", tmp, batch="off")
+                wall_o, _, _, to, _ = replay(a.kdflow, d, a.repeat, "auto", tmp, batch="off")
                 one_us = sum(k["median_us"] for k in to["kernels"])
                 batches.append((m, n_batch, sum(k["median_us"] for k in t["kernels"]) / 1e6, one_us / 1e6, wall, wall_o))
             ks = t["kernels"]

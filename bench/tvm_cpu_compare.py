@@ -116,7 +116,8 @@ def time_kdflow(kdflow: str, d: str, repeat: int) -> Tuple[float, float, str]:
     """Median seconds per run of kdflow replay --backend cpu (end to end), the JIT's compile
     seconds, and whether the outputs matched TVM's."""
     env = dict(os.environ, NO_COLOR="1")
-    r = subprocess.run([kdflow, "replay", d, "--backend", "cpu", "--warmup", "1", "--repeat", str(repeat)],
+    # --no-cache: the compile seconds reported are a compile, not a load from the compile cache.
+    r = subprocess.run([kdflow, "replay", d, "--backend", "cpu", "--warmup", "1", "--repeat", str(repeat), "--no-cache"],
                        env=env, capture_output=True, text=True, check=False)
     if r.returncode not in (0, 1):
         raise SystemExit(f"tvm_cpu_compare: {d}: replay exited {r.returncode}: {r.stderr.strip()[-300:]}")

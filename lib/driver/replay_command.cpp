@@ -12,6 +12,7 @@
 #include "kdflow/emit/emit.h"
 #include "kdflow/ir/dataflow_json.h"
 #include "kdflow/frontend/extract.h"
+#include "kdflow/support/file_names.h"
 #include "kdflow/support/io.h"
 #include "kdflow/replay/replay.h"
 
@@ -84,6 +85,24 @@ Status resolve_nodes(const Dataflow& df, const std::string& spec, int* first, in
 
 }  // namespace
 
+namespace {
+
+/// Why a run whose every comparison passed verified nothing ("" when something could have
+/// failed): no informative output, node or dump comparison.
+std::string unverified_reason(const ReplayReport& r) {
+  int informative = 0, uninformative = 0;
+  for (const OutputCheck& c : r.checks) (c.uninformative ? uninformative : informative) += 1;
+  informative += r.node_tensors_compared - r.node_tensors_uninformative;
+  uninformative += r.node_tensors_uninformative;
+  informative += r.compared_kernels;
+  if (informative > 0) return "";
+  if (uninformative == 0) return "no reference was compared (no output_<i>.npy, reference/nodes.json or dumps)";
+  return fmt::format("each of the {} comparisons would pass with a constant array in place of the result",
+                     uninformative);
+}
+
+}  // namespace
+
 int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream& err) {
   if (cmd.dir.empty() && cmd.flow.empty())
     return report(usage("give a sample folder (DIR) or an extracted graph (--flow FLOW.json)"), err);
@@ -109,12 +128,23 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
     size_t eq = s.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
       return report(usage(fmt::format("--input {}: expected NAME=FILE.npy", s)), err);
-    opt.inputs.inputs.emplace_back(s.substr(0, eq), s.substr(eq + 1));
   }
 
   std::string label;
   Expected<Dataflow> df = load_flow(cmd, &label, err);
   if (!df) return report(df.error(), err);
+  // --input NAME=FILE: NAME as the model names it or as its file name encodes it
+  // (docs/schema.md, "Names in file names"); a name may itself hold '='.
+  {
+    std::vector<std::string> names{"input_ids"};
+    for (int b : df->inputs) names.push_back(df->buffers[b].name);
+    for (const std::string& s : cmd.inputs) {
+      std::optional<std::pair<std::string, std::string>> nv = split_name_value(s, names);
+      if (!nv || nv->first.empty() || nv->second.empty())
+        return report(usage(fmt::format("--input {}: expected NAME=FILE.npy", s)), err);
+      opt.inputs.inputs.push_back(std::move(*nv));
+    }
+  }
   // A --flow's footprints are re-derived from device.cu (DIR's, or beside the flow) when there is one.
   if (!cmd.flow.empty() && !df->sources.device.empty()) {
     std::string cu = join(!cmd.dir.empty() ? cmd.dir : std::filesystem::path(cmd.flow).parent_path().string(),
@@ -233,6 +263,7 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   opt.dry_run = cmd.dry_run;
   opt.guard = cmd.guard;
   opt.cpu_threads = cmd.jobs;
+  opt.cpu_cache = !cmd.no_cache;
   opt.dump_dir = cmd.dump_dir;
   opt.kernel = cmd.kernel;
   opt.rtol = cmd.rtol;
@@ -308,6 +339,16 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
                        bad, rep->checks.size(), cmd.kernel >= 0 || !cmd.nodes.empty() ? "buffers" : "outputs",
                        bad == 1 ? "s" : "", cmd.rtol, cmd.atol);
     return 1;
+  }
+  // Everything passed; but could anything have failed? A run with no reference, or whose every
+  // comparison a constant array would pass (a softmax of near-zero logits), verified nothing:
+  // exit 3 so that a script trusting the status is not told the build checked out.
+  if (!cmd.no_expect && !cmd.allow_unverified) {
+    const std::string why = unverified_reason(*rep);
+    if (!why.empty()) {
+      err << fmt::format("kdflow replay: nothing verified: {}; exit 3 (--allow-unverified: exit 0)\n", why);
+      return 3;
+    }
   }
   return 0;
 }

@@ -163,6 +163,7 @@ struct BackendOptions {
   int threads = 0;                ///< CPU: worker threads (0: hardware concurrency)
   bool guard = false;             ///< --guard. CPU: buffers against guard pages, faults reported at once
   double launch_time_limit_s = 0; ///< CPU: a launch running longer ends the process (exit 65, naming it); 0: none
+  bool compile_cache = true;      ///< CPU: the compile cache (cpu/compile_cache.h) in default_cache_dir(); false: --no-cache
 };
 
 class Backend {

@@ -324,7 +324,9 @@ def relay_models(tvm: Any) -> Dict[str, Callable[[str], None]]:
                             relay.reshape(b, (32,))])
 
     return {"relay_mlp": model(mlp, 1), "relay_cnn": model(cnn, 2), "relay_mlp_fp16": model(mlp_fp16, 3),
-            "relay_outputs": model(outputs, 4), "onnx": onnx_model}
+            "relay_outputs": model(outputs, 4), "onnx": onnx_model,
+            # Input names frameworks write, kept as they are in graph.json, files encoded.
+            "relay_names": builtin_models.names}
 
 
 def main() -> int:

@@ -28,6 +28,10 @@ EXPECT: Dict[str, Dict[str, Any]] = {
     "names": {"inputs": ["gpu_0_data_0", "input_1:0", "input_1", "a_b", "_t_"],
               "files": ["input_gpu_0_data_0.npy", "input_input_1%3A0.npy", "input_input_1.npy",
                         "input_a_b.npy", "input__t_.npy"]},
+    # Relay keeps every name in graph.json (its fused functions name their parameters p0, p1, ...).
+    "relay_names": {"inputs": ["gpu_0/data_0", "input_1:0", "input.1", "a b", "\u00e9t\u00e9"],
+                    "files": ["input_gpu_0%2Fdata_0.npy", "input_input_1%3A0.npy", "input_input.1.npy",
+                              "input_a%20b.npy", "input_%C3%A9t%C3%A9.npy"]},
     "names_relax": {"inputs": ["x:0", "y-1", "z.2"],
                     "files": ["input_x%3A0.npy", "input_y-1.npy", "input_z.2.npy"]},
     "expand_shape_input": {"builtins": ["vm.builtin.tensor_to_shape"], "values_used": {"shape": [3, 8]},

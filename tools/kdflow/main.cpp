@@ -177,6 +177,9 @@ int main(int argc, char** argv) {
   replay->add_option("--input", rp.inputs, "NAME=FILE.npy (repeatable; default DIR/input_<name>.npy)");
   replay->add_option("--expect", rp.expect, "Reference output .npy, in output order (default DIR/output_<i>.npy)");
   replay->add_flag("--no-expect", rp.no_expect, "Compare nothing");
+  replay->add_flag("--allow-unverified", rp.allow_unverified,
+                   "Exit 0, not 3, when the run verified nothing (no reference, or only references a constant "
+                   "array would match)");
   replay->add_option("--mode", rp.mode,
                      "eager (one launch at a time), graph (one captured CUDA graph) or dag (a CUDA graph with an "
                      "edge per dependency)")
@@ -192,6 +195,10 @@ int main(int argc, char** argv) {
                      "--backend cpu: threads that run a launch's blocks (the results are the same for any value) "
                      "[default: the cores]")
       ->check(CLI::Range(1, 1024));
+  replay->add_flag("--no-cache", rp.no_cache,
+                   "--backend cpu: neither read nor write the compile cache (compiled kernels kept across runs in "
+                   "$KDFLOW_CACHE_DIR, else $XDG_CACHE_HOME/kdflow, else ~/.cache/kdflow; 1 GiB, least recently used "
+                   "out first, KDFLOW_CACHE_MAX_MB)");
   replay->add_option("--gpu", rp.device, "CUDA device ordinal")->capture_default_str();
   replay->add_flag("--dry-run", rp.dry_run, "Print and check the plan; do not touch the driver");
   replay->add_flag("--guard", rp.guard, "Redzones after each allocation; report the first kernel writing past its buffer");

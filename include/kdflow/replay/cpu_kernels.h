@@ -45,7 +45,20 @@ struct CpuKernel {
 };
 
 struct CpuDeviceOptions {
+  CpuDeviceOptions(unsigned threads = 0) : threads(threads) {}  // NOLINT: `{threads}` reads as before
   unsigned threads = 0;  ///< OS threads running blocks (0: the hardware's concurrency)
+  /// The compile cache's folder (lib/replay/cpu/compile_cache.h): each module's machine code
+  /// kept across runs under a key of everything that determines it. "": no cache.
+  std::string cache_dir;
+  uint64_t cache_max_bytes = uint64_t{1} << 30;  ///< the folder's size cap, least recently used out first
+};
+
+/// How compile_module got a module's machine code.
+struct CpuModuleOrigin {
+  bool from_cache = false;  ///< loaded from the compile cache: nothing parsed, optimised or compiled
+  bool stored = false;      ///< compiled and stored in the cache
+  std::string key;          ///< the cache key's SHA-256 (hex); "" without a cache
+  std::string note;         ///< what went wrong with the cache (an entry ignored and why, a failed store); "" if nothing
 };
 
 /// One JIT (one LLVM ORC LLJIT) and one worker pool: a replay's CPU "device".
@@ -57,7 +70,9 @@ class CpuDevice {
   CpuDevice& operator=(const CpuDevice&) = delete;
 
   /// Compiles `source` (named `label` in diagnostics) and adds it to the JIT as a new
-  /// module; returns its id. A clang error → `label:line:col: error: ...` (DataError);
+  /// module; returns its id. With a cache (CpuDeviceOptions::cache_dir), a verified entry for
+  /// the same source, options, host CPU, LLVM and kdflow build is loaded instead of compiling,
+  /// and what is compiled is stored; a bad entry is ignored and replaced (origin() says so). A clang error → `label:line:col: error: ...` (DataError);
   /// a symbol outside the prelude's runtime → Unavailable.
   /// `one_thread`: kernels launched only with one-thread blocks, compiled for that alone (their
   /// barriers do nothing); a launch of one with more threads stops in one line. `tiles`: of
@@ -65,6 +80,8 @@ class CpuDevice {
   Expected<int> compile_module(const std::string& source, const std::string& label,
                                const std::set<std::string>& one_thread = {},
                                const std::map<std::string, BlockTile>& tiles = {});
+  /// Whether module `module` came from the compile cache, and what happened to the cache.
+  CpuModuleOrigin origin(int module) const;
   /// Every kernel of module `module` (not yet linked: entry is null), by name.
   std::vector<CpuKernel> kernels(int module) const;
   /// Whether module `module` defines a kernel `name`.

@@ -196,6 +196,7 @@ struct ReplayOptions {
   bool dry_run = false;              ///< plan and validate only; no driver needed
   bool guard = false;                ///< redzones after each allocation, checked after each kernel (eager)
   int cpu_threads = 0;               ///< CPU back end: OS threads running blocks (0: the hardware's concurrency)
+  bool cpu_cache = true;             ///< CPU back end: compiled modules kept across runs ($XDG_CACHE_HOME/kdflow; false: --no-cache)
   uint64_t guard_bytes = 256;
   std::string dump_dir;              ///< eager: after each kernel, its written buffers as .npy
   int kernel = -1;                   ///< >= 0: run this kernel alone, its buffers restored from dump_dir
@@ -387,6 +388,7 @@ struct ReplayCommand {
   std::vector<std::string> inputs;   ///< --input NAME=FILE (repeatable); default DIR/input_<name>.npy
   std::vector<std::string> expect;   ///< --expect FILE (repeatable, in output order); default DIR/output_<i>.npy
   bool no_expect = false;            ///< --no-expect: compare nothing
+  bool allow_unverified = false;     ///< --allow-unverified: exit 0 when no comparison could have failed
   std::string mode = "eager";        ///< --mode eager|graph|dag
   std::string backend = "cuda";      ///< --backend cuda|cpu
   std::string timing_json;           ///< --timing-json FILE
@@ -397,6 +399,7 @@ struct ReplayCommand {
   bool dry_run = false;              ///< --dry-run: print the plan, run nothing
   bool guard = false;                ///< --guard
   int jobs = 0;                      ///< --jobs N: the CPU back end's worker threads (0: the cores)
+  bool no_cache = false;             ///< --no-cache: the CPU back end neither reads nor writes its compile cache
   std::string dump_dir;              ///< --dump-dir DIR
   int kernel = -1;                   ///< --kernel ID (needs --dump-dir from an earlier full run)
   std::string nodes;                 ///< --nodes FROM..TO: graph node ids (n12) or function/node names
@@ -413,7 +416,9 @@ struct ReplayCommand {
   ExtractInputs extract;             ///< the build's other inputs, as extract takes them (dir and params: above)
 };
 
-/// Exit codes: 0 ok, 1 outputs differ beyond tolerance or a guard fired, 64 usage,
+/// Exit codes: 0 ok, 1 outputs differ beyond tolerance or a guard fired, 3 the run completed
+/// but verified nothing (no reference, or every comparison one a constant would pass; not with
+/// --no-expect or --allow-unverified), 64 usage,
 /// 65 bad data (including failed validation), 66 missing input, 69 no CUDA driver,
 /// 70 a driver call failed, 73 cannot write an output.
 int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream& err);

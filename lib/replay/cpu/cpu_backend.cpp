@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "../backend.h"
+#include "compile_cache.h"
 #include "frontend/clang/tvm_source_fixups.h"
 #include "kdflow/support/progress.h"
 #include "guarded_memory.h"
@@ -85,6 +86,11 @@ class CpuBackend : public Backend {
   Status open() override {
     cpu::CpuDeviceOptions o;
     o.threads = opt_.threads > 0 ? static_cast<unsigned>(opt_.threads) : 0;
+    if (opt_.compile_cache) {
+      // The compile cache (compile_cache.h): none where no folder can be named (no HOME).
+      o.cache_dir = cpu::default_cache_dir();
+      o.cache_max_bytes = cpu::default_cache_max_bytes();
+    }
     auto dev = cpu::CpuDevice::create(o);
     if (!dev) return dev.error();
     device_ = dev.take();
@@ -144,17 +150,22 @@ class CpuBackend : public Backend {
       if (progress_.enabled) print_terminal_progress(&progress_, 1, 1, "");
       if (!id) return id.error();
       module_ids_.push_back(*id);
+      const cpu::CpuModuleOrigin origin = device_->origin(*id);
+      if (!origin.note.empty()) log_ << "replay: cpu: " << base_name(src->path) << ": " << origin.note << "\n";
       std::vector<cpu::CpuKernel> ks = device_->kernels(*id);
       size_t fibers = 0, fissioned = 0, one = 0, batched = 0;
       for (const cpu::CpuKernel& k : ks)
         fibers += k.fibers, fissioned += k.block_loop && !k.one_thread, one += k.one_thread && !k.tile.w,
             batched += k.tile.w > 0;
-      log_ << fmt::format("replay: cpu: {} compiled for the host in {:.2f} s: {} kernels: {} synchronise and run "
+      // "loaded from the compile cache" (a hit, key named) or "compiled for the host" (bench/ reads both).
+      log_ << fmt::format("replay: cpu: {} {} in {:.2f} s: {} kernels: {} synchronise and run "
                           "each block as loops over its threads between barriers, {} launched with one-thread "
                           "blocks run batches of blocks as loops over them, {} synchronise in one-thread blocks "
                           "only (compiled as one thread), {} synchronise otherwise (one fiber per thread), "
                           "{} run each block as a loop{}\n",
                           base_name(src->path),
+                          origin.from_cache ? "loaded from the compile cache (key " + origin.key.substr(0, 16) + ")"
+                                            : std::string("compiled for the host"),
                           std::chrono::duration<double>(Clock::now() - compile_start).count(), ks.size(), fissioned,
                           batched, one, fibers, ks.size() - fibers - fissioned - one - batched,
                           safety->warp_sync_points.empty()

@@ -26,6 +26,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include <clang/AST/ASTConsumer.h>
@@ -35,6 +36,7 @@
 #include <clang/Basic/DiagnosticOptions.h>
 #include <clang/Basic/FileManager.h>
 #include <clang/Basic/SourceManager.h>
+#include <clang/Basic/Version.h>
 #include <clang/CodeGen/CodeGenAction.h>
 #include <clang/Frontend/CompilerInstance.h>
 #include <clang/Frontend/CompilerInvocation.h>
@@ -51,6 +53,8 @@
 #include <llvm/IR/ReplaceConstant.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Analysis/ValueTracking.h>
+#include <llvm/Config/llvm-config.h>
+#include <llvm/Object/ObjectFile.h>
 #include <llvm/Support/Host.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
@@ -59,6 +63,7 @@
 
 #include <fmt/format.h>
 
+#include "compile_cache.h"
 #include "parallel_codegen.h"
 #include "prelude.h"
 #include "region_fission.h"
@@ -326,12 +331,124 @@ struct CpuDevice::Impl {
   std::vector<std::string> features;  ///< the host's ("+avx512f", ...), as the JIT's code generator has them
   unsigned vector_lanes = 4;          ///< float lanes of the widest vector the features give
   std::unique_ptr<WorkerPool> pool;
+  std::optional<CompileCache> cache;  ///< compile_cache.h; none without CpuDeviceOptions::cache_dir
   struct ModuleInfo {
     llvm::orc::JITDylib* dylib = nullptr;
     std::map<std::string, CpuKernel> kernels;
+    CpuModuleOrigin origin;
   };
   std::vector<ModuleInfo> modules;
 };
+
+namespace {
+
+/// What a module compiles to: the object files and its kernels (not yet linked).
+struct CompiledModule {
+  std::vector<std::unique_ptr<llvm::MemoryBuffer>> objects;
+  std::map<std::string, CpuKernel> kernels;
+};
+
+constexpr uint64_t kPayloadFormat = 1;
+
+/// A cache entry's payload (compile_cache.h stores and verifies the bytes): the kernels as
+/// compile_module found them, then the object files.
+std::string encode_module(const CompiledModule& c) {
+  PayloadWriter w;
+  w.u64(kPayloadFormat);
+  w.u64(c.kernels.size());
+  for (const auto& [name, k] : c.kernels) {
+    w.bytes(name);
+    w.u64(k.params);
+    w.u64(k.static_shared);
+    w.u64(uint64_t{k.fibers} | uint64_t{k.block_loop} << 1 | uint64_t{k.one_thread} << 2);
+    w.u64(k.tile.w);
+    w.u64(k.tile.h);
+    w.bytes(k.unbatched_why);
+    w.bytes(k.fibers_why);
+  }
+  w.u64(c.objects.size());
+  for (const auto& o : c.objects) w.bytes(o->getBuffer());
+  return w.take();
+}
+
+/// The payload back; "" and the module, or the reason it is not one (every read bounds-checked,
+/// every object parsed as an object file for this host before the JIT sees it).
+std::string decode_module(std::string_view payload, int id, CompiledModule* out) {
+  PayloadReader r(payload);
+  uint64_t format = 0, n = 0;
+  if (!r.u64(&format) || format != kPayloadFormat) return "its payload is of another format";
+  if (!r.u64(&n) || n > payload.size()) return "its payload is malformed";
+  for (uint64_t i = 0; i < n; ++i) {
+    CpuKernel k;
+    uint64_t params = 0, shared = 0, flags = 0, w = 0, h = 0;
+    if (!r.bytes(&k.name) || !r.u64(&params) || !r.u64(&shared) || !r.u64(&flags) || !r.u64(&w) || !r.u64(&h) ||
+        !r.bytes(&k.unbatched_why) || !r.bytes(&k.fibers_why))
+      return "its payload is malformed";
+    if (k.name.empty() || params > 4096 || flags > 7 || w > 4096 || h > 4096 || out->kernels.count(k.name))
+      return "its payload is malformed";
+    k.module = id;
+    k.params = static_cast<unsigned>(params);
+    k.static_shared = shared;
+    k.fibers = flags & 1;
+    k.block_loop = flags & 2;
+    k.one_thread = flags & 4;
+    k.tile.w = static_cast<unsigned>(w);
+    k.tile.h = static_cast<unsigned>(h);
+    out->kernels[k.name] = k;
+  }
+  if (!r.u64(&n) || n == 0 || n > 1024) return "its payload is malformed";
+  for (uint64_t i = 0; i < n; ++i) {
+    std::string_view bytes;
+    if (!r.bytes(&bytes)) return "its payload is malformed";
+    auto buffer = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(bytes.data(), bytes.size()),
+                                                       "cached-module" + std::to_string(id));
+    auto object = llvm::object::ObjectFile::createObjectFile(buffer->getMemBufferRef());
+    if (!object) return "an object file in it does not parse: " + llvm_message(object.takeError());
+    out->objects.push_back(std::move(buffer));
+  }
+  if (!r.at_end()) return "its payload is malformed";
+  return "";
+}
+
+/// Everything that determines a module's machine code (compile_cache.h's key).
+/// The triple, CPU and features clang and the code generator are given.
+struct HostTarget {
+  const std::string& triple;
+  const std::string& cpu;
+  const std::vector<std::string>& features;
+  unsigned vector_lanes;
+};
+
+CacheKey module_key(const HostTarget& d, const std::string& source, const std::string& path,
+                    const std::set<std::string>& one_thread, const std::map<std::string, BlockTile>& tiles,
+                    bool rewrite, unsigned partitions) {
+  CacheKey key;
+  std::string features, threads, tiled, prelude;
+  for (const std::string& f : d.features) features += f + ",";
+  for (const std::string& k : one_thread) threads += k + ",";
+  for (const auto& [k, t] : tiles) tiled += fmt::format("{}:{}x{},", k, t.w, t.h);
+  for (const auto& [name, text] : prelude_headers()) prelude += name + "\n" + text + "\n";
+  const char* batch = std::getenv("KDFLOW_CPU_BATCH");
+  key.add("format", "kdflow CPU compile cache 1")
+      .add("kdflow", kdflow_build_id())
+      .add("llvm", LLVM_VERSION_STRING)
+      .add("clang", clang::getClangFullVersion())
+      .add("triple", d.triple)
+      .add("cpu", d.cpu)
+      .add("features", features)
+      .add("vector_lanes", std::to_string(d.vector_lanes))
+      .add("partitions", std::to_string(partitions))
+      .add("KDFLOW_CPU_FIBERS", rewrite ? "auto" : "all")
+      .add("KDFLOW_CPU_BATCH", batch ? batch : "")
+      .add("one_thread", threads)
+      .add("tiles", tiled)
+      .add("path", path)
+      .add("prelude", prelude)
+      .add("source", source);
+  return key;
+}
+
+}  // namespace
 
 /// The module's in-memory files: its source at `path` and the prelude's headers.
 llvm::IntrusiveRefCntPtr<llvm::vfs::InMemoryFileSystem> module_files(const std::string& source,
@@ -428,7 +545,41 @@ Expected<std::unique_ptr<CpuDevice>> CpuDevice::create(const CpuDeviceOptions& o
   unsigned threads = options.threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   dev->impl_->pool = std::make_unique<WorkerPool>(threads);
+  if (!options.cache_dir.empty()) dev->impl_->cache.emplace(options.cache_dir, options.cache_max_bytes);
   return dev;
+}
+
+/// Adds a module's objects to the JIT as a new dylib `name`, against the runtime's symbols
+/// only, and links every kernel now (errors then belong to loading the module, not to the first
+/// launch). On an error the dylib is removed again.
+static Expected<llvm::orc::JITDylib*> link_module(llvm::orc::LLJIT& jit, const std::string& name,
+                                                  std::vector<std::unique_ptr<llvm::MemoryBuffer>> objects,
+                                                  std::map<std::string, CpuKernel>& infos, const std::string& label) {
+  auto dylib = jit.getExecutionSession().createJITDylib(name);
+  if (!dylib) return Error{file_error(label, "JIT: " + llvm_message(dylib.takeError())).message, ExitCode::Software};
+  auto fail = [&](Error e) -> Expected<llvm::orc::JITDylib*> {
+    llvm::consumeError(jit.getExecutionSession().removeJITDylib(*dylib));
+    return e;
+  };
+  llvm::orc::SymbolMap symbols;
+  for (const auto& [sym, addr] : runtime_symbols())
+    symbols[jit.mangleAndIntern(sym)] =
+        llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(addr), llvm::JITSymbolFlags::Exported);
+  if (llvm::Error e = dylib->define(llvm::orc::absoluteSymbols(std::move(symbols))))
+    return fail(Error{file_error(label, "JIT: " + llvm_message(std::move(e))).message, ExitCode::Software});
+  for (auto& object : objects)
+    if (llvm::Error e = jit.addObjectFile(*dylib, std::move(object)))
+      return fail(Error{file_error(label, "JIT: " + llvm_message(std::move(e))).message, ExitCode::Software});
+  for (auto& [kname, k] : infos) {
+    auto sym = jit.lookup(*dylib, "__kdflow_entry_" + kname);
+    if (!sym)
+      return fail(Error{file_error(label, fmt::format("kernel '{}': the JIT could not link it: {}", kname,
+                                                      llvm_message(sym.takeError())))
+                            .message,
+                        ExitCode::Unavailable});
+    k.entry = sym->toPtr<void (*)(void**)>();
+  }
+  return &*dylib;
 }
 
 Expected<int> CpuDevice::compile_module(const std::string& source, const std::string& label,
@@ -438,12 +589,48 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
   const int id = static_cast<int>(d.modules.size());
   const std::string path = std::string(kSourceDir) + "/module" + std::to_string(id) + ".cc";
 
+  const char* fibers_knob = std::getenv("KDFLOW_CPU_FIBERS");
+  const bool rewrite = !(fibers_knob && std::string(fibers_knob) == "all");
+  const unsigned partitions = std::min(d.pool->size(), 8u);  // each partition parses the whole module again
+
+  // The compile cache (compile_cache.h): a verified entry for this key is the module, nothing
+  // parsed or compiled; an entry that fails verification or loading is removed and replaced.
+  Impl::ModuleInfo info;
+  std::optional<CacheKey> key;
+  if (d.cache) {
+    key = module_key(HostTarget{d.triple, d.cpu, d.features, d.vector_lanes}, source, path, one_thread, tiles,
+                     rewrite, partitions);
+    info.origin.key = key->hex();
+    std::string why;
+    if (!d.cache->usable()) {
+      info.origin.note = "the compile cache is not used: " + d.cache->why();
+    } else if (std::optional<std::string> payload = d.cache->get(*key, &why)) {
+      CompiledModule cached;
+      why = decode_module(*payload, id, &cached);
+      if (why.empty()) {
+        auto dylib = link_module(*d.jit, "module" + std::to_string(id) + ".cached", std::move(cached.objects),
+                                 cached.kernels, label);
+        if (dylib) {
+          info.dylib = *dylib;
+          info.kernels = std::move(cached.kernels);
+          info.origin.from_cache = true;
+          d.modules.push_back(std::move(info));
+          return id;
+        }
+        why = dylib.error().message;
+      }
+      why = d.cache->path(*key) + ": " + why;  // get()'s own reasons name the file already
+    }
+    if (!why.empty()) {
+      info.origin.note = "cache entry ignored, compiled again and replaced: " + why;
+      d.cache->remove(*key);
+    }
+  }
+
   // Region fission first (region_fission.h): a parse of the source whose consumer rewrites the
   // kernels that qualify; the rewritten source is what is compiled. KDFLOW_CPU_FIBERS=all (a
   // benchmark knob) keeps every kernel as it is.
   FissionOutcome fission;
-  const char* fibers_knob = std::getenv("KDFLOW_CPU_FIBERS");
-  const bool rewrite = !(fibers_knob && std::string(fibers_knob) == "all");
   auto run_fission = [&](const std::map<std::string, BlockTile>& with_tiles) {
     fission = FissionOutcome{};
     FissionAction fa(one_thread, with_tiles, d.vector_lanes, &fission);
@@ -578,7 +765,7 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
   CodegenJob job;
   for (const auto& [name, addr] : runtime_symbols()) job.allowed.insert(name);
   for (const auto& [name, k] : infos) job.entries.push_back("__kdflow_entry_" + name);
-  job.threads = std::min(d.pool->size(), 8u);  // each partition parses the whole module again
+  job.threads = partitions;
   job.label = label;
   std::mutex inspected;
   job.inspect = [&](llvm::Function& w) {
@@ -604,32 +791,36 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
                    ExitCode::Software};
   }
 
-  auto dylib = d.jit->getExecutionSession().createJITDylib("module" + std::to_string(id));
-  if (!dylib) return Error{file_error(label, "JIT: " + llvm_message(dylib.takeError())).message, ExitCode::Software};
-  llvm::orc::SymbolMap symbols;
-  for (const auto& [name, addr] : runtime_symbols())
-    symbols[d.jit->mangleAndIntern(name)] =
-        llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(addr), llvm::JITSymbolFlags::Exported);
-  if (llvm::Error e = dylib->define(llvm::orc::absoluteSymbols(std::move(symbols))))
-    return Error{file_error(label, "JIT: " + llvm_message(std::move(e))).message, ExitCode::Software};
-  for (auto& object : *objects)
-    if (llvm::Error e = d.jit->addObjectFile(*dylib, std::move(object)))
-      return Error{file_error(label, "JIT: " + llvm_message(std::move(e))).message, ExitCode::Software};
-  // Linked now: its errors belong to loading the module, not to the first launch.
-  for (auto& [name, k] : infos) {
-    auto sym = d.jit->lookup(*dylib, "__kdflow_entry_" + name);
-    if (!sym)
-      return Error{file_error(label, fmt::format("kernel '{}': the JIT could not link it: {}", name,
-                                                 llvm_message(sym.takeError())))
-                       .message,
-                   ExitCode::Unavailable};
-    k.entry = sym->toPtr<void (*)(void**)>();
+  // The entry's bytes are taken before linking (the JIT takes the objects, and the kernels'
+  // entries are still unset); it is stored once the module has linked.
+  std::string payload;
+  if (key && d.cache->usable()) {
+    CompiledModule compiled;
+    compiled.objects = std::move(*objects);
+    compiled.kernels = infos;
+    payload = encode_module(compiled);
+    *objects = std::move(compiled.objects);
   }
-  Impl::ModuleInfo info;
-  info.dylib = &*dylib;
+  auto dylib = link_module(*d.jit, "module" + std::to_string(id), std::move(*objects), infos, label);
+  if (!dylib) return dylib.error();
+  if (!payload.empty()) {
+    std::string failed = d.cache->put(*key, payload);
+    if (failed.empty()) {
+      info.origin.stored = true;
+    } else {
+      if (!info.origin.note.empty()) info.origin.note += "; ";
+      info.origin.note += "not stored in the compile cache: " + failed;
+    }
+  }
+  info.dylib = *dylib;
   info.kernels = std::move(infos);
   d.modules.push_back(std::move(info));
   return id;
+}
+
+CpuModuleOrigin CpuDevice::origin(int module) const {
+  if (module < 0 || static_cast<size_t>(module) >= impl_->modules.size()) return {};
+  return impl_->modules[module].origin;
 }
 
 unsigned CpuDevice::vector_lanes() const { return impl_->vector_lanes; }

@@ -88,7 +88,7 @@ size_t weight(llvm::Function& entry) {
 struct Part {
   std::unique_ptr<llvm::LLVMContext> context;  // first: outlives the module
   std::unique_ptr<llvm::Module> module;
-  std::set<std::string> entries;  ///< empty: the whole module, nothing made internal
+  std::set<std::string> entries;  ///< empty: the whole module (every entry of the job stays visible)
   std::unique_ptr<llvm::MemoryBuffer> object;
   std::string error;
   ExitCode code = ExitCode::Software;
@@ -110,12 +110,15 @@ void run_part(Part& p, llvm::StringRef bitcode, const llvm::orc::JITTargetMachin
     p.error = file_error(job.label, "JIT: " + message(tm.takeError())).message;
     return;
   }
-  if (!p.entries.empty()) {
-    for (llvm::Function& f : *p.module)
-      if (!f.isDeclaration() && !p.entries.count(f.getName().str())) f.setLinkage(llvm::GlobalValue::InternalLinkage);
-    for (llvm::GlobalVariable& g : p.module->globals())
-      if (!g.isDeclaration()) g.setLinkage(llvm::GlobalValue::InternalLinkage);
-  }
+  // Only the entries stay visible, in a partition and in a module compiled whole alike: a
+  // kernel inlined into its entry is then not also compiled on its own (resnet18 whole, one
+  // thread: code generation 0.58 -> 0.38 s of CPU time, the same outputs).
+  const std::set<std::string> all(job.entries.begin(), job.entries.end());
+  const std::set<std::string>& visible = p.entries.empty() ? all : p.entries;
+  for (llvm::Function& f : *p.module)
+    if (!f.isDeclaration() && !visible.count(f.getName().str())) f.setLinkage(llvm::GlobalValue::InternalLinkage);
+  for (llvm::GlobalVariable& g : p.module->globals())
+    if (!g.isDeclaration()) g.setLinkage(llvm::GlobalValue::InternalLinkage);
   optimise(*p.module, **tm);
   if (p.error = check_externals(*p.module, job); !p.error.empty()) {
     p.code = ExitCode::Unavailable;

@@ -3,7 +3,7 @@
 // in a context of its own) in which only its kernels' entries stay visible: every other
 // definition is made internal, so the optimiser drops what the partition does not reach and
 // keeps private copies of the helpers it does. A module with a mutable global variable (one
-// instance all kernels share) is not split. Knows nothing about kernels beyond their entry names.
+// instance all kernels share) is not split; compiled whole, it too keeps only the entries visible. Knows nothing about kernels beyond their entry names.
 #pragma once
 
 #include <functional>

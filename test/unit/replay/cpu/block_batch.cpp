@@ -205,8 +205,9 @@ TEST_CASE("block batches: every kernel of a real CNN leaves the same bytes batch
   }
   const std::string tmp = kdflow::test::temp_dir();
   auto replay = [&](const std::string& dumps) {
+    // mobilenet's reference a constant passes (exit 3 says so): the dumps are what is compared.
     return kdflow::test::run_kdflow({"replay", dir, "--backend", "cpu", "--warmup", "0", "--repeat", "1",
-                                     "--dump-dir", tmp + "/" + dumps});
+                                     "--allow-unverified", "--dump-dir", tmp + "/" + dumps});
   };
   setenv("KDFLOW_CPU_BATCH", "off", 1);
   auto plain = replay("plain");
