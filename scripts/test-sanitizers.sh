@@ -22,7 +22,7 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN
 status=0
 # The CPU replay back end's tests run here too: its fibers announce every stack switch to ASan
 # (lib/replay/cpu/runtime.cpp), and the guard's SIGSEGV reporter chains to ASan's handler.
-ctest --test-dir build-asan --output-on-failure -j2 || status=$?
+KDFLOW_CACHE_DIR="${KDFLOW_CACHE_DIR_ASAN:-$PWD/build-asan/kdflow-cache}" ctest --test-dir build-asan --output-on-failure -j2 || status=$?
 done_at=$(date +%s)
 echo "test-sanitizers: build $((built - start)) s, tests $((done_at - built)) s"
 if [ "$status" -ne 0 ]; then

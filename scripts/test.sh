@@ -99,6 +99,9 @@ if [ "${KDFLOW_TEST_NO_TVM:-0}" != 1 ]; then
   [ -f ../shared/tvm/env.sh ] && make_venv build/venv-tvm026 test/tvm/requirements-tvm026.txt --system-site-packages
 fi
 
+# Replays on the CPU keep their machine code in a compile cache: one for this run, in build/
+# (never the user's ~/.cache), shared by every test that replays the same build.
+export KDFLOW_CACHE_DIR="${KDFLOW_CACHE_DIR:-$PWD/build/kdflow-cache}"
 echo "test: running ctest"
 test_status=0
 ctest --test-dir build --output-on-failure -j2 || test_status=$?

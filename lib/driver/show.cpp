@@ -481,7 +481,10 @@ std::string render_show(const Dataflow& df, const ShowStyle& style) {
                                      s.null_nodes, plural(s.inputs, "input", "inputs"),
                                      plural(s.params, "param", "params"))});
   kv.push_back({"function nodes", std::to_string(s.function_nodes)});
-  kv.push_back({"kernels", std::to_string(s.kernels)});
+  kv.push_back({"kernels", s.kernels == 0 && s.library_calls == 0
+                               ? std::string("0 (no kernel: every operation of this build is a VM builtin, nothing runs "
+                                             "on the GPU)")
+                               : std::to_string(s.kernels)});
   {
     std::vector<std::string> v;
     for (int id : s.multi_kernel_nodes) v.push_back(fmt::format("n{} ({} kernels)", id, df.nodes[id].kernels.size()));
@@ -514,6 +517,11 @@ std::string render_show(const Dataflow& df, const ShowStyle& style) {
     kv.push_back({"peak live memory", "- (no kernels)"});
   }
   kv.push_back({"footprints", footprints_summary_text(df)});
+  // Inputs whose values shaped the flow (Buffer::values_used): it holds for those values only.
+  for (int b : df.inputs)
+    if (valid_index(df.buffers, b) && !df.buffers[b].values_used.empty())
+      kv.push_back({"values used", fmt::format("{}: the flow depends on its values [{}]", clean(df.buffers[b].name),
+                                               fmt::join(df.buffers[b].values_used, ", "))});
   size_t kw = 0;
   for (const auto& p : kv) kw = std::max(kw, p.first.size());
   out += "\n" + paint("summary", Color::Bold) + "\n";

@@ -41,6 +41,9 @@ case "$which" in
   *) echo "run.sh: WHICH is 027, 026, 025 or 019" >&2; exit 2 ;;
 esac
 models="$build/tvm-models/$which"
+# One compile cache for this run's replays (each model is replayed several times): in the build
+# folder, not the user's cache.
+export KDFLOW_CACHE_DIR="${KDFLOW_CACHE_DIR:-$build/kdflow-cache}"
 "$py" "$root/test/tvm/build_models.py" "$models"
 rc=$?
 [ $rc -eq 77 ] && { echo "tvm $which: skipped: build_models.py could not import TVM or onnx"; exit 77; }

@@ -80,6 +80,12 @@ class CpuDevice {
   Expected<int> compile_module(const std::string& source, const std::string& label,
                                const std::set<std::string>& one_thread = {},
                                const std::map<std::string, BlockTile>& tiles = {});
+  /// The source compile_module() compiles first for `source`: region fission's rewrite
+  /// (region_fission.h), "" when no kernel changed. Nothing is compiled or added to the JIT;
+  /// a clang error leaves the source unchanged (""), as compile_module then reports it.
+  Expected<std::string> rewritten_source(const std::string& source, const std::string& label,
+                                         const std::set<std::string>& one_thread = {},
+                                         const std::map<std::string, BlockTile>& tiles = {}) const;
   /// Whether module `module` came from the compile cache, and what happened to the cache.
   CpuModuleOrigin origin(int module) const;
   /// Every kernel of module `module` (not yet linked: entry is null), by name.

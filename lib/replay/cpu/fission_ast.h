@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <utility>
 
 #include <clang/AST/Attr.h>
 #include <clang/AST/Decl.h>
@@ -11,6 +12,28 @@
 #include <clang/AST/Stmt.h>
 
 namespace kdflow::cpu::fission {
+
+/// Orders AST nodes by where they are written — the raw encoding of their source locations,
+/// which is the same for the same input on every run — not by address (where clang happened to
+/// allocate them, which changes from run to run): a set or map keyed by nodes then iterates in
+/// the same order every run, and the text written from it is the same. The keys of such a
+/// container are distinct declarations, or distinct statements of compounds, which never share
+/// a location; the address only breaks a tie no such key has (a node and an implicit cast of it).
+/// Null first.
+struct BySource {
+  bool operator()(const clang::Decl* a, const clang::Decl* b) const {
+    if (!a || !b) return !a && b;
+    const auto ka = std::make_pair(a->getLocation().getRawEncoding(), a->getBeginLoc().getRawEncoding());
+    const auto kb = std::make_pair(b->getLocation().getRawEncoding(), b->getBeginLoc().getRawEncoding());
+    return ka != kb ? ka < kb : std::less<const clang::Decl*>()(a, b);
+  }
+  bool operator()(const clang::Stmt* a, const clang::Stmt* b) const {
+    if (!a || !b) return !a && b;
+    const auto ka = std::make_pair(a->getBeginLoc().getRawEncoding(), a->getEndLoc().getRawEncoding());
+    const auto kb = std::make_pair(b->getBeginLoc().getRawEncoding(), b->getEndLoc().getRawEncoding());
+    return ka != kb ? ka < kb : std::less<const clang::Stmt*>()(a, b);
+  }
+};
 
 /// Whether a declaration is a __shared__ variable (the CPU prelude's annotation).
 inline bool is_shared_var(const clang::Decl* d) {

@@ -142,7 +142,7 @@ class Kernel {
   /// A run of statements between barriers: its text and the private locals it names.
   struct Region {
     std::string text;
-    std::set<const VarDecl*> vars;
+    std::set<const VarDecl*, BySource> vars;
   };
 
   /// Adds one statement to a region, with the semicolon an expression statement needs; a
@@ -200,24 +200,27 @@ class Kernel {
   FunctionDecl* f_;
   Stmt* body_ = nullptr;
   std::unique_ptr<ParentMap> pm_;
-  std::set<const CallExpr*> barriers_;
-  std::map<const Stmt*, Shuffle> shuffles_;
+  // Every set or map keyed by AST nodes and iterated is ordered BySource (fission_ast.h): what
+  // the rewrite writes from them (declarations, copies) comes out in the same order every run.
+  // marked_ and skip_ are only asked whether they hold a statement.
+  std::set<const CallExpr*, BySource> barriers_;
+  std::map<const Stmt*, Shuffle, BySource> shuffles_;
   std::vector<const CallExpr*> masks_;
-  std::map<const VarDecl*, int> snapshot_of_;  ///< shared arrays read from a copy in some region
+  std::map<const VarDecl*, int, BySource> snapshot_of_;  ///< shared arrays read from a copy in some region
   bool saw_collective_ = false;
   std::set<const Stmt*> marked_;
   std::unique_ptr<Uniformity> uni_;
   std::vector<const DeclRefExpr*> header_refs_;
   std::set<const Stmt*> skip_;  ///< leading `if (d) break;` of whiles that hold barriers  ///< locals read in headers between thread loops
-  std::map<const VarDecl*, std::string> privates_;
+  std::map<const VarDecl*, std::string, BySource> privates_;
   std::map<unsigned, std::pair<unsigned, std::string>> edits_;  ///< file offset → (token length, text)
-  std::set<const VarDecl*> locals_;                           ///< candidates named in one region only
-  std::map<const VarDecl*, std::set<int>> regions_of_;
+  std::set<const VarDecl*, BySource> locals_;                           ///< candidates named in one region only
+  std::map<const VarDecl*, std::set<int>, BySource> regions_of_;
   int region_count_ = 0;
   unsigned batch_w_ = 0, batch_h_ = 0;          ///< a batch of blocks (run_batched); 0: a block's threads
   bool masked_tail_ = false;                  ///< the lanes past the last full vector as one masked vector
   std::vector<const VarDecl*> batch_shared_;  ///< its __shared__ variables, one per lane
-  std::set<const VarDecl*> transposed_;       ///< of those and its privates, the arrays side by side
+  std::set<const VarDecl*, BySource> transposed_;       ///< of those and its privates, the arrays side by side
   std::string why_;
 };
 

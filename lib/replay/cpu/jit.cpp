@@ -582,6 +582,18 @@ static Expected<llvm::orc::JITDylib*> link_module(llvm::orc::LLJIT& jit, const s
   return &*dylib;
 }
 
+Expected<std::string> CpuDevice::rewritten_source(const std::string& source, const std::string& label,
+                                                  const std::set<std::string>& one_thread,
+                                                  const std::map<std::string, BlockTile>& tiles) const {
+  const Impl& d = *impl_;
+  const std::string path = std::string(kSourceDir) + "/module" + std::to_string(d.modules.size()) + ".cc";
+  FissionOutcome fission;
+  FissionAction fa(one_thread, tiles, d.vector_lanes, &fission);
+  Expected<bool> ran = run_clang(source, path, label, d.triple, d.cpu, d.features, fa);
+  if (!ran) return ran.error();
+  return fission.source;
+}
+
 Expected<int> CpuDevice::compile_module(const std::string& source, const std::string& label,
                                         const std::set<std::string>& one_thread,
                                         const std::map<std::string, BlockTile>& tiles) {

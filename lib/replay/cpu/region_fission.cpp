@@ -56,7 +56,7 @@ std::string Kernel::run(bool one_thread) {
 std::string Kernel::emit_body() {
   // A local named in one region only (TVM's many temporaries) stays a local of that region.
   number_regions(body_);
-  std::set<const VarDecl*> in_headers;
+  std::set<const VarDecl*, BySource> in_headers;
   for (const DeclRefExpr* r : header_refs_) in_headers.insert(cast<VarDecl>(r->getDecl()));
   for (auto it = privates_.begin(); it != privates_.end();) {
     auto r = regions_of_.find(it->first);
@@ -474,8 +474,9 @@ bool Kernel::check_shared_regions(const Stmt* s) {
 }
 
 bool Kernel::region_shared_ok(const std::vector<const Stmt*>& run) {
-  std::map<const Decl*, int> use;  // bit 1 read, bit 2 written
-  std::map<const Decl*, std::vector<SharedAccess>> accesses;
+  // In the order written: reads_before_writes() numbers the snapshots it takes as it goes.
+  std::map<const Decl*, int, BySource> use;  // bit 1 read, bit 2 written
+  std::map<const Decl*, std::vector<SharedAccess>, BySource> accesses;
   bool other = false;
   for (const Stmt* top : run)
     walk(top, [&](const Stmt* s) {
@@ -569,7 +570,7 @@ bool Kernel::reads_before_writes(const Decl* key, const std::vector<SharedAccess
   const auto* var = dyn_cast_or_null<VarDecl>(key);
   if (!var || var->hasExternalStorage() || !isa<ConstantArrayType>(var->getType().getTypePtr())) return false;
   unsigned last_read = 0, first_write = ~0u;
-  std::map<const Stmt*, int> writes_in;  // statement → writes of the variable in it
+  std::map<const Stmt*, int, BySource> writes_in;  // statement → writes of the variable in it
   std::vector<std::pair<const SharedAccess*, const Stmt*>> at;
   for (const SharedAccess& a : acc) {
     bool in_loop = false;

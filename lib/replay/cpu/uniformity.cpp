@@ -165,7 +165,9 @@ void Uniformity::find_locals() {
     std::vector<const Expr*> values;
   };
   std::vector<Write> writes;
-  std::set<const VarDecl*> cand, escaped;
+  // In the order written (fission_ast.h's BySource): the result does not depend on the order
+  // candidates are removed in, but nothing here iterates by address either.
+  std::set<const VarDecl*, fission::BySource> cand, escaped;
   walk(body_, [&](const Stmt* s) {
     if (const auto* d = dyn_cast<DeclStmt>(s)) {
       for (const Decl* dd : d->decls())
@@ -223,7 +225,7 @@ void Uniformity::find_locals() {
   // turn, does every write whose value or control reads a local that is not.
   const std::set<const VarDecl*> before = vars_;
   vars_.insert(cand.begin(), cand.end());
-  std::map<const VarDecl*, std::vector<const VarDecl*>> readers;  // local → locals written from it
+  std::map<const VarDecl*, std::vector<const VarDecl*>, fission::BySource> readers;  // local → locals written from it
   std::vector<const VarDecl*> out(escaped.begin(), escaped.end());
   for (const Write& w : writes) {
     std::vector<const Expr*> exprs = w.values;

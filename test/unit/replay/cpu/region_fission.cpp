@@ -7,10 +7,18 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
 #include <numeric>
+#include <regex>
 #include <set>
+#include <string>
+#include <vector>
 
+#include "frontend/clang/tvm_source_fixups.h"
 #include "kdflow/replay/cpu_kernels.h"
+#include "test_util.h"
 #include "unit/replay/cpu/cpu_test_util.h"
 
 using kdflow::cpu::CpuDevice;
@@ -504,4 +512,47 @@ extern "C" __global__ void merge(float* __restrict__ x, unsigned* __restrict__ u
   CHECK(same_as_fibers(src, "merge", {4, 1, 1}, {8, 4, 1}, 64 + 4 * 4 * 8, &k));
   CHECK(k.block_loop);
   CHECK_FALSE(k.fibers);
+}
+
+TEST_CASE("region fission: the rewritten source of a real sample is the same text on every run",
+          "[cpu][fission]") {
+  // The rewrite orders what it declares (per-thread arrays, snapshots, shuffle slots, a region's
+  // copies in and out) as the kernel is written, never by where clang allocated a node: the
+  // text, and the machine code the compile cache stores for it, must not change between runs.
+  // Each sample rewritten several times in one process, with the heap shifted between runs (so
+  // that nodes land at other addresses), as block loops and as batches of one-thread blocks.
+  auto d = device();
+  size_t rewritten = 0;
+  for (const std::string name : {"mlp", "attention", "resnet18", "sort_scan", "relax_mlp"}) {
+    const std::string path = kdflow::test::sample_dir(name) + "/device.cu";
+    if (!std::filesystem::exists(path)) continue;
+    const std::string source = kdflow::detail::tvm_source_fixups(kdflow::test::slurp(path));
+    std::set<std::string> kernels;
+    const std::regex kernel(R"(extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\()");
+    for (auto it = std::sregex_iterator(source.begin(), source.end(), kernel); it != std::sregex_iterator(); ++it)
+      kernels.insert((*it)[1].str());
+    std::map<std::string, kdflow::cpu::BlockTile> tiles;
+    for (const std::string& k : kernels) tiles[k] = kdflow::cpu::BlockTile{8, 1};
+    for (int batched = 0; batched < 2; ++batched) {
+      const std::set<std::string> one_thread = batched ? kernels : std::set<std::string>{};
+      const std::map<std::string, kdflow::cpu::BlockTile> with_tiles =
+          batched ? tiles : std::map<std::string, kdflow::cpu::BlockTile>{};
+      std::string first;
+      std::vector<std::unique_ptr<char[]>> shift;
+      for (int run = 0; run < 5; ++run) {
+        INFO(name << (batched ? " as batches of blocks" : " as block loops") << ", run " << run);
+        for (int i = 0; i < 64 * (run + 1); ++i) shift.emplace_back(new char[(i * 7919 + run * 104729) % 4096 + 1]);
+        auto text = d->rewritten_source(source, path, one_thread, with_tiles);
+        INFO((text ? std::string() : text.error().message));
+        REQUIRE(text);
+        if (run == 0) {
+          first = *text;
+          rewritten += !first.empty();
+          continue;
+        }
+        CHECK(*text == first);
+      }
+    }
+  }
+  CHECK(rewritten > 0);
 }
