@@ -119,6 +119,25 @@ TEST_CASE("replay --backend cpu: mobilenet matches, and its reference is reporte
 }
 TEST_CASE("replay --backend cpu: resnet18 matches", "[cpu-replay]") { replay_matches("resnet18", 1); }
 
+TEST_CASE("replay: a run with no reference verified nothing: exit 3, said last; --no-expect exits 0",
+          "[cpu-replay]") {
+  // mlp without its output_0.npy (and no reference/nodes.json): nothing a run could fail on.
+  std::string dir = kdflow::test::temp_dir();
+  for (const auto& e : fs::directory_iterator(kdflow::test::sample_dir("mlp")))
+    if (e.path().filename() != "output_0.npy") fs::copy(e.path(), fs::path(dir) / e.path().filename());
+  auto r = run_kdflow({"replay", dir, "--backend", "cpu", "--warmup", "0", "--repeat", "1", "-q"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 3);
+  CHECK(r.err.find("kdflow replay: nothing verified: no reference was compared") == 0);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  auto quiet = run_kdflow({"replay", dir, "--backend", "cpu", "--warmup", "0", "--repeat", "1", "-q", "--no-expect"});
+  CHECK(quiet.exit_code == 0);
+  auto allowed =
+      run_kdflow({"replay", dir, "--backend", "cpu", "--warmup", "0", "--repeat", "1", "-q", "--allow-unverified"});
+  CHECK(allowed.exit_code == 0);
+  CHECK(allowed.err.empty());
+}
+
 TEST_CASE("replay --backend cpu refuses a kernel that calls system() before anything runs", "[cpu-replay]") {
   std::string dir = kdflow::test::temp_dir();
   std::string src = kdflow::test::sample_dir("sort_scan");
