@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """bench.py KDFLOW DUMP_HEADERS OUT_DIR [--runs N] [--clang CLANG] [--scale-sample A,B] [--scales 1,4,16,64]
 
-Times `kdflow extract` on every samples/* folder — wall time and peak RSS of the process,
+Times `kdflow extract` on every samples/* folder (or on the folders `--samples` names: a sample's name, or the
+path of any build folder, Relay's graph.json + host.c + device.cu or Relax's vm_exec.bin + host.c +
+device_<i>.cu, as bench/tvm_models.py and `python3 -m kdflow_tvm onnx` write them) — wall time and peak RSS of the process,
 measured by fork/exec + wait4's rusage, median of N runs — next to `clang -fsyntax-only` on
 the same sources kdflow parses (host.c as C, device.cu as CUDA device code, with the same
 stand-in headers and flags as lib/frontend/clang/host_analyzer.cpp and device_analyzer.cpp): the
@@ -108,8 +110,8 @@ def main():
         # the clang floor is then host.c plus one parse per device_<i>.cu (walls and CPU added).
         numbered = sorted((f for f in os.listdir(d) if re.fullmatch(r"device_[0-9]+\.cu", f)),
                           key=lambda f: int(f[7:-3]))
-        devs = [os.path.join(d, f) for f in numbered] if os.path.isfile(os.path.join(d, "vm_exec.bin")) and numbered \
-            else [os.path.join(d, "device.cu")]
+        relax = os.path.isfile(os.path.join(d, "vm_exec.bin")) or not os.path.isfile(os.path.join(d, "device.cu"))
+        devs = [os.path.join(d, f) for f in numbered] if relax and numbered else [os.path.join(d, "device.cu")]
         ex = measure([a.kdflow, "extract", d, "-q", "-o", out_json], a.runs)
         hc, _ = clang_cmds(clang, headers, h, devs[0])
         dm = [measure(clang_cmds(clang, headers, h, dv)[1], a.runs) for dv in devs]

@@ -17,6 +17,7 @@
 #include <clang/AST/RecursiveASTVisitor.h>
 #include <clang/Basic/OperatorKinds.h>
 #include <clang/Basic/SourceManager.h>
+#include <llvm/ADT/DenseMap.h>
 
 #include <map>
 #include <set>
@@ -190,7 +191,8 @@ class Classifier {
   const OpClass& of(const Expr* e) {
     auto it = memo_.find(e);
     if (it != memo_.end()) return it->second;
-    return memo_.emplace(e, classify(e)).first->second;
+    OpClass c = classify(e);
+    return memo_.try_emplace(e, std::move(c)).first->second;
   }
 
  private:
@@ -288,7 +290,10 @@ class Classifier {
   }
 
   std::set<const VarDecl*> shuffled_;
-  std::map<const Expr*, OpClass> memo_;
+  // Every expression of the kernel is classified once (the affine walk asks of each): a flat
+  // table, not a node per expression (its allocation and freeing were ~1% of a DenseNet's
+  // extract). `of`'s references stay valid because nothing is added while one is held.
+  llvm::DenseMap<const Expr*, OpClass> memo_;
 };
 
 void text(std::ostringstream& o, const AffCond& c) {

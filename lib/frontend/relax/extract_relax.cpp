@@ -193,13 +193,17 @@ class Signatures {
   std::optional<std::vector<std::vector<std::string>>> names(const std::string& function,
                                                              const std::vector<std::vector<int64_t>>& shapes) {
     auto [it, added] = cache_.try_emplace(function);
-    if (added) it->second = detail::find_signature(host_c_, function);
+    if (added) {
+      if (!index_) index_.emplace(host_c_);  // one pass over host.c for every function's literal
+      it->second = detail::find_signature(host_c_, function, &*index_);
+    }
     if (!it->second) return std::nullopt;
     return detail::call_dimension_names(*it->second, shapes);
   }
 
  private:
   const std::string& host_c_;
+  std::optional<detail::SignatureIndex> index_;
   std::map<std::string, std::optional<std::vector<detail::SignatureParam>>> cache_;
 };
 

@@ -78,9 +78,28 @@ bool is_literal_dim(const std::string& dim) {
   return true;
 }
 
-std::optional<std::vector<SignatureParam>> find_signature(const std::string& host_c, const std::string& function) {
+SignatureIndex::SignatureIndex(const std::string& host_c) : host_c_(host_c) {
+  // Every quote with a '(' within kMaxName bytes after it: the text between is the only NAME
+  // without '(' that `"NAME(` can match there. The first quote for each text is kept.
+  const std::string_view text(host_c);
+  for (size_t q = text.find('"'); q != std::string_view::npos; q = text.find('"', q + 1)) {
+    const std::string_view after = text.substr(q + 1, kMaxName + 1);
+    const size_t paren = after.find('(');
+    if (paren != std::string_view::npos) first_.try_emplace(after.substr(0, paren), q);
+  }
+}
+
+size_t SignatureIndex::find(const std::string& function) const {
+  if (function.size() > kMaxName || function.find('(') != std::string::npos)
+    return host_c_.find("\"" + function + "(");
+  auto it = first_.find(std::string_view(function));
+  return it == first_.end() ? std::string::npos : it->second;
+}
+
+std::optional<std::vector<SignatureParam>> find_signature(const std::string& host_c, const std::string& function,
+                                                          const SignatureIndex* index) {
   const std::string open = "\"" + function + "(";
-  size_t at = host_c.find(open);
+  size_t at = index ? index->find(function) : host_c.find(open);
   if (at == std::string::npos) return std::nullopt;
   size_t begin = at + open.size();
   size_t end = host_c.find("\"", begin);  // the literal's end: TVM's signature holds no quote or escape

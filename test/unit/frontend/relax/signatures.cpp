@@ -45,3 +45,25 @@ TEST_CASE("signatures: a call's dimension names, where the call agrees with the 
   CHECK_FALSE(call_dimension_names(*sig, {{8, 400}, {400, 1000}}));             // another arity
   CHECK_FALSE(call_dimension_names(*sig, {{8, 400}, {400, 1000}, {8}}));        // another rank
 }
+
+TEST_CASE("signatures: the one-pass index finds what a search of host.c finds", "[signatures]") {
+  // Hand-written text (not a real host.c): names that are prefixes of others, a quote that
+  // closes a literal before a call, a name with '(' and one longer than the index keeps.
+  const std::string long_name(600, 'a');
+  const std::string host = R"x(x = "ab"; f("abc(q: T.int64)"); "ab(p: T.int64)"; "ab(r: T.int64)"; ")x" + long_name +
+                           R"x((s: T.int64)"; "g(h(t: T.int64)"; "" (u: T.int64)"; "(v: T.int64)";)x";
+  const SignatureIndex index(host);
+  for (const std::string& f : {std::string("ab"), std::string("abc"), std::string("a"), std::string("b"),
+                               std::string(""), std::string("g(h"), std::string("\" "), long_name, std::string("zz")}) {
+    INFO(f);
+    CHECK(index.find(f) == host.find("\"" + f + "("));
+    auto a = find_signature(host, f), b = find_signature(host, f, &index);
+    REQUIRE(a.has_value() == b.has_value());
+    if (a) {
+      REQUIRE(a->size() == b->size());
+      for (size_t i = 0; i < a->size(); ++i) CHECK((*a)[i].name == (*b)[i].name);
+    }
+  }
+  CHECK(find_signature(host, "ab", &index)->at(0).name == "p");
+  CHECK(find_signature(host, long_name, &index)->at(0).name == "s");
+}
