@@ -329,11 +329,8 @@ class Planner {
       } else if (!in_.input_dir.empty()) {
         // input_<encoded name>.npy (docs/schema.md, "Names in file names"); a folder written
         // before the encoding may hold input_<name>.npy.
-        for (const std::string& f : input_file_candidates(buf.name)) {
-          file = in_.input_dir + "/" + f;
-          if (file_exists(file)) break;
-        }
-        if (!file_exists(file)) file = in_.input_dir + "/" + input_file_name(buf.name);
+        file = find_input_file(in_.input_dir, buf.name);
+        if (file.empty()) file = in_.input_dir + "/" + input_file_name(buf.name);
       } else {
         return file_error(label_, fmt::format("no data for input '{}' ({} {}): pass --input {}=FILE.npy", buf.name,
                                               buf.dtype, shape_text(buf.shape), buf.name),

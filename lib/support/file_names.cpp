@@ -1,6 +1,8 @@
 // file_names.cpp — see kdflow/support/file_names.h.
 #include "kdflow/support/file_names.h"
 
+#include "kdflow/support/io.h"
+
 namespace kdflow {
 namespace {
 
@@ -60,6 +62,14 @@ std::vector<std::string> input_file_candidates(std::string_view name) {
   if (raw != out.front() && name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos)
     out.push_back(raw);
   return out;
+}
+
+std::string find_input_file(const std::string& dir, std::string_view name) {
+  for (const std::string& f : input_file_candidates(name)) {
+    std::string path = dir.empty() ? f : dir + "/" + f;
+    if (file_exists(path)) return path;
+  }
+  return "";
 }
 
 bool names_match(std::string_view typed, std::string_view name) {

@@ -418,6 +418,31 @@ def dps_outputs(tvm: Any, mod: Any) -> Dict[str, Tuple[int, int]]:
 _HOST_ONLY = re.compile(r"(shape_func|compute_symbolic_expr)\d*")
 
 
+def _call_tir_dyn_callees(ex: Any, function: str) -> Optional[List[str]]:
+    """The functions `function`'s vm.builtin.call_tir_dyn calls call, in bytecode order (TVM's
+    text of the executable: `call vm.builtin.call_tir_dyn in: f[NAME], ...`); None where the
+    function branches (If, Goto), so that order is not the order they run in."""
+    try:
+        text = str(ex.as_text() if hasattr(ex, "as_text") else "")
+    except Exception:
+        return None
+    out: List[str] = []
+    current = False
+    for line in text.splitlines():
+        s = line.strip()
+        if line.startswith("@"):
+            current = line.rstrip().endswith(":") and line[1:].rstrip()[:-1] == function
+            continue
+        if not current:
+            continue
+        if s.startswith(("if ", "goto ")):
+            return None
+        m = re.match(r"call\s+vm\.builtin\.call_tir_dyn\s+in:\s*f\[([^\]]+)\]", s)
+        if m:
+            out.append(m.group(1))
+    return out
+
+
 def reference(tvm: Any, mod: Any, function: str, inputs: Sequence[np.ndarray],
               st: Staging, cuda_target: Any) -> Dict[str, Any]:
     """Builds `mod` (weights bound) for the CPU, runs `function` on TVM's VM with every VM call
@@ -434,9 +459,21 @@ def reference(tvm: Any, mod: Any, function: str, inputs: Sequence[np.ndarray],
     def is_tensor(a: Any) -> bool:
         return hasattr(a, "shape") and hasattr(a, "dtype") and (hasattr(a, "numpy") or hasattr(a, "asnumpy"))
 
+    # TVM 0.20 - 0.25 call a function with symbolic scalars through vm.builtin.call_tir_dyn(f,
+    # args..., shape): the hook sees the builtin, not f. In a function without branches its
+    # calls run in the order of the bytecode, which names each f.
+    dyn = _call_tir_dyn_callees(ex, function)
+    dyn_seen = [0, 0]  # calls begun, calls ended
+
     def instrument(func: Any, name: Any, before_run: Any, ret: Any, *args: Any) -> int:
         name = str(name)
-        if name.startswith("vm.") or name.startswith("__") or _HOST_ONLY.fullmatch(name):
+        if name == "vm.builtin.call_tir_dyn" and dyn is not None:
+            i = dyn_seen[0 if before_run else 1]
+            dyn_seen[0 if before_run else 1] += 1
+            if i >= len(dyn):
+                return 0
+            name, args = dyn[i], args[1:-1]
+        elif name.startswith("vm.") or name.startswith("__") or _HOST_ONLY.fullmatch(name):
             return 0
         if before_run:
             before.clear()

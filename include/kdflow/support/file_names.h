@@ -33,6 +33,10 @@ std::string input_file_name(std::string_view name);
 /// differs) `input_<name>.npy`.
 std::vector<std::string> input_file_candidates(std::string_view name);
 
+/// The file in folder `dir` that holds input `name`: the first of input_file_candidates that
+/// exists, as `dir/file`; "" when none does.
+std::string find_input_file(const std::string& dir, std::string_view name);
+
 /// Whether `typed` names `name`: equal to it, or to its encoded form, or decoding to it.
 bool names_match(std::string_view typed, std::string_view name);
 

@@ -433,12 +433,7 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
     }
     for (size_t i = 0; i < names.size(); ++i) {
       if (env.input_shapes.count(static_cast<int>(i))) continue;
-      std::string npy;
-      for (const std::string& f : input_file_candidates(names[i]))
-        if (file_exists((dir / f).string())) {
-          npy = (dir / f).string();
-          break;
-        }
+      const std::string npy = find_input_file(dir.string(), names[i]);
       if (npy.empty()) continue;
       Expected<NpyArray> a = read_npy(npy);
       if (!a) return a.error();
@@ -482,12 +477,7 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
     env.input_values = [names, dir](int param) -> Expected<std::vector<int64_t>> {
       const std::string name = param >= 0 && static_cast<size_t>(param) < names.size() ? names[param]
                                                                                        : fmt::format("input{}", param);
-      std::string npy;
-      for (const std::string& f : input_file_candidates(name))
-        if (file_exists((dir / f).string())) {
-          npy = (dir / f).string();
-          break;
-        }
+      const std::string npy = find_input_file(dir.string(), name);
       if (npy.empty())
         return Error{fmt::format("reads the values of input {}, and the flow depends on them: put them in {} beside "
                                  "the build",

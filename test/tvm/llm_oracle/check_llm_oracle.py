@@ -81,6 +81,13 @@ def check_llm_oracle(kdflow: str, d: str, tmp: str, expect: Callable[[bool, str]
             continue
         r = _run([sys.executable, os.path.join(HERE, "llm_session_oracle.py"), d, arg, kv_log, *includes,
                   "-o", truth_path, "--work", os.path.join(tmp, f"{tag}.oracle")])
+        if r.returncode != 0 and "undefined symbol: TVMBackendGetFuncFromEnv" in r.stdout + r.stderr:
+            # TVM 0.21 - 0.25's host code looks kernels up with TVMBackendGetFuncFromEnv, which the
+            # oracle's stand-in runtime (written for 0.26) does not define.
+            print(f"skip  {name} ({spec}): session against the executing oracle (its runtime has no "
+                  f"TVMBackendGetFuncFromEnv, which TVM 0.21 - 0.25's host code calls); the session's replay "
+                  f"checks TVM's logits instead")
+            continue
         expect(r.returncode == 0, f"{name} ({spec}): the executing oracle ran the session "
                f"({(r.stdout + r.stderr).strip()[-400:]})")
         if r.returncode != 0:
