@@ -1,6 +1,7 @@
 // node_reference.h — TVM's own result for every node of a build (reference/nodes.json, written
-// by the exporter python/kdflow_tvm: the Relay debug executor's per-node outputs, or each call
-// of the Relax VM seen through its instrument hook), mapped onto a flow's nodes and buffers so
+// by the exporter python/kdflow_tvm: for Relay, the CUDA build's own fused functions run node by
+// node on the CPU; for Relax, each call of the VM seen through its instrument hook), mapped onto
+// a flow's nodes and buffers so
 // that replay can compare each node right after it runs and name the first that differs.
 // Format: docs/schema.md, "Node references".
 #pragma once
