@@ -83,10 +83,6 @@ Status resolve_nodes(const Dataflow& df, const std::string& spec, int* first, in
   return Status::ok();
 }
 
-}  // namespace
-
-namespace {
-
 /// Why a run whose every comparison passed verified nothing ("" when something could have
 /// failed): no informative output, node or dump comparison.
 std::string unverified_reason(const ReplayReport& r) {

@@ -1,8 +1,6 @@
 // tensor_values.cpp — see kdflow/formats/tensor_values.h.
 #include "kdflow/formats/tensor_values.h"
 
-#include <cstring>
-
 #include <fmt/format.h>
 
 namespace kdflow {

@@ -479,9 +479,9 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
                                                                                        : fmt::format("input{}", param);
       const std::string npy = find_input_file(dir.string(), name);
       if (npy.empty())
-        return Error{fmt::format("reads the values of input {}, and the flow depends on them: put them in {} beside "
-                                 "the build",
-                                 "'" + name + "'", input_file_name(name)),
+        return Error{fmt::format("reads the values of input '{}', and the flow depends on them: put them in {} "
+                                 "beside the build",
+                                 name, input_file_name(name)),
                      ExitCode::NoInput};
       Expected<NpyArray> a = read_npy(npy);
       if (!a) return a.error();

@@ -1098,16 +1098,9 @@ class Runner {
     out.kind = Value::Kind::Shape;
     for (int64_t d = 0; d < n; ++d) {
       if (!want(a, 2 + 2 * d, Value::Kind::Int, "a code") || !want(a, 3 + 2 * d, Value::Kind::Int, "a value")) return false;
-      const int64_t code = a[2 + 2 * d].i, v = a[3 + 2 * d].i;
-      if (code == 0) {
-        out.shape.push_back(v);
-      } else if (code == 1) {
-        if (v < 0 || static_cast<uint64_t>(v) >= heap_.size() || !heap_known_[v])
-          return fail(fmt::format("dimension {} loads heap slot {}, which holds no value", d, v)), false;
-        out.shape.push_back(heap_[v]);
-      } else {
-        return fail(fmt::format("dimension {}: unknown make_shape code {}", d, code)), false;
-      }
+      int64_t value = 0;
+      if (!heap_or_immediate(a[2 + 2 * d].i, a[3 + 2 * d].i, fmt::format("dimension {}", d), &value)) return false;
+      out.shape.push_back(value);
     }
     return set(ins.dst, std::move(out));
   }
@@ -1138,7 +1131,7 @@ class Runner {
   }
 
   /// A scalar from the shape heap or an immediate: MakeShapeCode 0 the value, 1 heap[value].
-  bool heap_or_immediate(int64_t code, int64_t v, const char* what, int64_t* out) {
+  bool heap_or_immediate(int64_t code, int64_t v, const std::string& what, int64_t* out) {
     if (code == 0) {
       *out = v;
     } else if (code == 1) {
@@ -1146,7 +1139,7 @@ class Runner {
         return fail(fmt::format("{} loads heap slot {}, which holds no value", what, v)), false;
       *out = heap_[v];
     } else {
-      return fail(fmt::format("{}: unknown code {}", what, code)), false;
+      return fail(fmt::format("{}: unknown make_shape code {}", what, code)), false;
     }
     return true;
   }
