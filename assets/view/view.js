@@ -346,7 +346,8 @@
         ['ops fused', esc(box && box.ops.length ? box.ops.join(', ') : '—')]
       ].concat(kind === 'kernel' ? [['grid', dims(k.grid)], ['block', dims(k.block)],
         ['dynamic shared memory', bytes(k.smem)]].concat(k.loop ? [['host loop iteration', k.loop.join(', ')]] : [])
-        .concat(costRows(k)) : [['after launch', k.after_kernel >= 0 ? link('kernel', k.after_kernel, 'k' + k.after_kernel) : '—']])) +
+        .concat(costRows(k)) : [['after launch', k.after_kernel >= 0 ? link('kernel', k.after_kernel, 'k' + k.after_kernel) : '—']]
+          .concat(k.collective ? [['collective', esc(k.collective)], ['sent per rank', bytes(k.bytes)]] : []))) +
         '<h3>Arguments</h3>' + argsTable(k.args) +
         '<h3>Producers (what it reads was written by)</h3>' + depList(up[key]) +
         '<h3>Consumers (what it writes is read by)</h3>' + depList(down[key]);

@@ -231,13 +231,36 @@ std::string render_table(const std::string& model, const Dataflow& df, const Cos
     if (f.measured) t.measured_us += f.measured->us;
     else t.all_measured = false;
   }
+  // A sharded build's communication: what each rank sends in its collectives, per step and in all.
+  std::map<std::string, std::pair<size_t, uint64_t>> comm;  // step ("" outside a session) -> (collectives, bytes)
+  for (const LibraryCall& c : df.library_calls) {
+    if (!c.collective) continue;
+    const std::string step =
+        c.node >= 0 && static_cast<size_t>(c.node) < df.nodes.size() ? df.nodes[static_cast<size_t>(c.node)].session_step : "";
+    auto& e = comm[step];
+    ++e.first, e.second += c.collective->bytes;
+    if (!step.empty()) {
+      auto& all = comm["*"];
+      ++all.first, all.second += c.collective->bytes;
+    }
+  }
+  if (df.ranks > 1 || !comm.empty()) {
+    const auto all = comm.count("*") ? comm["*"] : comm[""];
+    out += fmt::format("ranks: {} (tensor-parallel): every figure above is one rank's compute on its shard; "
+                       "communication: {} collectives, {} KB sent per rank\n",
+                       df.ranks, all.first, num(static_cast<double>(all.second) / 1e3));
+  }
   for (const std::string& step : steps) {
     const StepTotals& t = per_step[step];
+    const auto c = comm.count(step) ? comm[step] : std::pair<size_t, uint64_t>{0, 0};
     out += fmt::format("session step {}: {} MFLOP ({} in attention), {} KB in and out ({} KB attention's keys, "
-                       "queries and outputs) of {} functions{}{}\n",
+                       "queries and outputs) of {} functions{}{}{}\n",
                        step, num(static_cast<double>(t.flops) / 1e6), num(static_cast<double>(t.attention_flops) / 1e6),
                        num(static_cast<double>(t.bytes) / 1e3), num(static_cast<double>(t.attention_bytes) / 1e3),
                        t.functions,
+                       c.first ? fmt::format("; communication {} KB per rank in {} collectives",
+                                             num(static_cast<double>(c.second) / 1e3), c.first)
+                               : std::string(),
                        dev && t.all_bound ? fmt::format("; roofline bound {} us", num(t.bound_us)) : std::string(),
                        t.all_measured && t.measured_us > 0 ? fmt::format("; measured {} us", num(t.measured_us))
                                                            : std::string());
@@ -327,6 +350,7 @@ int run_costs_command(const CostsCommand& cmd, std::ostream& out, std::ostream& 
     in.dir = cmd.inputs[i];
     in.function = cmd.function;
     in.session = cmd.session;
+    in.shards = cmd.shards;
     Expected<Dataflow> df = load_dataflow(in, print_terminal_progress, &progress);
     if (!df) return report(df.error(), err);
     flows.push_back(df.take());

@@ -104,6 +104,7 @@ int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
 
   std::optional<StageSpan> emit_span(std::in_place, cmd.stage_times ? &stage_times : nullptr, "emit and write the output");
   std::string text;
+  bool written = false;  // Chakra traces of several ranks write their own files
   switch (*format) {
     case Format::Json: text = emit_json(*df); break;
     case Format::Dot: text = emit_dot(*df, cmd.dot); break;
@@ -128,13 +129,29 @@ int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
         times = kt.take();
       }
       std::string model = base_name(cmd.inputs.dir.empty() ? in->graph : cmd.inputs.dir);
-      Expected<std::string> trace = emit_chakra(*df, compute_costs(*df, roofline, times ? &*times : nullptr), model);
-      if (!trace) return report(trace.error(), err);
-      text = trace.take();
+      Expected<std::vector<std::string>> traces = emit_chakra(*df, compute_costs(*df, roofline, times ? &*times : nullptr), model);
+      if (!traces) return report(traces.error(), err);
+      const int ranks = static_cast<int>(traces->size());
+      if (ranks == 1) {
+        text = std::move(traces->front());
+        break;
+      }
+      // One trace per rank, named as ASTRA-sim's --workload-configuration=PREFIX reads them.
+      if (cmd.output == "-")
+        return report(Error{fmt::format("kdflow extract: error: a flow of {} ranks is one Chakra trace per rank: give "
+                                        "-o PREFIX.et to write PREFIX.0.et ... PREFIX.{}.et",
+                                        ranks, ranks - 1),
+                            ExitCode::Usage},
+                      err);
+      for (int r = 0; r < ranks; ++r)
+        if (Status s = write_file_atomic(chakra_rank_path(cmd.output, r, ranks), (*traces)[static_cast<size_t>(r)]); !s)
+          return report(s.error(), err);
+      written = true;
       break;
     }
   }
-  if (Status s = write_file_atomic(cmd.output, text); !s) return report(s.error(), err);
+  if (!written)
+    if (Status s = write_file_atomic(cmd.output, text); !s) return report(s.error(), err);
   emit_span.reset();
   if (cmd.stage_times) {
     err << format_stage_times(stage_times);

@@ -167,6 +167,22 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   if (!df->sources.vm_exec.empty() && !cmd.dir.empty() && file_exists(join(cmd.dir, "params.bin")) &&
       opt.inputs.params != join(cmd.dir, "params.bin"))
     opt.inputs.packed_params = join(cmd.dir, "params.bin");
+  // A sharded flow: each rank's params, params_shard<r>.bin beside the build.
+  if (df->ranks > 1) {
+    if (cmd.dir.empty())
+      return report(usage(fmt::format("a flow of {} ranks replays from its build folder (DIR), where "
+                                      "params_shard<r>.bin are",
+                                      df->ranks)),
+                    err);
+    for (int r = 0; r < df->ranks; ++r) {
+      const std::string f = join(cmd.dir, fmt::format("params_shard{}.bin", r));
+      if (!file_exists(f))
+        return report(file_error(f, fmt::format("no such file: rank {} of {} needs its params", r, df->ranks),
+                                 ExitCode::NoInput),
+                      err);
+      opt.rank_params.push_back(f);
+    }
+  }
   // A session's token ids: --input input_ids=FILE, else input_ids.npy beside the build; the
   // flow's inputs are each forward's tokens (input_ids[<step>]), sliced from it in order.
   const bool session = df->sources.vm_function.rfind("session ", 0) == 0;
@@ -239,7 +255,8 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   }
   // TVM's result for every node, where the exporter wrote them: compared in every whole run.
   std::optional<NodeReferences> node_refs;
-  if (!cmd.no_node_reference && cmd.kernel < 0 && cmd.nodes.empty()) {
+  // A sharded build's node references would be the unsharded model's: none are compared.
+  if (!cmd.no_node_reference && cmd.kernel < 0 && cmd.nodes.empty() && df->ranks <= 1) {
     std::string f = cmd.node_reference;
     if (f.empty() && !cmd.dir.empty() && file_exists(join(cmd.dir, "reference/nodes.json")))
       f = join(cmd.dir, "reference/nodes.json");
@@ -308,6 +325,10 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
         return report(s.error(), err);
   }
   out << format_times(*rep, *df);
+  if (rep->ranks > 1)
+    out << fmt::format("ranks: {} in this process, each with its own params (params_shard<r>.bin) and buffers; {} "
+                       "collectives made between them; every rank's outputs compared (r<rank>:<output>)\n",
+                       rep->ranks, rep->collectives);
   out << format_checks(*rep);
   if (!opt.compare_dir.empty()) out << format_first_difference(*rep, *df);
   if (node_refs) out << format_node_references(*rep, *node_refs);

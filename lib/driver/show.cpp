@@ -95,6 +95,13 @@ std::string grouped(uint64_t v) {
   return out;
 }
 
+/// "allreduce sum, 32 KiB per rank" (a collective's row).
+std::string collective_text(const Collective& c) {
+  std::string op = c.kind + (c.reduce_op.empty() ? std::string() : " " + c.reduce_op);
+  if (c.peer >= 0) op += fmt::format(" (peer {})", c.peer);
+  return fmt::format("{}, {} per rank", op, human_bytes(c.bytes));
+}
+
 std::string exact_bytes(uint64_t b) { return b < 1024 ? fmt::format("{} B", b) : fmt::format("{} ({} B)", human_bytes(b), grouped(b)); }
 
 std::string dim3(const std::array<int64_t, 3>& d) { return fmt::format("({},{},{})", d[0], d[1], d[2]); }
@@ -449,7 +456,7 @@ std::string render_show(const Dataflow& df, const ShowStyle& style) {
       const LibraryCall& lc = df.library_calls[c];
       Row r(ncol);
       r[3] = {fmt::format("lib{}", lc.id), Color::Cyan};
-      r[4] = {clean(lc.name) + " (library call)"};
+      r[4] = {lc.collective ? collective_text(*lc.collective) + " (collective)" : clean(lc.name) + " (library call)"};
       if (several) {
         const Traffic kt = library_call_traffic(df, lc);
         r[c_read] = {human_bytes(kt.read), Color::Dim, true};
@@ -497,6 +504,31 @@ std::string render_show(const Dataflow& df, const ShowStyle& style) {
                                           : fmt::format("{}: k{}", s.kernels_without_access.size(),
                                                         fmt::join(s.kernels_without_access, ", k"))});
   if (s.library_calls) kv.push_back({"library calls", std::to_string(s.library_calls)});
+  // A sharded build: its ranks, what differs between them, and its collectives.
+  if (df.ranks > 1) {
+    size_t per_rank = 0;
+    for (const Buffer& b : df.buffers) per_rank += b.per_rank ? 1 : 0;
+    kv.push_back({"ranks", fmt::format("{} (tensor-parallel: every rank runs this flow with its own params{}); {} per "
+                                       "rank, the others the same on every rank",
+                                       df.ranks, df.sources.params.empty() ? "" : ", " + clean(df.sources.params),
+                                       plural(per_rank, "buffer differs", "buffers differ"))});
+  }
+  {
+    std::map<std::string, std::pair<size_t, uint64_t>> by_kind;  // "allreduce sum" -> (calls, bytes)
+    size_t calls = 0;
+    uint64_t bytes = 0;
+    for (const LibraryCall& c : df.library_calls) {
+      if (!c.collective) continue;
+      auto& e = by_kind[c.collective->kind + (c.collective->reduce_op.empty() ? "" : " " + c.collective->reduce_op)];
+      ++e.first, e.second = sat_add(e.second, c.collective->bytes);
+      ++calls, bytes = sat_add(bytes, c.collective->bytes);
+    }
+    if (calls) {
+      std::vector<std::string> v;
+      for (const auto& [k, e] : by_kind) v.push_back(fmt::format("{} {} ({})", e.first, k, human_bytes(e.second)));
+      kv.push_back({"collectives", fmt::format("{}: {}; {} sent per rank", calls, fmt::join(v, ", "), exact_bytes(bytes))});
+    }
+  }
   kv.push_back({"buffers", fmt::format("{}: {} in {}, {}", s.buffers,
                                        plural(s.graph_buffers, "graph entry", "graph entries"),
                                        plural(s.storage_ids, "storage id", "storage ids"),
@@ -576,6 +608,7 @@ class Explainer {
       view += fmt::format("  values used: [{}]{}",
                           fmt::join(buf.values_used.begin(), buf.values_used.begin() + std::min<size_t>(buf.values_used.size(), 16), ", "),
                           buf.values_used.size() > 16 ? ", ..." : "");
+    if (buf.per_rank) view += "  per rank (each rank holds its own)";
     return fmt::format("buffer {} {}  {}  {}  {} [{}]{}  {}{}", b, paint(clean(buf.name), Color::Bold), kind, where,
                        clean(buf.dtype), fmt::join(buf.shape, ", "), symbolic, human_bytes(buf.bytes), view);
   }
@@ -699,7 +732,18 @@ class Explainer {
          c.loc.valid() ? clean(fmt::format("{}:{}:{}", c.loc.file, c.loc.line, c.loc.col)) : std::string("unknown"));
     line(i2, "in order", c.after_kernel < 0 ? std::string("before the first kernel")
                                             : "after " + kernel_ref(c.after_kernel));
-    line(i2, "code", "opaque (a library): a buffer only read by its node is read, others read and written");
+    if (const Collective* k = c.collective ? &*c.collective : nullptr) {
+      line(i2, "collective",
+           fmt::format("{}: {} {} elements ({} per rank), among {}{}{}", clean(k->kind),
+                       k->reduce_op.empty() ? std::string() : clean(k->reduce_op) + " of", k->elements,
+                       exact_bytes(k->bytes), k->in_group ? "the ranks of its group" : "every rank",
+                       df_.ranks > 1 ? fmt::format(" ({} ranks)", df_.ranks) : std::string(),
+                       k->peer >= 0 ? fmt::format("; peer rank {}", k->peer) : std::string()));
+      line(i2, "code", "a collective every rank makes here (TVM's disco runtime, NCCL): it reads what it sends and "
+                       "writes what it receives");
+    } else {
+      line(i2, "code", "opaque (a library): a buffer only read by its node is read, others read and written");
+    }
     const Traffic t = library_call_traffic(df_, c);
     line(i2, "traffic", fmt::format("reads {}, writes {} (buffer sizes)", human_bytes(t.read), human_bytes(t.written)));
     arguments(c.args, c.node, c.id, true, nullptr, i2);

@@ -91,6 +91,7 @@ ojson build(const Dataflow& df) {
   ojson root = ojson::object();
   root["schema"] = kSchemaVersion;
   root["generator"] = detail::kGenerator;
+  if (df.ranks > 1) root["ranks"] = df.ranks;
 
   ojson src = ojson::object();
   src["graph"] = df.sources.graph;
@@ -116,6 +117,9 @@ ojson build(const Dataflow& df) {
   sum["function_nodes"] = function_nodes;
   sum["kernels"] = df.kernels.size();
   sum["library_calls"] = df.library_calls.size();
+  size_t collectives = 0;
+  for (const LibraryCall& c : df.library_calls) collectives += c.collective ? 1 : 0;
+  if (collectives) sum["collectives"] = collectives;
   sum["buffers"] = df.buffers.size();
   sum["workspaces"] = workspaces;
   sum["dependencies"] = df.dependencies.size();
@@ -138,6 +142,7 @@ ojson build(const Dataflow& df) {
     if (b.constant_index >= 0) j["constant_index"] = b.constant_index;
     if (!b.shape_expr.empty()) j["shape_expr"] = b.shape_expr;
     if (!b.values_used.empty()) j["values_used"] = b.values_used;
+    if (b.per_rank) j["per_rank"] = true;
     if (b.view_of >= 0) {
       j["view_of"] = b.view_of;
       j["view_offset"] = b.view_offset;
@@ -204,6 +209,18 @@ ojson build(const Dataflow& df) {
     j["args"] = args_json(c.args);
     if (c.loc.valid()) j["loc"] = loc_json(c.loc);
     j["after_kernel"] = c.after_kernel;
+    if (const Collective* k = c.collective ? &*c.collective : nullptr) {
+      j["collective"] = k->kind;
+      if (!k->reduce_op.empty()) j["reduce_op"] = k->reduce_op;
+      j["in_group"] = k->in_group;
+      j["dtype"] = k->dtype;
+      j["elements"] = k->elements;
+      j["bytes"] = k->bytes;
+      j["send"] = k->send;
+      j["recv"] = k->recv;
+      j["in_place"] = k->in_place;
+      if (k->peer >= 0) j["peer"] = k->peer;
+    }
     calls.push_back(std::move(j));
   }
   root["library_calls"] = std::move(calls);

@@ -136,6 +136,9 @@ class TextWriter {
       if (c < 0 || static_cast<size_t>(c) >= df_.library_calls.size()) continue;
       const LibraryCall& lc = df_.library_calls[c];
       std::string after = lc.after_kernel < 0 ? "before any kernel" : fmt::format("after kernel #{}", lc.after_kernel);
+      if (const Collective* k = lc.collective ? &*lc.collective : nullptr)
+        after += fmt::format("; {}{} of {} {}, {} bytes per rank", k->kind, k->reduce_op.empty() ? "" : " " + k->reduce_op,
+                             k->elements, k->dtype, k->bytes);
       line(fmt::format("  library call {} {}  args: {}  ({})", lc.id, clean(lc.name), args_text(lc.args), after));
     }
   }
@@ -152,6 +155,7 @@ class TextWriter {
       head += ", " + plural(df_.library_calls.size(), "library call", "library calls");
     if (!df_.sources.graph.empty()) head = clean(df_.sources.graph) + ": " + head;
     line(head);
+    if (df_.ranks > 1) line(fmt::format("ranks: {} (a sharded build: every rank runs this flow on its own params)", df_.ranks));
     line(fmt::format("inputs: {}", names(df_.inputs)));
     // Inputs whose values shaped the flow: it holds for these values only.
     for (int b : df_.inputs)

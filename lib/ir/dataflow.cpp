@@ -55,7 +55,7 @@ bool Buffer::operator==(const Buffer& o) const {
          dtype == o.dtype && shape == o.shape && bytes == o.bytes && entry_id == o.entry_id &&
          node == o.node && output_index == o.output_index && loc == o.loc && input_index == o.input_index &&
          constant_index == o.constant_index && shape_expr == o.shape_expr && values_used == o.values_used && view_of == o.view_of &&
-         view_offset == o.view_offset;
+         view_offset == o.view_offset && per_rank == o.per_rank;
 }
 
 // Only the fields the kind uses take part (an Int argument's stale `buffer` field is not
@@ -106,7 +106,7 @@ const char* precision_name(int precision) {
 
 bool LibraryCall::operator==(const LibraryCall& o) const {
   return id == o.id && name == o.name && node == o.node && function == o.function &&
-         args == o.args && loc == o.loc && after_kernel == o.after_kernel;
+         args == o.args && loc == o.loc && after_kernel == o.after_kernel && collective == o.collective;
 }
 
 bool Node::operator==(const Node& o) const {

@@ -68,6 +68,40 @@ class Reader {
     return it == obj.end() ? nullptr : &*it;
   }
 
+  /// A library call's "collective" (its kind) with the members beside it: reduce_op, in_group,
+  /// dtype, elements, bytes, send, recv, in_place, peer (docs/schema.md "Collectives").
+  Collective collective(const json& call, const json& kind, const std::string& p, size_t nb, int ranks) const {
+    Collective c;
+    c.kind = string(kind, at(p, "collective"));
+    static const char* const kinds[] = {"allreduce", "allgather", "broadcast_from_worker0", "scatter_from_worker0",
+                                        "gather_to_worker0", "recv_from_worker0", "send_to_worker",
+                                        "recv_from_worker", "send_to_next_group", "recv_from_prev_group"};
+    if (std::find(std::begin(kinds), std::end(kinds), c.kind) == std::end(kinds))
+      fail(at(p, "collective"), fmt::format("unknown collective \"{}\"", printable(c.kind)));
+    if (const json* v = optional(call, "reduce_op")) {
+      c.reduce_op = string(*v, at(p, "reduce_op"));
+      if (c.reduce_op != "sum" && c.reduce_op != "prod" && c.reduce_op != "min" && c.reduce_op != "max" &&
+          c.reduce_op != "avg")
+        fail(at(p, "reduce_op"), fmt::format("unknown reduce op \"{}\"", printable(c.reduce_op)));
+    }
+    if (c.kind == "allreduce" && c.reduce_op.empty()) fail(p, "an allreduce without \"reduce_op\"");
+    if (const json* v = optional(call, "in_group")) {
+      if (!v->is_boolean()) fail(at(p, "in_group"), "expected true or false");
+      c.in_group = v->get<bool>();
+    }
+    if (const json* v = optional(call, "in_place")) {
+      if (!v->is_boolean()) fail(at(p, "in_place"), "expected true or false");
+      c.in_place = v->get<bool>();
+    }
+    c.dtype = string(member(call, p, "dtype"), at(p, "dtype"));
+    c.elements = integer(member(call, p, "elements"), at(p, "elements"), 0);
+    c.bytes = static_cast<uint64_t>(integer(member(call, p, "bytes"), at(p, "bytes"), 0));
+    if (const json* v = optional(call, "send")) c.send = ref(*v, at(p, "send"), nb, "buffer", true);
+    if (const json* v = optional(call, "recv")) c.recv = ref(*v, at(p, "recv"), nb, "buffer", true);
+    if (const json* v = optional(call, "peer")) c.peer = static_cast<int>(integer(*v, at(p, "peer"), -1, ranks - 1));
+    return c;
+  }
+
   int64_t integer(const json& j, const std::string& ptr, int64_t lo = INT64_MIN,
                   int64_t hi = INT64_MAX) const {
     int64_t v = 0;
@@ -351,6 +385,7 @@ Dataflow Reader::document(const json& root) const {
     fail("/schema", fmt::format("unsupported schema \"{}\" (this kdflow reads {})", printable(schema), kSchemaVersion));
   df.schema = kSchemaVersion;
 
+  if (const json* r = optional(root, "ranks")) df.ranks = static_cast<int>(integer(*r, "/ranks", 1, 1 << 16));
   const json& src = object(member(root, "", "sources"), "/sources");
   df.sources.graph = string(member(src, "/sources", "graph"), "/sources/graph");
   df.sources.host = string(member(src, "/sources", "host"), "/sources/host");
@@ -449,6 +484,10 @@ Dataflow Reader::document(const json& root) const {
       b.values_used = int64s(*v, at(p, "values_used"));
       if (b.values_used.size() > (1u << 20)) fail(at(p, "values_used"), "more than 2^20 values");
     }
+    if (const json* v = optional(j, "per_rank")) {
+      if (!v->is_boolean()) fail(at(p, "per_rank"), "expected true or false");
+      b.per_rank = v->get<bool>();
+    }
     b.loc = optional_loc(j, p);
     df.buffers.push_back(std::move(b));
   }
@@ -509,6 +548,7 @@ Dataflow Reader::document(const json& root) const {
     c.args = args(member(j, p, "args"), at(p, "args"), nb);
     c.loc = optional_loc(j, p);
     c.after_kernel = ref(member(j, p, "after_kernel"), at(p, "after_kernel"), nk, "kernel", true);
+    if (const json* k = optional(j, "collective")) c.collective = collective(j, *k, p, nb, df.ranks);
     df.library_calls.push_back(std::move(c));
   }
 

@@ -47,6 +47,7 @@
 
 #include "backend.h"
 #include "engine_internal.h"
+#include "replay_ranks.h"
 #include "locate.h"
 #include "kdflow/analysis/launch_graph.h"
 #include "kdflow/replay/replay.h"
@@ -196,6 +197,7 @@ bool replay_device_abandoned() { return engine_detail::g_abandoned.load(); }
 
 Expected<ReplayReport> replay(const Dataflow& df, const ReplayOptions& opt, std::ostream& log) {
   if (Status s = check_options(df, opt); !s) return s.error();
+  if (df.ranks > 1) return replay_ranks(df, opt, log, make_backend);
   Expected<ReplayPlan> plan = make_plan(df, opt.inputs);
   if (!plan) return plan.error();
   ReplayReport rep;

@@ -118,6 +118,7 @@ Status Engine::prepare() {
   }
   std::vector<LibraryCallArgs> calls;
   for (size_t c = 0; c < plan_.library_calls.size(); ++c) {
+    if (plan_.library_calls[c].collective) continue;  // the engine's, between the ranks
     LibraryCallArgs a;
     a.index = c;
     a.call = &plan_.library_calls[c];
@@ -196,6 +197,15 @@ Status Engine::bind() {
   std::vector<LibraryCallArgs> calls;
   for (size_t c = 0; c < plan_.library_calls.size(); ++c) {
     const PlanLibraryCall& p = plan_.library_calls[c];
+    if (p.collective) {
+      if (!hub_)
+        return json_error(label(), fmt::format("/library_calls/{}", p.call),
+                          fmt::format("library call {} is a collective ({}), which only a replay of every rank runs "
+                                      "(the flow states no ranks)",
+                                      p.call, p.name),
+                          ExitCode::DataError);
+      continue;
+    }
     LibraryCallArgs a;
     a.index = c;
     a.call = &p;
@@ -208,7 +218,7 @@ Status Engine::bind() {
   if (!calls.empty()) {
     if (!b_.caps().library_calls)
       return file_error(label(), fmt::format("the {} back end cannot run library call {} ('{}')", b_.name(),
-                                             plan_.library_calls[0].call, plan_.library_calls[0].name),
+                                             calls[0].call->call, calls[0].call->name),
                         ExitCode::Unavailable);
     rep_.cublas = b_.info().library_calls;
   }
@@ -252,6 +262,37 @@ Status Engine::download(DevicePtr src, uint64_t bytes, std::string* out) {
   if (bytes == 0) return Status::ok();
   if (Fault f = b_.download(out->data(), src, bytes); !f.ok()) return fail(f, fmt::format(" ({} bytes)", bytes));
   return Status::ok();
+}
+
+}  // namespace kdflow::engine_detail
+
+namespace kdflow::engine_detail {
+
+Fault Engine::collective(size_t i) {
+  const PlanLibraryCall& p = plan_.library_calls[i];
+  auto fault = [&](const std::string& text) {
+    Fault f;
+    f.code = 1;
+    f.api = "collective";
+    f.text = text;
+    return f;
+  };
+  if (!hub_) return fault("a collective outside a replay of every rank");
+  if (Fault f = b_.synchronize(); !f.ok()) return f;
+  CollectiveTurn turn;
+  turn.call = p.call;
+  turn.what = &*p.collective;
+  if (p.a.buffer >= 0) {
+    turn.send.assign(p.a.bytes, '\0');
+    if (p.a.bytes)
+      if (Fault f = b_.download(turn.send.data(), bases_[p.a.allocation] + p.a.offset, p.a.bytes); !f.ok()) return f;
+  }
+  turn.recv_bytes = p.c.buffer >= 0 ? p.c.bytes : 0;
+  std::string recv;
+  if (Status s = hub_->exchange(rank_, std::move(turn), &recv); !s) return fault(s.error().message);
+  if (p.c.buffer >= 0 && !recv.empty())
+    if (Fault f = b_.upload(bases_[p.c.allocation] + p.c.offset, recv.data(), recv.size()); !f.ok()) return f;
+  return Fault::none();
 }
 
 }  // namespace kdflow::engine_detail

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "collectives.h"
 #include "kdflow/formats/npy.h"
 #include "kdflow/replay/replay.h"
 
@@ -89,6 +90,13 @@ class Engine {
     if (opt_.mode != ReplayMode::Eager)
       if (Status s = graph_mode(); !s) return s;
     return outputs();
+  }
+
+  /// A sharded replay (engine_ranks.cpp): this engine is rank `rank`; its collectives are made
+  /// with the other ranks' engines through `hub`.
+  void set_rank(CollectiveHub* hub, int rank) {
+    hub_ = hub;
+    rank_ = rank;
   }
 
   /// The run in which a step failed outside a synchronised (checked) run; -1 when none.
@@ -166,7 +174,14 @@ class Engine {
 
   Status download(DevicePtr src, uint64_t bytes, std::string* out);
 
-  Fault queue(const Step& s) { return s.call ? b_.library_call(s.index) : b_.launch(s.index); }
+  Fault queue(const Step& s) {
+    if (s.call && plan_.library_calls[s.index].collective) return collective(s.index);
+    return s.call ? b_.library_call(s.index) : b_.launch(s.index);
+  }
+
+  /// A collective (plan library call `i`): every step before it finished, what this rank sends
+  /// read back, exchanged with the other ranks, what it receives written (collectives.h).
+  Fault collective(size_t i);
 
   /// Checks every redzone; on the first changed byte records the violation (kernel i, or
   /// -1 when unknown) and returns true.
@@ -243,6 +258,8 @@ class Engine {
   /// dumps of a full run), run its kernels, compare every buffer they write with the dump.
   Status run_slice();
 
+  CollectiveHub* hub_ = nullptr;
+  int rank_ = 0;
   Backend& b_;
   const Dataflow& df_;
   const ReplayOptions& opt_;

@@ -394,7 +394,47 @@ class Planner {
   /// tensors, mapped to cuBLAS's column-major arguments exactly as TVM 0.14's cublas.cc and
   /// cblas/gemm_common.h do (CallGemm / CallBatchGemm). Anything else is refused (exit 69,
   /// naming the call); a view that does not fit its tensor or buffer is bad data (exit 65).
+  /// A collective (a sharded build's runtime.disco.<kind>): what it sends and what it receives
+  /// into, each inside its buffer. The engine runs it between the ranks (collectives.h).
+  Status collective_call(const LibraryCall& c, size_t i) {
+    const std::string cp = ptr("library_calls", i);
+    const Collective& k = *c.collective;
+    if (k.kind != "allreduce" && k.kind != "allgather" && k.kind != "broadcast_from_worker0" &&
+        k.kind != "scatter_from_worker0" && k.kind != "gather_to_worker0")
+      return err(cp, fmt::format("replay does not run {} (library call {} of node {}): only allreduce, allgather, "
+                                 "broadcast_from_worker0, scatter_from_worker0 and gather_to_worker0",
+                                 c.name, c.id, c.node),
+                 ExitCode::Unavailable);
+    if (c.after_kernel < -1 || c.after_kernel >= static_cast<int>(df_.kernels.size()))
+      return err(cp + "/after_kernel", fmt::format("after_kernel {} is not a kernel of the model ({} kernels)",
+                                                   c.after_kernel, df_.kernels.size()));
+    PlanLibraryCall p;
+    p.call = c.id;
+    p.name = c.name;
+    p.node = c.node;
+    p.after_kernel = c.after_kernel;
+    p.collective = k;
+    auto operand = [&](int b, const char* key, PlanOperand* o) -> Status {
+      if (b < 0) return Status::ok();
+      if (static_cast<size_t>(b) >= df_.buffers.size() || plan_.buffer_allocation[static_cast<size_t>(b)] < 0)
+        return err(cp + "/" + key, fmt::format("{} buffer {} names no buffer of the model", key, b));
+      o->buffer = b;
+      o->allocation = plan_.buffer_allocation[static_cast<size_t>(b)];
+      o->bytes = df_.buffers[static_cast<size_t>(b)].bytes;
+      return Status::ok();
+    };
+    if (Status s = operand(k.send, "send", &p.a); !s) return s;
+    if (Status s = operand(k.recv, "recv", &p.c); !s) return s;
+    if (k.send >= 0 && p.a.bytes < k.bytes)
+      return err(cp + "/bytes", fmt::format("{} sends {} bytes from buffer {} of {} bytes", c.name, k.bytes, k.send,
+                                            p.a.bytes));
+    if (k.send >= 0) p.a.bytes = k.bytes;
+    plan_.library_calls.push_back(std::move(p));
+    return Status::ok();
+  }
+
   Status library_call(const LibraryCall& c, size_t i) {
+    if (c.collective) return collective_call(c, i);
     const std::string cp = ptr("library_calls", i);
     const bool matmul = c.name == "tvm.contrib.cublas.matmul", batched = c.name == "tvm.contrib.cublas.batch_matmul";
     if (c.name.rfind("vm.builtin.attention_kv_cache_", 0) == 0)
@@ -774,6 +814,13 @@ std::string format_plan(const ReplayPlan& plan, const Dataflow& df) {
     auto op = [](const PlanOperand& o) {
       return fmt::format("alloc{}+{} (buffer {})", o.allocation, o.offset, o.buffer);
     };
+    if (const Collective* k = c.collective ? &*c.collective : nullptr) {
+      out += fmt::format("call {}: {} node {} after kernel {}: {}{} {} {} ({} bytes) from {} into {}\n", c.call, c.name,
+                         c.node, c.after_kernel, k->kind, k->reduce_op.empty() ? "" : " " + k->reduce_op, k->elements,
+                         k->dtype, k->bytes, c.a.buffer >= 0 ? op(c.a) : std::string("nothing"),
+                         c.c.buffer >= 0 ? op(c.c) : std::string("nothing"));
+      continue;
+    }
     const char tb = c.transb ? 'T' : 'N', ta = c.transa ? 'T' : 'N';
     std::string gemm;
     if (c.batched)

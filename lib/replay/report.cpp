@@ -223,7 +223,8 @@ std::string format_checks(const ReplayReport& r) {
       result += ": every expected value is within tolerance of their mean, so a constant would pass too; "
                 "this says nothing about the dataflow";
     else if (c.exact) result += c.pass ? " (exact)" : " (integers, compared exactly)";
-    out += fmt::format("{:<8} {:<40} {:<10} {:<10} {:<14} {}\n", c.output, c.expect_file, number(c.max_abs),
+    const std::string which = c.rank >= 0 ? fmt::format("r{}:{}", c.rank, c.output) : std::to_string(c.output);
+    out += fmt::format("{:<8} {:<40} {:<10} {:<10} {:<14} {}\n", which, c.expect_file, number(c.max_abs),
                        number(c.max_rel), fmt::format("{}/{}", c.mismatches, c.elements), result);
   }
   return out;

@@ -9,7 +9,9 @@ writes every file kdflow's readers take (model.so included, known TVM defects wo
 said so in build_info.json), the inputs, TVM's own outputs on the CPU for those inputs
 (output_<i>.npy) and the result of every node (reference/nodes.json, docs/schema.md), and
 returns what TVM's build returned. `export` writes the same files from a build already made
-with the C host. Needs only the user's TVM and numpy; no GPU.
+with the C host. A tensor-parallel (TVM disco) model is built once for every rank, with one
+params dict per rank (params_shard<r>.bin) and references from the unsharded model. Needs only
+the user's TVM and numpy; no GPU.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _folder, _relax, _relay, _session, _tvm
+from . import _folder, _relax, _relay, _session, _shards, _tvm
 from .errors import DATA_ERROR, USAGE, ExportError
 
 __all__ = ["build", "export", "llm_session", "ExportError", "__version__"]
@@ -28,6 +30,10 @@ __version__ = "1.0"
 
 ArrayLike = Any
 Params = Union[None, Mapping[str, ArrayLike], Sequence[Tuple[str, ArrayLike]]]
+#: One params dict, or one per rank of a sharded (tensor-parallel) build.
+ParamsOrShards = Union[Params, Sequence[Mapping[str, ArrayLike]]]
+#: reference=: True or False, or (the unsharded module, its full params) for a sharded build.
+Reference = Union[bool, Tuple[Any, Params]]
 
 
 def _log(quiet: bool, msg: str) -> None:
@@ -83,19 +89,48 @@ def _resolve_inputs(sigs: Sequence[Tuple[str, Sequence[Any], str]], inputs: Any,
     return out
 
 
-def build(mod: Any, target: Any = "cuda", out: Optional[str] = None, params: Params = None,
-          inputs: Any = None, reference: bool = True, arch: Optional[str] = None,
+def _shards_of(params: ParamsOrShards) -> Optional[List[Dict[str, np.ndarray]]]:
+    """Each rank's params, where `params` is a list of dicts (a sharded build); else None."""
+    if not _shards.is_sharded(params):
+        return None
+    assert isinstance(params, (list, tuple))
+    shards = [_params(p) for p in params]
+    _shards.check_shards(shards)
+    return shards
+
+
+def _reference_model(reference: Reference, sharded: bool) -> Tuple[bool, Optional[Tuple[Any, Dict[str, np.ndarray]]]]:
+    """(whether to write references, the unsharded (module, params) they come from)."""
+    if isinstance(reference, bool):
+        return reference, None
+    if not (isinstance(reference, tuple) and len(reference) == 2):
+        raise ExportError("reference: True, False, or (unsharded_mod, full_params) for a sharded build", USAGE)
+    if not sharded:
+        raise ExportError("reference=(model, params) is for a sharded build (params=[rank0_params, ...]); a single "
+                          "GPU's build runs its own module for the references", USAGE)
+    return True, (reference[0], _params(reference[1]))
+
+
+def build(mod: Any, target: Any = "cuda", out: Optional[str] = None, params: ParamsOrShards = None,
+          inputs: Any = None, reference: Reference = True, arch: Optional[str] = None,
           exec_mode: str = "bytecode", *, function: str = "main", force: bool = False,
           seed: int = 42, quiet: bool = False) -> Any:
     """Build `mod` for CUDA with the C host and write `out` as kdflow reads it.
 
     mod: a Relay IRModule (TVM 0.8 - 0.19) or a Relax IRModule (TVM 0.20+).
     params: weights by name (dict or (name, array) pairs): bound as constants (Relax) or passed
-        to relay.build (Relay).
+        to relay.build (Relay). A list of dicts, one per rank, is a sharded (tensor-parallel,
+        TVM disco) Relax build: the module, built once for every rank, takes its weights as one
+        packed tuple (nn.Module's param_mode "packed"); rank r's dict (the same names, shapes
+        and dtypes on every rank, in the tuple's order) is written as params_shard<r>.bin.
     inputs: a dict of arrays by input name, or True for random ones (seed `seed`); with
-        reference=True and no inputs, random ones are made.
+        reference=True and no inputs, random ones are made. A sharded build's ranks all take
+        the same inputs.
     reference: also build for the CPU and run with TVM: output_<i>.npy, and reference/ with
-        every node's result (nodes.json), which kdflow replay compares node by node.
+        every node's result (nodes.json), which kdflow replay compares node by node. A sharded
+        build's collectives need NCCL, so TVM's CPU VM cannot run it: give (unsharded_mod,
+        full_params), whose outputs for the same inputs become output_<i>.npy (no node
+        references: the unsharded model's intermediate results have other shapes).
     arch: CUDA architecture (sm_90, ...): default the present GPU's, else sm_90.
     exec_mode: Relax only, "bytecode" or "compiled".
     function: the Relax function run for the references (a module without it gets none).
@@ -112,7 +147,9 @@ def build(mod: Any, target: Any = "cuda", out: Optional[str] = None, params: Par
     else:
         arch_source = "given"
     _tvm.check_arch(arch)
-    p = _params(params)
+    shards = _shards_of(params)
+    p = _params(params) if shards is None else {}
+    reference, ref_model = _reference_model(reference, shards is not None)
     if _relax.is_relax_module(tvm, mod):
         frontend = "relax"
     elif _relay.is_relay_module(tvm, mod):
@@ -121,6 +158,9 @@ def build(mod: Any, target: Any = "cuda", out: Optional[str] = None, params: Par
             raise ExportError("a Relay module needs TVM 0.8 - 0.19; this TVM has no Relay", DATA_ERROR)
     else:
         raise ExportError("mod is neither a Relay nor a Relax IRModule", USAGE)
+    if shards is not None and frontend != "relax":
+        raise ExportError("a sharded build (params=[rank0_params, ...]) is a Relax model (TVM 0.20+): Relay has no "
+                          "collectives", USAGE)
     tgt = _tvm.cuda_target(tvm, v, target, arch)
     st = _folder.Staging(out, force)  # refuses a non-empty folder before any build work
     info: Dict[str, Any] = {
@@ -139,7 +179,13 @@ def build(mod: Any, target: Any = "cuda", out: Optional[str] = None, params: Par
             if isinstance(inputs, Mapping):  # given by the model's names
                 inputs = {renamed.get(function, {}).get(k, k): a for k, a in inputs.items()}
         weights = _relax.unbound_weights(tvm, bmod, function)
-        if weights and reference:
+        rmod = None
+        if shards is not None:
+            _shards.check_packed(tvm, bmod, function, list(shards[0]))
+            if ref_model is not None:
+                rmod = _relax.identifier_params(tvm, ref_model[0])[0]
+                _shards.check_same_inputs(tvm, bmod, rmod, function)
+        elif weights and reference:
             raise ExportError(f"function {function!r} takes weights {', '.join(weights[:4])}"
                               f"{' ...' if len(weights) > 4 else ''} that params does not give: pass params="
                               "{name: array} (or reference=False)", USAGE)
@@ -151,14 +197,25 @@ def build(mod: Any, target: Any = "cuda", out: Optional[str] = None, params: Par
         has_fn = function in _relax.relax_functions(tvm, bmod)
         with st:
             _relax.write_files(tvm, v, ex, st, info)
-            if p and not bound:
+            if shards is not None:
+                _shards.write_shard_params(tvm, shards, st, info)
+            elif p and not bound:
                 _write_params(tvm, p, st, info)
             arrays = _write_inputs(sigs, inputs, reference and has_fn, seed, st, info)
             back = {b: a for a, b in renamed.get(function, {}).items()}
             for i in info.get("inputs", []):
                 if i["name"] in back:
                     i["model_name"] = back[i["name"]]
-            if reference and has_fn:
+            if shards is not None and reference:
+                if ref_model is not None and rmod is not None:
+                    _log(quiet, "running the unsharded model on TVM's CPU VM (llvm) for the reference outputs")
+                    info["reference"] = _shards.reference(tvm, rmod, ref_model[1], function,
+                                                          [arrays[s[0]] for s in sigs], st, len(shards))
+                    _shards.note(info, _shards.NO_NODE_REFERENCES)
+                else:
+                    _shards.note(info, "no reference: a sharded build's collectives need NCCL, which TVM's CPU VM "
+                                       "has not; pass reference=(unsharded_mod, full_params)")
+            elif reference and has_fn:
                 _log(quiet, "running TVM on the CPU (llvm) for the reference outputs and every call's result")
                 info["reference"] = _relax.reference(tvm, bmod, function, [arrays[s[0]] for s in sigs], st, tgt)
             elif reference:
@@ -183,18 +240,24 @@ def build(mod: Any, target: Any = "cuda", out: Optional[str] = None, params: Par
 
 
 def export(built: Any, out: str, *, inputs: Optional[Mapping[str, ArrayLike]] = None,
-           params: Params = None, force: bool = False, arch: Optional[str] = None, quiet: bool = False) -> None:
+           params: ParamsOrShards = None, force: bool = False, arch: Optional[str] = None,
+           quiet: bool = False) -> None:
     """Write `out` from a build the user already made with the C host (a Relax executable from
     relax.build/tvm.compile, or Relay's factory module from relay.build). No references (the
-    model itself is not at hand): pass the module to `build` for those."""
+    model itself is not at hand): pass the module to `build` for those. `params` as `build`
+    takes them: a list of dicts, one per rank, for a sharded build (params_shard<r>.bin)."""
     tvm = _tvm.import_tvm()
     v = _tvm.check_supported(tvm)
     info: Dict[str, Any] = {"producer": f"kdflow_tvm {__version__}", "tvm": str(tvm.__version__), "host": "c",
                             "exported_from": "a build made by the caller"}
     if arch:
         info["arch"] = _tvm.check_arch(arch)
-    p = _params(params)
+    shards = _shards_of(params)
+    p = _params(params) if shards is None else {}
     if hasattr(built, "get_graph_json"):
+        if shards is not None:
+            raise ExportError("a sharded build (params=[rank0_params, ...]) is a Relax build: Relay has no "
+                              "collectives", USAGE)
         info["frontend"] = "relay"
         _relay.check_c_host(built)
         with _folder.Staging(out, force) as st:
@@ -206,7 +269,9 @@ def export(built: Any, out: str, *, inputs: Optional[Mapping[str, ArrayLike]] = 
         _relax.check_c_host(built)
         with _folder.Staging(out, force) as st:
             _relax.write_files(tvm, v, built, st, info)
-            if p:
+            if shards is not None:
+                _shards.write_shard_params(tvm, shards, st, info)
+            elif p:
                 _write_params(tvm, p, st, info)
             _write_given_inputs(inputs, st, info)
             st.write_json("build_info.json", info)
@@ -261,7 +326,8 @@ def _write_given_inputs(inputs: Optional[Mapping[str, ArrayLike]], st: _folder.S
 
 def llm_session(make: Callable[[], Tuple[Any, Mapping[str, ArrayLike]]], out: str,
                 session: Union[str, Mapping[str, Any]] = "prefill:7,decode:2", *, seed: int = 11,
-                tokens_file: str = "input_ids.npy", quiet: bool = False) -> List[int]:
+                tokens_file: str = "input_ids.npy", quiet: bool = False,
+                reference_make: Optional[Callable[[], Tuple[Any, Mapping[str, ArrayLike]]]] = None) -> List[int]:
     """TVM's own run of an LLM session, for `kdflow replay DIR --session SESSION` to compare with.
 
     make: returns (IRModule, params in the packed tuple's order) of the model with TVM's paged
@@ -273,7 +339,12 @@ def llm_session(make: Callable[[], Tuple[Any, Mapping[str, ArrayLike]]], out: st
         output_<step>.npy (TVM's logits of each forward: output_prefill.npy,
         output_decode_0.npy, ...) are written into it.
     session: as `kdflow --session` takes it ("prefill:N,decode:M[,...]", a session file or
-        its content). Returns the tokens."""
+        its content).
+    reference_make: for a sharded (tensor-parallel) model, whose collectives TVM's CPU VM
+        cannot run: returns (IRModule, full params in the packed tuple's order) of the same
+        model unsharded, which runs the session instead (`make`'s module is only compared with
+        it: the same functions with the same inputs); build_info.json says so.
+    Returns the tokens."""
     tvm = _tvm.import_tvm()
     _tvm.check_supported(tvm)
     if not out or not os.path.isdir(out):
@@ -282,8 +353,18 @@ def llm_session(make: Callable[[], Tuple[Any, Mapping[str, ArrayLike]]], out: st
     target = tvm.target.Target("llvm")
     _log(quiet, f"building the session's model for the CPU (llvm) with TVM {tvm.__version__}")
     with target:
-        mod, params = make()
+        if reference_make is not None:
+            sharded, _ = make()
+            mod, params = reference_make()
+            _shards.same_functions(tvm, sharded, mod)
+        else:
+            mod, params = make()
         ex = tvm.compile(mod, target)
     _log(quiet, f"running {len([f for f in _session.forwards(spec) if f[1] in ('prefill', 'decode', 'batch_decode')])} forwards "
                 "on TVM's VM")
-    return _session.run(tvm, ex, _params(params), spec, out, tokens_file=tokens_file, seed=seed)
+    tokens = _session.run(tvm, ex, _params(params), spec, out, tokens_file=tokens_file, seed=seed)
+    if reference_make is not None:
+        _session.add_note(out, f"session references ({tokens_file}, output_<step>.npy): TVM's run of the unsharded "
+                               "model (llm_session's reference_make) with the full weights on the CPU; every rank's "
+                               "logits are compared with these")
+    return tokens

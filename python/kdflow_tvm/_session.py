@@ -194,6 +194,33 @@ def run(tvm: Any, ex: Any, params: Mapping[str, np.ndarray], session: Session, f
     return tokens_all
 
 
+def add_note(folder: str, text: str) -> None:
+    """`text` added to the notes of folder/build_info.json (once; written beside it, then renamed
+    over it); nothing where the folder has no build_info.json."""
+    path = os.path.join(folder, "build_info.json")
+    if not os.path.isfile(path) or os.path.islink(path):
+        return
+    try:
+        with open(path, encoding="utf-8") as f:
+            info = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ExportError(f"{path}: {e}", DATA_ERROR) from None
+    if not isinstance(info, dict):
+        raise ExportError(f"{path}: not a JSON object", DATA_ERROR)
+    notes = info.setdefault("notes", [])
+    if text in notes:
+        return
+    notes.append(text)
+    tmp = os.path.join(folder, f".build_info.json.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "x", encoding="utf-8") as f:
+            f.write(json.dumps(info, indent=1, sort_keys=False) + "\n")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
 def write_npy(folder: str, name: str, a: np.ndarray) -> None:
     """folder/name, replacing only a regular file: written beside it, then renamed over it."""
     path = os.path.join(folder, name)

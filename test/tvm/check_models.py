@@ -4,6 +4,8 @@ For every model: extract, show and costs succeed; the launches equal the executi
 (SHARED_DIR/tools/oracle, when present and TVM's headers are found: $TVM_HOME, or the
 installed tvm_ffi package); replay --backend cpu matches TVM's outputs and every node's result.
 Then a flow with two same-size inputs of one kernel swapped must fail and name that node.
+Sharded (tensor-parallel) builds (sharded_models.py) get check_sharded instead: what TVM built
+is asserted; what kdflow extract says of them is recorded in the model's folder, not asserted.
 Exits 77 (ctest: skipped) when MODELS_DIR holds no models (build_models.py skipped)."""
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from check_llm_oracle import check_llm_oracle  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from builtin_models import EXPECT  # noqa: E402
+from sharded_models import EXPECT as SHARDED  # noqa: E402
 
 failures: List[str] = []
 
@@ -608,6 +611,126 @@ def check_params_beside(kdflow: str, d: str, tmp: str) -> None:
            f"({r.stderr.strip()[-300:]})")
 
 
+# ------------------------------------------------------------------ sharded builds (issue 41)
+def check_sharded(kdflow: str, d: str, want: Dict[str, Any], tmp: str) -> None:
+    """A sharded (tensor-parallel, TVM disco) build of sharded_models.py. Asserted, of what TVM and
+    the exporter wrote: one params_shard<r>.bin per rank and no params.bin, build_info's "shards";
+    the collectives each VM function calls, by kind and count, in TVM's own text of the
+    executable (vm_calls.json; host.c's call sites in compiled mode); the references (the
+    unsharded model's outputs) and no node references. Then kdflow on it (check_sharded_kdflow)."""
+    name = os.path.basename(d)
+    info = json.load(open(os.path.join(d, "build_info.json")))
+    ranks = want["ranks"]
+    shards = sorted(f for f in os.listdir(d) if f.startswith("params"))
+    expect(info.get("shards") == ranks and shards == [f"params_shard{r}.bin" for r in range(ranks)],
+           f"{name}: {ranks} ranks: params_shard0..{ranks - 1}.bin and no params.bin, build_info shards "
+           f"{info.get('shards')} ({shards})")
+    if want.get("compiled"):
+        host = open(os.path.join(d, "host.c"), errors="replace").read()
+        sites = re.findall(r"TVMFFIEnvModLookupFromImports\([^,]+, \"(runtime\.disco\.[\w.]+)\"", host)
+        got = {fn: {c: sites.count(c) for c in sorted(set(sites))} for fn in want["collectives"]}
+        where = "host.c's call sites"
+    else:
+        calls = json.load(open(os.path.join(d, "vm_calls.json")))
+        got = {fn: {c: calls.get(fn, []).count(c) for c in sorted(set(calls.get(fn, []))) if c.startswith("runtime.disco.")}
+               for fn in want["collectives"]}
+        where = "TVM's text of the executable"
+    expect(got == want["collectives"],
+           f"{name}: the collectives each VM function calls, in {where}: {got} (want {want['collectives']})")
+    refs = ["input_ids.npy", "output_prefill.npy", "output_decode_0.npy", "output_decode_1.npy"] \
+        if want.get("session") else ["output_0.npy"]
+    missing = [f for f in refs if not os.path.exists(os.path.join(d, f))]
+    expect(not missing and not os.path.exists(os.path.join(d, "reference", "nodes.json")),
+           f"{name}: the unsharded model's references {refs} and no node references (missing {missing})")
+    check_sharded_kdflow(kdflow, d, want, got, tmp)
+
+
+def _session_forwards(spec: str) -> Dict[str, int]:
+    """How many times a session spec ("prefill:7,decode:2") runs each VM function."""
+    n: Dict[str, int] = {"prefill": 0, "decode": 0}
+    for part in spec.split(","):
+        key, _, value = part.partition(":")
+        if key == "prefill":
+            n["prefill"] += 1
+        elif key == "decode":
+            n["decode"] += int(value)
+    return n
+
+
+def check_sharded_kdflow(kdflow: str, d: str, want: Dict[str, Any], tvm_calls: Dict[str, Dict[str, int]],
+                         tmp: str) -> None:
+    """kdflow on a sharded build (issue 41). Extract (each VM function of an LLM, and its session):
+    the flow states the ranks, and its collectives are exactly the calls TVM's executable makes,
+    by kind and count (a session: each function's calls times the forwards that run it), each with
+    bytes = elements x element size, an allreduce reading a per-rank partial and leaving the same
+    bytes on every rank. Replay on the CPU back end, every rank in one process: every rank's
+    outputs equal the unsharded model's; and with every rank given rank 0's shard it must fail."""
+    name = os.path.basename(d)
+    ranks = want["ranks"]
+    runs = [(fn, ["--function", fn, *extra]) for fn, extra in want.get("functions", {}).items()]
+    if want.get("session"):
+        runs.append(("session", ["--session", want["session"]]))
+    if not runs:
+        runs = [("main", [])]
+    flows: Dict[str, Dict[str, Any]] = {}
+    for label, extra in runs:
+        flow = os.path.join(tmp, f"{name}.{label}.json")
+        r = run([kdflow, "extract", d, "-q", "-o", flow, *extra])
+        expect(r.returncode == 0, f"{name}: kdflow extract {' '.join(extra)} (exit {r.returncode}: "
+                                  f"{(r.stdout + r.stderr).strip()[:300]})")
+        if r.returncode != 0:
+            continue
+        df = json.load(open(flow))
+        flows[label] = df
+        if label == "session":
+            per = _session_forwards(want["session"])
+            want_calls: Dict[str, int] = {}
+            for fn, times in per.items():
+                for c, k in tvm_calls.get(fn, {}).items():
+                    want_calls[c] = want_calls.get(c, 0) + k * times
+        else:
+            want_calls = dict(tvm_calls.get(label, {}))
+        got_calls: Dict[str, int] = {}
+        sizes_ok = True
+        allreduce_ok = True
+        size = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "int64": 8}
+        bufs = df["buffers"]
+        for c in df["library_calls"]:
+            if "collective" not in c:
+                continue
+            got_calls["runtime.disco." + c["collective"]] = got_calls.get("runtime.disco." + c["collective"], 0) + 1
+            sizes_ok = sizes_ok and c["bytes"] == c["elements"] * size.get(c["dtype"], 0) > 0
+            if c["collective"] == "allreduce":
+                allreduce_ok = allreduce_ok and bool(bufs[c["send"]].get("per_rank")) and \
+                    not bufs[c["recv"]].get("per_rank")
+        expect(df.get("ranks") == ranks and got_calls == want_calls,
+               f"{name} ({label}): the flow's ranks {df.get('ranks')} (want {ranks}) and collectives {got_calls} "
+               f"equal TVM's calls {want_calls}")
+        expect(sizes_ok and allreduce_ok,
+               f"{name} ({label}): every collective's bytes = elements x element size; each allreduce reads a "
+               f"per-rank partial and writes what every rank holds alike")
+    # Replay every rank on the CPU back end against the unsharded model's outputs.
+    base = ["--session", want["session"]] if want.get("session") else []
+    r = run([kdflow, "replay", d, "--backend", "cpu", "--repeat", "1", "--warmup", "0", *base])
+    out = r.stdout + r.stderr
+    rows = re.findall(r"^r(\d+):(\d+)\s.*\bok\b", out, re.M)
+    outputs = 3 if want.get("session") else 1
+    expect(r.returncode == 0 and len(rows) == ranks * outputs and {int(a) for a, _ in rows} == set(range(ranks)),
+           f"{name}: replay --backend cpu of all {ranks} ranks: every rank's {outputs} output(s) equal the unsharded "
+           f"model's (exit {r.returncode}, {len(rows)} ok rows){'' if r.returncode == 0 else ': ' + out.strip()[-400:]}")
+    if want.get("session") or want.get("compiled"):
+        return
+    # A wrong shard must fail: every rank given rank 0's params.
+    wrong = os.path.join(tmp, f"{name}.same_shard")
+    shutil.rmtree(wrong, ignore_errors=True)
+    shutil.copytree(d, wrong)
+    for rk in range(1, ranks):
+        shutil.copyfile(os.path.join(wrong, "params_shard0.bin"), os.path.join(wrong, f"params_shard{rk}.bin"))
+    r = run([kdflow, "replay", wrong, "--backend", "cpu", "--repeat", "1", "--warmup", "0"])
+    expect(r.returncode == 1 and "MISMATCH" in r.stdout,
+           f"{name}: replay with every rank given rank 0's shard fails (exit {r.returncode}, want 1)")
+
+
 def main() -> int:
     if len(sys.argv) not in (3, 4):
         print(__doc__, file=sys.stderr)
@@ -622,6 +745,9 @@ def main() -> int:
     try:
         names = sorted(n for n in os.listdir(models) if os.path.isdir(os.path.join(models, n)))
         for n in names:
+            if n in SHARDED:  # issue 41: TVM's side and kdflow's (extract, replay across ranks)
+                check_sharded(kdflow, os.path.join(models, n), SHARDED[n], tmp)
+                continue
             if n.startswith("llm"):  # every launch of its sessions against the executing oracle
                 check_llm_oracle(kdflow, os.path.join(models, n), tmp, expect, oracle_includes())
             if n in ("llm", "llm_graph"):

@@ -5,11 +5,18 @@ import numpy as np
 
 
 def decoder_lm(tvm: Any, dtype: str = "float32", layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads: int = 2,
-               head_dim: int = 16, ffn: int = 128, vocab: int = 256) -> Tuple[Any, Dict[str, np.ndarray]]:
+               head_dim: int = 16, ffn: int = 128, vocab: int = 256,
+               shards: int = 1) -> Tuple[Any, Dict[str, np.ndarray]]:
     """A decoder-only language model in the shape TVM's LLM builds take: nn.Module functions
     embed, prefill, decode and create_tir_paged_kv_cache, packed params, attention through TVM's
     paged KV cache (attention_with_fused_qkv). Returns (IRModule, params by name in the packed
-    tuple's order)."""
+    tuple's order). `shards` > 1: one rank's module of the model split tensor-parallel as
+    MLC-LLM splits Llama (heads/shards query and kv_heads/shards KV heads, ffn/shards; qkv and up
+    column-parallel, out and down row-parallel, each followed by ccl_allreduce; embedding, norms
+    and head replicated); its params are random of each rank's shapes (sharded_models.py slices
+    the unsharded model's instead)."""
+    assert heads % shards == 0 and kv_heads % shards == 0 and ffn % shards == 0, "an even split"
+    heads, kv_heads, ffn = heads // shards, kv_heads // shards, ffn // shards
     from tvm import relax, te
     from tvm.relax.frontend import nn
     from tvm.relax.frontend.nn import op
@@ -32,8 +39,11 @@ def decoder_lm(tvm: Any, dtype: str = "float32", layers: int = 2, hidden: int = 
             b, s, _ = x.shape
             qkv = op.reshape(self.qkv(self.norm1(x)), (b, s, heads + 2 * kv_heads, head_dim))
             att = cache.attention_with_fused_qkv(index, qkv, heads, sm_scale=head_dim ** -0.5)
-            x = x + self.out(op.reshape(att, (b, s, heads * head_dim)))
-            return x + self.down(op.silu(self.up(self.norm2(x))))
+            x = x + self._allreduce(self.out(op.reshape(att, (b, s, heads * head_dim))))
+            return x + self._allreduce(self.down(op.silu(self.up(self.norm2(x)))))
+
+        def _allreduce(self, y: Any) -> Any:
+            return op.ccl_allreduce(y, "sum") if shards > 1 else y
 
     class LM(nn.Module):
         def __init__(self) -> None:

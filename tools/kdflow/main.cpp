@@ -43,6 +43,10 @@ void add_build_inputs(CLI::App* cmd, kdflow::ExtractInputs& in) {
                   "host program with the KV cache runtime's kernels, prefill:N,decode:M[,prefill_chunk_size:C,...] "
                   "(one sequence: N tokens prefilled, then M decode steps), or a session file (JSON: several "
                   "sequences; docs/schema.md#sessions)");
+  cmd->add_option("--shards", in.shards,
+                  "Relax builds: the ranks of a tensor-parallel (disco) build, where no params_shard<r>.bin beside it "
+                  "says so (default: one per params_shard<r>.bin)")
+      ->check(CLI::Range(1, 65536));
   cmd->add_flag("--no-params", in.no_params, "Do not read a params file; params are the nodes named p<N>");
   cmd->add_flag("--no-device", in.no_device, "Do not read device.cu; accesses stay unknown");
   cmd->add_flag("--no-relay", in.no_relay, "Do not read relay.txt; Relay ops are decoded from names");
@@ -157,6 +161,8 @@ int main(int argc, char** argv) {
   costs->add_flag("-q,--quiet", co.quiet, "No progress on stderr");
   costs->add_option("--function", co.function, "Relax builds: the VM function to run (default main)");
   costs->add_option("--session", co.session, "Relax LLM builds: the flow of a session, prefill:N,decode:M or a session file (see extract)");
+  costs->add_option("--shards", co.shards, "Relax builds: the ranks of a tensor-parallel build (see extract)")
+      ->check(CLI::Range(1, 65536));
   costs->add_option("--time-limit", limits.seconds, time_limit_help)->capture_default_str();
   costs->add_option("--memory-limit", limits.memory_mib, memory_limit_help)->capture_default_str();
 

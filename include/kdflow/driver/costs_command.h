@@ -20,6 +20,7 @@ struct CostsCommand {
   bool quiet = false;
   std::string function;               ///< Relax builds: the VM function to run (--function; default main)
   std::string session;                ///< Relax LLM builds: --session prefill:N,decode:M
+  int shards = 0;                     ///< Relax builds: --shards N (ranks of a tensor-parallel build)
 };
 
 /// Exit codes as docs/errors.md: 0, 64 usage, 65 bad input, 66 missing input, 73/74 output.

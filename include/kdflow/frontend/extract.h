@@ -35,6 +35,9 @@ struct ExtractInputs {
   /// Relax LLM builds: a stated run of the host program (--session prefill:N,decode:M;
   /// relax_vm.h RelaxSession) instead of one VM function. Empty: none.
   std::string session;
+  /// Relax builds: the ranks of a sharded (tensor-parallel) build (--shards N); 0: from the
+  /// params_shard<r>.bin files beside it (none: one rank).
+  int shards = 0;
   bool no_params = false;  ///< do not read a params file even if the folder has one
   bool no_device = false;  ///< do not read device.cu (accesses stay unknown)
   bool no_relay = false;   ///< do not read relay.txt (Relay ops decoded from function names)
@@ -51,7 +54,7 @@ struct ExtractInputs {
   /// Whether any input option (a path, --no-*, --strict-device) is set besides `dir`.
   bool any_option() const {
     return !graph.empty() || !host.empty() || !meta.empty() || !params.empty() || !device.empty() ||
-           !relay.empty() || !input_shapes.empty() || !function.empty() || no_params || no_device || no_relay || strict_device;
+           !relay.empty() || !input_shapes.empty() || !function.empty() || shards > 0 || no_params || no_device || no_relay || strict_device;
   }
 };
 

@@ -134,6 +134,8 @@ struct RelaxVmEnv {
   /// The bytes the executable was parsed from: the constant pool's tensors' data
   /// (VmConstant::data_offset), read by the same builtins. Empty: not available.
   std::string_view constant_bytes;
+  /// The ranks a sharded build runs on (runtime.disco.world_size); 0: not known.
+  int ranks = 0;
 };
 
 /// Runs a session (RelaxSession) of an LLM build: create_tir_paged_kv_cache, then embed and

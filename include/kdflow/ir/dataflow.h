@@ -48,6 +48,10 @@ struct Buffer {
   /// Expand's target shape; vm.builtin.read_if_cond: a branch taken): the values extract used,
   /// in order. The flow holds for inputs with these values only; replay checks them. Empty: none.
   std::vector<int64_t> values_used;
+  /// Sharded builds (Dataflow::ranks > 1): the buffer may hold different bytes on different
+  /// ranks — a param shard, or what a launch computes from one before a collective makes the
+  /// ranks agree. False on one rank, and for inputs every rank is given.
+  bool per_rank = false;
   bool operator==(const Buffer& o) const;
 };
 
@@ -154,6 +158,30 @@ struct Kernel {
   bool operator==(const Kernel& o) const;
 };
 
+/// A communication between the ranks (disco workers) of a sharded build: TVM's
+/// `runtime.disco.<kind>` (R.ccl.allreduce, allgather, broadcast_from_worker0, ...), which every
+/// rank calls at the same point of the program (docs/schema.md "Collectives").
+struct Collective {
+  /// "allreduce" | "allgather" | "broadcast_from_worker0" | "scatter_from_worker0" |
+  /// "gather_to_worker0" | "recv_from_worker0" | "send_to_worker" | "recv_from_worker" |
+  /// "send_to_next_group" | "recv_from_prev_group"
+  std::string kind;
+  std::string reduce_op;   ///< allreduce: "sum" | "prod" | "min" | "max" | "avg"; "" otherwise
+  bool in_group = true;    ///< among the ranks of this rank's group (false: every rank)
+  std::string dtype;       ///< element type of what is sent
+  int64_t elements = 0;    ///< elements each rank sends (allreduce / allgather: its whole input)
+  uint64_t bytes = 0;      ///< bytes each rank sends: elements × element size (the ASTRA-sim comm_size)
+  int send = -1;           ///< the buffer sent (-1: this rank sends nothing, e.g. a receiver)
+  int recv = -1;           ///< the buffer written (-1: this rank receives nothing)
+  bool in_place = false;   ///< send and recv are the same memory
+  int peer = -1;           ///< send_to_worker / recv_from_worker: the other rank (-1: none)
+  bool operator==(const Collective& o) const {
+    return kind == o.kind && reduce_op == o.reduce_op && in_group == o.in_group && dtype == o.dtype &&
+           elements == o.elements && bytes == o.bytes && send == o.send && recv == o.recv &&
+           in_place == o.in_place && peer == o.peer;
+  }
+};
+
 /// A packed call to something that is not a kernel of the module (cuBLAS, cuDNN, ...).
 struct LibraryCall {
   int id = 0;
@@ -163,6 +191,8 @@ struct LibraryCall {
   std::vector<Arg> args;
   SourceLoc loc;
   int after_kernel = -1;  ///< id of the last kernel launched before it (-1: none)
+  /// A collective between ranks (`name` is "runtime.disco.<kind>"); nullopt for library calls.
+  std::optional<Collective> collective;
   bool operator==(const LibraryCall& o) const;
 };
 
@@ -324,6 +354,9 @@ struct Sources {
 struct Dataflow {
   std::string schema = kSchemaVersion;
   Sources sources;
+  /// The ranks (disco workers, one GPU each) that run this program, each with its own params
+  /// (params_shard<r>.bin) and buffers: 1 for a build that is not sharded.
+  int ranks = 1;
   std::vector<Buffer> buffers;
   std::vector<Node> nodes;
   std::vector<Kernel> kernels;

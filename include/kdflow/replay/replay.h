@@ -115,7 +115,10 @@ struct PlanLibraryCall {
   int64_t lda = 0, ldb = 0, ldc = 0;    ///< ldb: of the first cuBLAS operand (TVM's B), lda: of TVM's A
   int64_t batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;  ///< elements; 0 broadcasts a batch of 1
-  PlanOperand a, b, c;        ///< TVM's A, B, C
+  PlanOperand a, b, c;        ///< TVM's A, B, C; a collective: a what it sends, c what it receives into
+  /// A collective between ranks (a sharded build): run by the engine between the ranks' back ends
+  /// (collectives.h), never by a back end; the GEMM fields are unused.
+  std::optional<Collective> collective;
 };
 
 /// A host-to-device copy a runtime makes between kernels (the KV cache's auxiliary arrays,
@@ -222,6 +225,10 @@ struct ReplayOptions {
   /// step of a node in the checked run, each of its listed buffers is compared (rtol/atol as
   /// for outputs); the first node that differs is reported.
   std::vector<NodeReferenceCheck> node_checks;
+  /// A sharded flow (Dataflow::ranks > 1): each rank's params file (params_shard<r>.bin), in
+  /// rank order, replacing inputs.packed_params for that rank. Every rank runs in this process
+  /// with its own back end and buffers; the collectives are made between them (collectives.h).
+  std::vector<std::string> rank_params;
 };
 
 struct KernelTime {
@@ -234,6 +241,7 @@ struct KernelTime {
 /// One output compared with its expected .npy.
 struct OutputCheck {
   int output = 0;             ///< index in the graph outputs (or the arg index with --kernel)
+  int rank = -1;              ///< a sharded replay: the rank whose output this is (-1: one rank)
   int buffer = -1;
   std::string name;           ///< the array's file name ("output_0.npy")
   std::string expect_file;
@@ -325,6 +333,10 @@ struct ReplayReport {
   int node_tensors_differing = 0;
   int node_tensors_uninformative = 0;  ///< passed, but a constant array would have passed too
   int nodes_compared = 0;
+  /// A sharded replay: the ranks run, and the collectives each made (every rank's outputs are
+  /// in `checks`, each with its rank; `results` are rank 0's).
+  int ranks = 1;
+  uint64_t collectives = 0;
   /// No guard violation and every check passed.
   bool passed() const;
 };

@@ -329,6 +329,11 @@ json page_data(const Dataflow& df, const ViewFacts& facts, const Scene& s) {
     o["box"] = c.node >= 0 && static_cast<size_t>(c.node) < box_of_node.size() ? box_of_node[c.node] : -1;
     o["after_kernel"] = c.after_kernel;
     o["args"] = args_json(c.args);
+    if (c.collective) {  // a sharded build's collective: its kind and what each rank sends
+      o["collective"] = c.collective->kind + (c.collective->reduce_op.empty() ? "" : " " + c.collective->reduce_op) +
+                        (c.collective->in_group ? "" : " (every rank)");
+      o["bytes"] = c.collective->bytes;
+    }
     calls.push_back(std::move(o));
   }
   j["calls"] = calls;

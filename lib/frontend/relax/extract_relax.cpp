@@ -14,6 +14,7 @@
 #include "kdflow/formats/tensor_values.h"
 #include "kdflow/support/file_names.h"
 #include "kdflow/support/stage_times.h"
+#include "frontend/relax/disco.h"
 #include "frontend/relax/signatures.h"
 #include "kdflow/frontend/dataflow_builder.h"
 #include "kdflow/formats/device_module.h"
@@ -272,6 +273,34 @@ static HostTrace runtime_call_trace(const GraphNode& n, const std::vector<Tensor
 }
 
 
+/// Every rank's params file holds the same arrays (names, dtypes, shapes) as rank 0's: each is
+/// that rank's slice of the same weights.
+static Status check_shards(const std::vector<std::string>& files) {
+  std::optional<ParamsFile> first;
+  for (const std::string& f : files) {
+    Expected<MappedFile> bytes = map_file(f, kMaxParamsFileBytes);
+    if (!bytes) return bytes.error();
+    Expected<ParamsFile> p = parse_params(bytes->bytes(), f);
+    if (!p) return p.error();
+    if (!first) {
+      first = p.take();
+      continue;
+    }
+    if (p->arrays.size() != first->arrays.size())
+      return file_error(f, fmt::format("{} arrays, but {} has {}: every rank's shard holds the same params",
+                                       p->arrays.size(), base_name(files.front()), first->arrays.size()));
+    for (size_t i = 0; i < p->arrays.size(); ++i) {
+      const auto& a = p->arrays[i];
+      const auto& b = first->arrays[i];
+      if (a.name != b.name || a.shape != b.shape || !(a.dtype == b.dtype))
+        return file_error(f, fmt::format("array {} is {} {} [{}], but {} has {} {} [{}] there", i, a.name,
+                                         dtype_to_string(a.dtype), fmt::join(a.shape, ", "), base_name(files.front()),
+                                         b.name, dtype_to_string(b.dtype), fmt::join(b.shape, ", ")));
+    }
+  }
+  return Status::ok();
+}
+
 Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLimits& limits, ProgressFn progress,
                                  void* progress_ctx) {
   // The executable and the function tables: from the folder's vm_exec.bin and
@@ -440,6 +469,19 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
       env.input_shapes[static_cast<int>(i)] = a->shape;
     }
   }
+  // Ranks: params_shard0.bin, params_shard1.bin, ... beside the build, or --shards N.
+  std::vector<std::string> shard_files;
+  for (int r = 0; r < (1 << 16); ++r) {
+    const std::string f = (dir / fmt::format("params_shard{}.bin", r)).string();
+    if (!file_exists(f)) break;
+    shard_files.push_back(f);
+  }
+  if (in.shards > 0 && !shard_files.empty() && static_cast<int>(shard_files.size()) != in.shards)
+    return file_error(shard_files.back(), fmt::format("--shards {} but the build has {} params_shard<r>.bin files",
+                                                      in.shards, shard_files.size()),
+                      ExitCode::Usage);
+  env.ranks = in.shards > 0 ? in.shards : static_cast<int>(shard_files.size());
+  if (Status st = check_shards(shard_files); !st) return st.error();
   // Packed params (an nn.Module build's one tuple parameter): the params file beside the build
   // (or --params), whose arrays are the tuple's items in order, bound by position and named
   // by the file.
@@ -458,7 +500,10 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
           tuple_param = true;
       }
     }
-    const std::string path = !in.params.empty() ? in.params : (dir / "params.bin").string();
+    std::string path = !in.params.empty() ? in.params : (dir / "params.bin").string();
+    // A sharded build: params_shard<r>.bin per rank, the same names, shapes and dtypes in each
+    // (each rank's slice); shard 0 states the shapes.
+    if (in.params.empty() && !in.no_params && !file_exists(path) && !shard_files.empty()) path = shard_files.front();
     if ((tuple_param || session) && file_exists(path)) {
       Expected<MappedFile> bytes = map_file(path, kMaxParamsFileBytes);
       if (!bytes) return bytes.error();
@@ -540,7 +585,7 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
       t.args_used = static_cast<int>(args.size());
       return t;
     }
-    if (n.func_name.rfind("vm.builtin.", 0) == 0) return runtime_call_trace(n, args);
+    if (n.func_name.rfind("vm.builtin.", 0) == 0 || is_disco_builtin(n.func_name)) return runtime_call_trace(n, args);
     if (!vm->call_args[static_cast<size_t>(nid)].empty()) {
       // Called by the KV cache's runtime: views and scalars, in the callee's order.
       args.clear();
@@ -610,6 +655,13 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
     for (const auto& [name, first, count] : rc.arrays) c.arrays.push_back(HostCopy::Array{name, first, count});
     df->host_copies.push_back(std::move(c));
   }
+  {
+    std::vector<std::map<std::string, std::string>> attrs;
+    attrs.reserve(graph.nodes.size());
+    for (const GraphNode& n : graph.nodes) attrs.push_back(n.attrs);
+    if (Status st = annotate_collectives(*df, attrs, env.ranks); !st) return file_error(vm_label, st.error().message, st.error().code);
+    if (df->ranks > 1 && !shard_files.empty()) df->sources.params = "params_shard<r>.bin";
+  }
   if (Status s = finish_extract(*df, graph, table, in, &device); !s) return s.error();
   // relax.txt holds the fused functions as TIR (no Relax ops per function), so the ops come
   // from the name, matched against the ops the module called before lowering
@@ -637,6 +689,11 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
       RelayOp op;
       op.name = "kv_cache." + n.function.substr(std::string("vm.builtin.attention_kv_cache_").size());
       n.relay_ops = {op};
+      n.relay_source = "name";
+      continue;
+    }
+    if (is_disco_builtin(n.function)) {  // a collective: R.ccl's operator
+      n.relay_ops = {RelayOp("ccl." + n.function.substr(n.function.rfind('.') + 1))};
       n.relay_source = "name";
       continue;
     }

@@ -19,6 +19,7 @@
 #include "formats/json_read.h"  // detail::quote_input, parse_json_text
 #include "kdflow/support/file_names.h"
 #include "kdflow/support/io.h"
+#include "frontend/relax/disco.h"
 #include "frontend/relax/paged_kv_cache.h"
 #include "kdflow/formats/tensor_values.h"
 
@@ -500,6 +501,7 @@ class Runner {
       }
       return fused(ins, a);
     }
+    if (is_disco_builtin(n)) return disco(ins, a);
     if (n == "vm.builtin.alloc_shape_heap") return alloc_shape_heap(ins, a);
     if (n == "vm.builtin.make_shape") return make_shape(ins, a);
     if (n == "vm.builtin.null_value") return set(ins.dst, void_value());
@@ -1330,6 +1332,69 @@ class Runner {
     v.kind = Value::Kind::Tensor;
     v.i = id;
     return set(ins.dst, std::move(v));
+  }
+
+  /// runtime.disco.<kind>: a collective (disco.h) every rank makes at this point, a node of the
+  /// flow that reads what it sends and writes what it receives; world_size is the ranks the
+  /// build is run with. A value that differs per rank (worker_id) is refused: the flow is one
+  /// program for every rank.
+  bool disco(const VmInstruction& ins, const std::vector<Value>& a) {
+    const std::string& n = callee_;
+    if (n == "runtime.disco.world_size") {
+      if (env_.ranks <= 0)
+        return fail("asks for the number of ranks: give the shards (params_shard<r>.bin beside the build, or "
+                    "--shards N)"),
+               false;
+      Value v;
+      v.kind = Value::Kind::Int;
+      v.i = env_.ranks;
+      return set(ins.dst, std::move(v));
+    }
+    if (n == "runtime.disco.worker_id" || n == "runtime.disco.worker_rank" || n == "runtime.disco.device")
+      return fail("a value that differs per rank: kdflow extracts one program that every rank runs, and this one "
+                  "would differ between ranks"),
+             false;
+    std::vector<DiscoOperand> ops(a.size());
+    for (size_t k = 0; k < a.size(); ++k) {
+      DiscoOperand& o = ops[k];
+      switch (a[k].kind) {
+        case Value::Kind::Tensor:
+          if (!usable(static_cast<int>(a[k].i), k)) return false;
+          o.kind = DiscoOperand::Kind::Tensor;
+          o.shape = tensors_[a[k].i].shape;
+          o.dtype = tensors_[a[k].i].dtype;
+          break;
+        case Value::Kind::Int: o.kind = DiscoOperand::Kind::Int, o.value = a[k].i; break;
+        case Value::Kind::Shape: o.kind = DiscoOperand::Kind::Shape, o.shape = a[k].shape; break;
+        case Value::Kind::Void: o.kind = DiscoOperand::Kind::None; break;
+        default: o.what = kind_name(a[k].kind); break;
+      }
+    }
+    Expected<DiscoCall> d = describe_disco_call(n, ops);
+    if (!d) return fail(d.error().message), false;
+    const Collective& c = d->collective;
+    PendingNode node;
+    node.func = n;
+    node.instr = static_cast<uint64_t>(pc_);
+    if (c.send >= 0) node.inputs.push_back(static_cast<int>(a[static_cast<size_t>(c.send)].i));
+    if (c.recv >= 0) {
+      const int id = static_cast<int>(a[static_cast<size_t>(c.recv)].i);
+      TensorObj& t = tensors_[id];
+      if (t.home != TensorObj::Home::Storage || t.written)
+        return fail(fmt::format("argument {} (recv) is not a freshly allocated tensor: a collective into a tensor "
+                                "already written (in place) is not modelled",
+                                c.recv)),
+               false;
+      node.outputs.push_back(id);
+    }
+    node.attrs["collective"] = c.kind;
+    if (!c.reduce_op.empty()) node.attrs["reduce_op"] = c.reduce_op;
+    node.attrs["in_group"] = c.in_group ? "1" : "0";
+    if (c.peer >= 0) node.attrs["peer"] = std::to_string(c.peer);
+    for (int id : node.outputs) tensors_[id].written = true, tensors_[id].producer = static_cast<int>(nodes_.size());
+    mark(node);
+    nodes_.push_back(std::move(node));
+    return set(ins.dst, void_value());
   }
 
   /// vm.builtin.ensure_zero_offset(tensor): the tensor itself where its data starts at offset 0

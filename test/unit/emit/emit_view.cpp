@@ -86,7 +86,7 @@ TEST_CASE("emit_model_explorer: one node per launch, input and output; namespace
   REQUIRE(nodes.size() == 4);  // input, k0, k1, output
   CHECK(nodes[0]["id"] == "input0");
   CHECK(nodes[1]["id"] == "k0");
-  CHECK(nodes[1]["namespace"] == "a_</script><b>");  // '/' would add a namespace level
+  CHECK(nodes[1]["namespace"] == "a_<_script><b>");  // every '/' of the name: it would add a namespace level
   CHECK(nodes[1]["incomingEdges"][0]["sourceNodeId"] == "input0");
   CHECK(nodes[1]["incomingEdges"][0]["targetNodeInputId"] == "1");
   CHECK(nodes[2]["incomingEdges"][0]["sourceNodeId"] == "k0");

@@ -1,0 +1,124 @@
+// engine_ranks.cpp — replay of a sharded flow (Dataflow::ranks > 1): every rank in this
+// process, each with its own plan (its params_shard<r>.bin), back end, buffers and engine on a
+// thread of its own; a collective is made when every rank has reached it (collectives.h), as
+// disco's workers meet in NCCL. Every rank's outputs are compared with the same references:
+// a sharded build's references are the unsharded model's outputs, which every rank must hold
+// after its last collective.
+#include <fmt/format.h>
+
+#include <sstream>
+#include <thread>
+
+#include "engine_internal.h"
+#include "replay_ranks.h"
+
+namespace kdflow {
+
+using engine_detail::Engine;
+using namespace replay_backend;
+
+Expected<ReplayReport> replay_ranks(const Dataflow& df, const ReplayOptions& opt, std::ostream& log,
+                                    const BackendFactory& make_backend) {
+  auto usage = [](const std::string& msg) {
+    return Error{"kdflow replay: error: a sharded flow (several ranks): " + msg, ExitCode::Usage};
+  };
+  const int n = df.ranks;
+  if (opt.mode != ReplayMode::Eager) return usage("--mode graph and dag capture one rank's run; replay it eager");
+  if (opt.kernel >= 0 || opt.slice_first >= 0) return usage("--kernel and --nodes replay one rank's slice: not yet");
+  if (!opt.dump_dir.empty() || !opt.compare_dir.empty()) return usage("--dump-dir and --compare-dumps: not yet");
+  if (opt.guard) return usage("--guard: not yet (a rank the guard stops would leave the others waiting)");
+  if (!opt.node_checks.empty())
+    return usage("node references: a sharded build's intermediate buffers are slices, TVM's unsharded results are "
+                 "not (use --no-node-reference)");
+  if (opt.rank_params.size() != static_cast<size_t>(n))
+    return usage(fmt::format("{} params files for {} ranks (params_shard0.bin ... params_shard{}.bin)",
+                             opt.rank_params.size(), n, n - 1));
+
+  // Every rank's plan: the same flow, its own params.
+  std::vector<ReplayOptions> opts(static_cast<size_t>(n), opt);
+  std::vector<ReplayReport> reps(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    opts[r].inputs.packed_params = opt.rank_params[static_cast<size_t>(r)];
+    Expected<ReplayPlan> plan = make_plan(df, opts[r].inputs);
+    if (!plan) return plan.error();
+    reps[r].plan = plan.take();
+    reps[r].mode = opt.mode, reps[r].warmup = opt.warmup, reps[r].repeat = opt.repeat, reps[r].backend = opt.backend;
+  }
+  if (opt.dry_run) {
+    ReplayReport rep = std::move(reps[0]);
+    rep.ranks = n;
+    return rep;
+  }
+  std::vector<std::optional<NpyArray>> expected(opt.expect.size());
+  for (size_t i = 0; i < opt.expect.size(); ++i) {
+    if (opt.expect[i].empty()) continue;
+    Expected<NpyArray> a = read_npy(opt.expect[i]);
+    if (!a) return a.error();
+    expected[i] = a.take();
+  }
+
+  std::vector<std::unique_ptr<Backend>> backends;
+  for (int r = 0; r < n; ++r) {
+    Expected<std::unique_ptr<Backend>> b = make_backend(opts[r], reps[r].plan, log);
+    if (!b) return b.error();
+    backends.push_back(b.take());
+  }
+  CollectiveHub hub(n, opt.time_limit_s);
+  std::vector<std::ostringstream> logs(static_cast<size_t>(n));
+  std::vector<Status> status(static_cast<size_t>(n), Status::ok());
+  std::vector<int> failed_run(static_cast<size_t>(n), -1);
+  {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r)
+      threads.emplace_back([&, r] {
+        Engine engine(*backends[r], df, opts[r], reps[r], logs[r]);
+        engine.set_rank(&hub, r);
+        status[r] = engine.run();
+        failed_run[r] = engine.failed_run();
+        hub.abort(r, status[r] ? "it finished every run" : status[r].error().message);
+      });
+    for (std::thread& t : threads) t.join();
+  }
+  for (int r = 0; r < n; ++r) {
+    std::string text = logs[r].str();
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) log << "rank " << r << ": " << line << "\n";
+  }
+  // The error to report: a rank's own, not one that only says another rank stopped.
+  for (int pass = 0; pass < 2; ++pass)
+    for (int r = 0; r < n; ++r) {
+      if (status[r]) continue;
+      const std::string& m = status[r].error().message;
+      if (pass == 0 && m.find("rank ") != std::string::npos && m.find(" stopped: ") != std::string::npos) continue;
+      Error e = status[r].error();
+      e.message = fmt::format("rank {}: {}", r, e.message);
+      if (failed_run[r] >= 0) e.message += fmt::format(" (in run {})", failed_run[r]);
+      return e;
+    }
+
+  ReplayReport rep = std::move(reps[0]);
+  rep.ran = true;
+  rep.ranks = n;
+  rep.collectives = hub.completed();
+  rep.timing_method += fmt::format("; {} ranks in this process, each on its own {} back end, the collectives made "
+                                   "by kdflow on the host between them ({} in all runs; no NCCL), timed as steps of "
+                                   "rank 0's sequence",
+                                   n, to_string(opt.backend), rep.collectives);
+  rep.checks.clear();
+  for (int r = 0; r < n; ++r) {
+    const ReplayReport& rr = r == 0 ? rep : reps[r];
+    for (size_t i = 0; i < expected.size() && i < rr.results.size(); ++i) {
+      if (!expected[i]) continue;
+      OutputCheck c = compare_arrays(rr.results[i], *expected[i], opt.rtol, opt.atol);
+      c.output = static_cast<int>(i);
+      c.rank = r;
+      c.buffer = rr.result_buffers[i];
+      c.name = rr.result_names[i];
+      c.expect_file = opt.expect[i];
+      rep.checks.push_back(std::move(c));
+    }
+  }
+  return rep;
+}
+
+}  // namespace kdflow
