@@ -117,6 +117,11 @@ void assume_library_access(Dataflow& df) {
     auto has = [](const std::vector<int>& v, int b) { return std::find(v.begin(), v.end(), b) != v.end(); };
     for (Arg& a : c.args) {
       if (a.kind != Arg::Kind::Buffer) continue;
+      // A collective reads what it sends and writes what it receives, whole (schema.md).
+      if (c.collective) {
+        a.access = a.buffer == c.collective->recv ? Access::Write : Access::Read;
+        continue;
+      }
       // A graph node never writes its inputs (TVM's extern ops read them); its outputs and
       // workspaces may be read back and written in any order by the opaque callee.
       bool input_only = n && has(n->inputs, a.buffer) && !has(n->outputs, a.buffer);

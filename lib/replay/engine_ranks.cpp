@@ -23,6 +23,10 @@ Expected<ReplayReport> replay_ranks(const Dataflow& df, const ReplayOptions& opt
     return Error{"kdflow replay: error: a sharded flow (several ranks): " + msg, ExitCode::Usage};
   };
   const int n = df.ranks;
+  if (opt.backend != ReplayBackend::Cpu && !opt.dry_run)
+    return Error{"kdflow replay: error: a sharded flow (several ranks) replays on the CPU back end only so far "
+                 "(--backend cpu); on CUDA the ranks need NCCL or one context each, not implemented yet",
+                 ExitCode::Unavailable};
   if (opt.mode != ReplayMode::Eager) return usage("--mode graph and dag capture one rank's run; replay it eager");
   if (opt.kernel >= 0 || opt.slice_first >= 0) return usage("--kernel and --nodes replay one rank's slice: not yet");
   if (!opt.dump_dir.empty() || !opt.compare_dir.empty()) return usage("--dump-dir and --compare-dumps: not yet");

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -1966,4 +1967,19 @@ TEST_CASE("host copies: eager uploads between steps, graph and dag copy nodes fr
       CHECK(log.str().find("2 host copies") != std::string::npos);
     }
   }
+}
+
+// A sharded flow (test/fixtures/tp_mlp) on the CUDA back end: not replayed yet, which is said in
+// one line before the driver is opened (exit 69); its plan is every rank's (--dry-run).
+TEST_CASE("replay: a sharded flow on CUDA is refused in one line; --dry-run plans it", "[sharded]") {
+  Env lib("KDFLOW_CUDA_LIBRARY", KDFLOW_FAKE_CUDA);
+  const std::string dir = test::source_dir() + "/test/fixtures/tp_mlp";
+  test::RunResult r = test::run_kdflow({"replay", dir, "-q"});
+  CHECK(r.exit_code == 69);
+  CHECK(r.err.find("replays on the CPU back end only so far") != std::string::npos);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  test::RunResult d = test::run_kdflow({"replay", dir, "--dry-run"});
+  CHECK(d.exit_code == 0);
+  CHECK(d.out.find("runtime.disco.allreduce node 7 after kernel 3: allreduce sum 256 float32 (1024 bytes)") !=
+        std::string::npos);
 }

@@ -19,6 +19,7 @@
 #include <map>
 #include <optional>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -555,4 +556,54 @@ TEST_CASE("replay --backend cpu refuses a kernel with more static shared memory 
       "device.cu:36:20: error: kernel 'tvmgen_default_fused_nn_dense_add_nn_relu_2_kernel' cannot run on the CPU: it "
       "declares 1073741836 bytes of static __shared__ memory (with 'red_result'), more than the 48 KiB CUDA allows a "
       "block");
+}
+
+// A sharded build (test/fixtures/tp_mlp, TVM 0.27, two ranks and an allreduce): every rank in
+// one process on its own CPU back end, the allreduce made between them; each rank's output is
+// the unsharded model's. Given rank 0's shard on both ranks, or the collective's reduce op
+// changed, every rank's output differs.
+TEST_CASE("replay --backend cpu: a sharded build runs every rank and each holds the unsharded output",
+          "[cpu-replay][sharded]") {
+  const std::string dir = kdflow::test::source_dir() + "/test/fixtures/tp_mlp";
+  auto r = run_kdflow({"replay", dir, "--backend", "cpu", "--warmup", "0", "--repeat", "1", "-q"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("ranks: 2 in this process") != std::string::npos);
+  std::regex row(R"(^r(\d):0\s+\S+output_0\.npy\s+\S+\s+\S+\s+0/256\s+ok$)");
+  std::istringstream lines(r.out);
+  std::string line;
+  std::set<std::string> ranks;
+  while (std::getline(lines, line)) {
+    std::smatch m;
+    if (std::regex_match(line, m, row)) ranks.insert(m[1]);
+  }
+  CHECK(ranks == std::set<std::string>{"0", "1"});
+
+  // Every rank given rank 0's shard: the allreduce sums two equal halves.
+  const std::string same = kdflow::test::temp_dir() + "/same";
+  std::filesystem::copy(dir, same);
+  std::filesystem::copy_file(same + "/params_shard0.bin", same + "/params_shard1.bin",
+                             std::filesystem::copy_options::overwrite_existing);
+  auto s = run_kdflow({"replay", same, "--backend", "cpu", "--warmup", "0", "--repeat", "1", "-q"});
+  CHECK(s.exit_code == 1);
+  CHECK(s.out.find("MISMATCH") != std::string::npos);
+
+  // The collective's reduce op changed in the flow: max instead of sum.
+  const std::string flow = kdflow::test::temp_dir() + "/tp.json";
+  REQUIRE(run_kdflow({"extract", dir, "-q", "-o", flow}).exit_code == 0);
+  std::string text = kdflow::test::slurp(flow);
+  const size_t at = text.find("\"reduce_op\": \"sum\"");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, 18, "\"reduce_op\": \"max\"");
+  { std::ofstream(flow) << text; }
+  auto m = run_kdflow({"replay", dir, "--flow", flow, "--backend", "cpu", "--warmup", "0", "--repeat", "1", "-q"});
+  CHECK(m.exit_code == 1);
+  // A sharded flow replays eagerly only, and needs every rank's params.
+  auto g = run_kdflow({"replay", dir, "--backend", "cpu", "--mode", "graph", "-q"});
+  CHECK(g.exit_code == 64);
+  const std::string lone = kdflow::test::temp_dir() + "/lone";
+  std::filesystem::copy(dir, lone);
+  std::filesystem::remove(lone + "/params_shard1.bin");
+  auto l = run_kdflow({"replay", lone, "--flow", flow, "--backend", "cpu", "-q"});
+  CHECK(l.exit_code == 66);
 }
