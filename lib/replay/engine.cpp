@@ -214,14 +214,12 @@ Expected<ReplayReport> replay(const Dataflow& df, const ReplayOptions& opt, std:
   if (opt.dry_run) return rep;
 
   // Expected outputs are read before the device is touched: a typo fails fast.
-  std::vector<std::optional<NpyArray>> expected(opt.expect.size());
-  if (opt.kernel < 0)
-    for (size_t i = 0; i < opt.expect.size(); ++i) {
-      if (opt.expect[i].empty()) continue;
-      Expected<NpyArray> a = read_npy(opt.expect[i]);
-      if (!a) return a.error();
-      expected[i] = a.take();
-    }
+  std::vector<std::optional<NpyArray>> expected;
+  if (opt.kernel < 0) {
+    Expected<std::vector<std::optional<NpyArray>>> e = read_expected(opt);
+    if (!e) return e.error();
+    expected = e.take();
+  }
 
   int failed_run = -1;
   Error failure;
@@ -325,16 +323,35 @@ Expected<ReplayReport> replay(const Dataflow& df, const ReplayOptions& opt, std:
     }
     return rep;
   }
-  for (size_t i = 0; i < expected.size() && i < rep.results.size(); ++i) {
-    if (!expected[i]) continue;
-    OutputCheck c = compare_arrays(rep.results[i], *expected[i], opt.rtol, opt.atol);
-    c.output = static_cast<int>(i);
-    c.buffer = rep.result_buffers[i];
-    c.name = rep.result_names[i];
-    c.expect_file = opt.expect[i];
-    rep.checks.push_back(std::move(c));
-  }
+  compare_outputs(rep, expected, opt, -1, &rep);
   return rep;
+}
+
+Expected<std::vector<std::optional<NpyArray>>> read_expected(const ReplayOptions& opt) {
+  std::vector<std::optional<NpyArray>> expected(opt.expect.size());
+  for (size_t i = 0; i < opt.expect.size(); ++i) {
+    if (opt.expect[i].empty()) continue;
+    Expected<NpyArray> a = read_npy(opt.expect[i]);
+    if (!a) return a.error();
+    expected[i] = a.take();
+  }
+  return expected;
+}
+
+void compare_outputs(const ReplayReport& from, const std::vector<std::optional<NpyArray>>& expected,
+                     const ReplayOptions& opt, int rank, ReplayReport* to) {
+  std::vector<OutputCheck> checks;
+  for (size_t i = 0; i < expected.size() && i < from.results.size(); ++i) {
+    if (!expected[i]) continue;
+    OutputCheck c = compare_arrays(from.results[i], *expected[i], opt.rtol, opt.atol);
+    c.output = static_cast<int>(i);
+    c.rank = rank;
+    c.buffer = from.result_buffers[i];
+    c.name = from.result_names[i];
+    c.expect_file = opt.expect[i];
+    checks.push_back(std::move(c));
+  }
+  for (OutputCheck& c : checks) to->checks.push_back(std::move(c));
 }
 
 }  // namespace kdflow

@@ -53,13 +53,8 @@ Expected<ReplayReport> replay_ranks(const Dataflow& df, const ReplayOptions& opt
     rep.ranks = n;
     return rep;
   }
-  std::vector<std::optional<NpyArray>> expected(opt.expect.size());
-  for (size_t i = 0; i < opt.expect.size(); ++i) {
-    if (opt.expect[i].empty()) continue;
-    Expected<NpyArray> a = read_npy(opt.expect[i]);
-    if (!a) return a.error();
-    expected[i] = a.take();
-  }
+  Expected<std::vector<std::optional<NpyArray>>> expected = read_expected(opt);
+  if (!expected) return expected.error();
 
   std::vector<std::unique_ptr<Backend>> backends;
   for (int r = 0; r < n; ++r) {
@@ -109,19 +104,7 @@ Expected<ReplayReport> replay_ranks(const Dataflow& df, const ReplayOptions& opt
                                    "rank 0's sequence",
                                    n, to_string(opt.backend), rep.collectives);
   rep.checks.clear();
-  for (int r = 0; r < n; ++r) {
-    const ReplayReport& rr = r == 0 ? rep : reps[r];
-    for (size_t i = 0; i < expected.size() && i < rr.results.size(); ++i) {
-      if (!expected[i]) continue;
-      OutputCheck c = compare_arrays(rr.results[i], *expected[i], opt.rtol, opt.atol);
-      c.output = static_cast<int>(i);
-      c.rank = r;
-      c.buffer = rr.result_buffers[i];
-      c.name = rr.result_names[i];
-      c.expect_file = opt.expect[i];
-      rep.checks.push_back(std::move(c));
-    }
-  }
+  for (int r = 0; r < n; ++r) compare_outputs(r == 0 ? rep : reps[r], *expected, opt, r, &rep);
   return rep;
 }
 

@@ -4,6 +4,8 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <vector>
 #include <ostream>
 
 #include "backend.h"
@@ -14,6 +16,14 @@ namespace kdflow {
 /// Makes one back end for one rank's plan (engine.cpp's make_backend).
 using BackendFactory = std::function<Expected<std::unique_ptr<replay_backend::Backend>>(
     const ReplayOptions&, const ReplayPlan&, std::ostream&)>;
+
+/// The expected outputs (opt.expect; "" skips one), read before any device is touched.
+Expected<std::vector<std::optional<NpyArray>>> read_expected(const ReplayOptions& opt);
+
+/// Each of `from`'s results compared with its expected array (rtol/atol of `opt`), appended to
+/// `to->checks` with `rank` (-1: a flow of one rank).
+void compare_outputs(const ReplayReport& from, const std::vector<std::optional<NpyArray>>& expected,
+                     const ReplayOptions& opt, int rank, ReplayReport* to);
 
 /// Every rank of `df` (df.ranks > 1) on its own back end and thread, the collectives between
 /// them; every rank's outputs compared with `opt.expect` (ReplayReport::checks, each with its

@@ -152,7 +152,7 @@ TEST_CASE("replay: an output that would overwrite an input is refused before the
   }
 }
 
-TEST_CASE("inspect: a build folder is its model.so; a folder without one or a device binary is one line",
+TEST_CASE("inspect: a build folder is its model.so, a folder without one or a device binary is one line",
           "[errors][cli]") {
   std::string dir = shared_sample_dir("mlp");
   if (dir.empty() || !fs::exists(fs::path(dir) / "model.so")) {

@@ -108,7 +108,7 @@ TEST_CASE("the dataset of every sample in one call: CSV and JSON Lines, determin
   CHECK(slurp(dir + "/again.csv") == csv);
 }
 
-TEST_CASE("every sample's Chakra trace decodes with protoc; edges are the dependencies", "[chakra]") {
+TEST_CASE("every sample's Chakra trace decodes with protoc, edges are the dependencies", "[chakra]") {
   if (!have_protoc()) {
     WARN("SKIPPED: protoc is not installed (scripts/install-deps.sh installs protobuf-compiler)");
     return;

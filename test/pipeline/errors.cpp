@@ -165,7 +165,7 @@ TEST_CASE("device.cu of another model or version: device.cu position", "[errors]
   CHECK(err.find("declares __launch_bounds__(128) but " + dir + "/host.c:") != std::string::npos);
 }
 
-TEST_CASE("a model.so extracts like its folder; a corrupt one is one line", "[errors][cli][model_so]") {
+TEST_CASE("a model.so extracts like its folder, a corrupt one is one line", "[errors][cli][model_so]") {
   for (const std::string m : {"attention", "sort_scan", "sort_scan_v08"}) {
     INFO(m);
     auto from_so = run_kdflow({"extract", sample_dir(m) + "/model.so"});
@@ -236,7 +236,7 @@ TEST_CASE("relay.txt from another build of the model (batch 4): the result type 
   CHECK(ok.exit_code == 0);
 }
 
-TEST_CASE("a kernel that does not type-check loses its access set; the model still extracts", "[errors][cli][device]") {
+TEST_CASE("a kernel that does not type-check loses its access set, the model still extracts", "[errors][cli][device]") {
   // Hand-written: mlp's device.cu with one statement added to one kernel (a struct plus a float).
   std::string dir = copy_sample("mlp");
   std::string cu = slurp(sample_dir("mlp") + "/device.cu");

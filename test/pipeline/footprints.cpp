@@ -53,7 +53,7 @@ std::vector<Edited> edits() {
 
 }  // namespace
 
-TEST_CASE("footprints: no sample has an argument out of bounds; dense/conv/pool/softmax models fully proven",
+TEST_CASE("footprints: no sample has an argument out of bounds, dense/conv/pool/softmax models fully proven",
           "[samples][footprint]") {
   for (const std::string& name : sample_names()) {
     INFO(name);
@@ -157,7 +157,7 @@ TEST_CASE("footprints: replay --flow refuses the three edited flows before touch
   CHECK(ok.exit_code == 0);
 }
 
-TEST_CASE("footprints: extract refuses a build whose kernel writes past its buffer; --allow-oob warns",
+TEST_CASE("footprints: extract refuses a build whose kernel writes past its buffer, --allow-oob warns",
           "[samples][footprint][cli]") {
   // A copy of samples/mlp whose first kernel (hand-edited, labelled test input) writes one
   // element past T_relu: `T_relu[((int)blockIdx.x)]` becomes `T_relu[((int)blockIdx.x) + 1]`.

@@ -78,7 +78,7 @@ TEST_CASE("mlp_cublas: four cuBLAS calls with stack-built DLTensors: buffers, te
   CHECK(contains(from_dir.out, "library calls               4"));
 }
 
-TEST_CASE("mlp_cublas: explain lib0 and the kernel reading its result; text and DOT name the call", "[library]") {
+TEST_CASE("mlp_cublas: explain lib0 and the kernel reading its result, text and DOT name the call", "[library]") {
   auto e = run_kdflow({"explain", sample(), "lib0"});
   REQUIRE(e.exit_code == 0);
   CHECK(contains(e.out, "library call lib0  tvm.contrib.cublas.matmul"));
@@ -111,7 +111,7 @@ TEST_CASE("mlp_cublas: explain lib0 and the kernel reading its result; text and 
     WARN("SKIPPED: Graphviz dot is not installed; the DOT was not rendered");
 }
 
-TEST_CASE("replay plans the cuBLAS calls of mlp_cublas (dry run); its params.bin is in ../shared", "[library]") {
+TEST_CASE("replay plans the cuBLAS calls of mlp_cublas (dry run), its params.bin is in ../shared", "[library]") {
   std::string shared = shared_sample_dir("mlp_cublas");
   if (shared.empty() || !std::filesystem::exists(shared + "/params.bin")) {
     WARN("SKIPPED: ../shared/samples/mlp_cublas/params.bin is absent (over 5 MB, not in the repository)");

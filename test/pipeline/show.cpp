@@ -68,7 +68,7 @@ TEST_CASE("show mlp: 5 function nodes, 6 kernels, node 13 with two kernels and a
   CHECK(contains(o, "\n    without params            11.7 KiB (12,000 B) at k1 (n6)\n"));
 }
 
-TEST_CASE("show: colour only when asked or on a terminal; NO_COLOR wins over auto", "[show][cli]") {
+TEST_CASE("show: colour only when asked or on a terminal, NO_COLOR wins over auto", "[show][cli]") {
   auto always = run_kdflow({"show", sample_dir("mlp"), "--color", "always"});
   REQUIRE(always.exit_code == 0);
   CHECK(contains(always.out, "\x1b[35mn13\x1b[0m"));
@@ -160,7 +160,7 @@ TEST_CASE("explain n13: log_softmax's two kernels and the workspace between them
   CHECK(run_kdflow({"explain", sample_dir("mlp"), "tvmgen_default_fused_nn_log_softmax"}).out == o);
 }
 
-TEST_CASE("explain: a kernel launched several times lists each launch; params and inputs", "[explain][cli]") {
+TEST_CASE("explain: a kernel launched several times lists each launch, params and inputs", "[explain][cli]") {
   auto r = run_kdflow({"explain", sample_dir("sort_scan"), "tvmgen_default_fused_topk_kernel_2"});
   REQUIRE(r.exit_code == 0);
   CHECK(contains(r.out, "tvmgen_default_fused_topk_kernel_2 is launched 3 times\n"));

@@ -199,7 +199,7 @@ TEST_CASE("the dataset: RFC 4180 CSV and JSON Lines with the documented columns"
   }
 }
 
-TEST_CASE("a winograd convolution is counted as the direct one; its kernels show what the transform saves", "[costs]") {
+TEST_CASE("a winograd convolution is counted as the direct one, its kernels show what the transform saves", "[costs]") {
   // resnet18_tuned's first winograd conv: data (1, 64, 56, 56), kernel_size [3, 3], channels
   // 64 → (1, 64, 56, 56): as a direct convolution 2 · (64 · 56 · 56) · (64 · 3 · 3) FLOPs.
   Dataflow df = golden("resnet18_tuned");

@@ -73,7 +73,7 @@ Dataflow two_nodes() {
 
 }  // namespace
 
-TEST_CASE("emit_model_explorer: one node per launch, input and output; namespaces by graph node; RAW edges") {
+TEST_CASE("emit_model_explorer: one node per launch, input and output, namespaces by graph node, RAW edges") {
   const Dataflow df = two_nodes();
   ViewFacts facts;
   facts.title = "two";

@@ -181,7 +181,7 @@ TEST_CASE("formats are detected by content", "[device_module]") {
   CHECK(std::string(to_string(BinaryFormat::Ptx)) == "ptx");
 }
 
-TEST_CASE("the samples' fatbins hold one sm_90 cubin; PTX targets sm_90", "[device_module]") {
+TEST_CASE("the samples' fatbins hold one sm_90 cubin, PTX targets sm_90", "[device_module]") {
   for (const auto& s : samples_with("device.cubin")) {
     INFO(s);
     std::string bytes = test::slurp(test::sample_dir(s) + "/device.cubin");

@@ -409,7 +409,7 @@ TEST_CASE("node count is capped", "[graph][errors]") {
   CHECK(error_of(small_graph(), limits) == "g.json:/nodes: error: graph has 3 nodes, more than the limit of 2");
 }
 
-TEST_CASE("unknown top-level keys are ignored; errors still found", "[graph][errors]") {
+TEST_CASE("unknown top-level keys are ignored, errors still found", "[graph][errors]") {
   json j = small_graph();
   j["metadata"] = nullptr;
   REQUIRE(parse_graph_json(j.dump(), "g.json"));

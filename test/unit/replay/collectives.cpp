@@ -152,7 +152,7 @@ TEST_CASE("collectives: ranks that disagree stop together with one line naming b
   }
 }
 
-TEST_CASE("collectives: a rank that stops releases the others; one that never comes is a time-out", "[collectives]") {
+TEST_CASE("collectives: a rank that stops releases the others, one that never comes is a time-out", "[collectives]") {
   {
     CollectiveHub hub(2, 30);
     const Collective a = coll("allreduce", 1, "sum");

@@ -289,7 +289,7 @@ TEST_CASE("issue 23 (2): the times table claims no launch overhead it did not me
 // Point 3: timed runs are gated, so a short kernel's time is its device time, not the
 // host's enqueue rate; the ungated warm-up runs give the end-to-end time, and the difference
 // is the launch overhead (point 2).
-TEST_CASE("issue 23 (3): gated timed runs measure device time; the enqueue rate shows as launch overhead",
+TEST_CASE("issue 23 (3): gated timed runs measure device time, the enqueue rate shows as launch overhead",
           "[replay][issue23]") {
   Fakes fake;
   Env cost("KDFLOW_FAKE_CUDA_LAUNCH_US", "5");  // the host needs 5 µs per launch

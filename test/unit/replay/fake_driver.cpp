@@ -1971,7 +1971,7 @@ TEST_CASE("host copies: eager uploads between steps, graph and dag copy nodes fr
 
 // A sharded flow (test/fixtures/tp_mlp) on the CUDA back end: not replayed yet, which is said in
 // one line before the driver is opened (exit 69); its plan is every rank's (--dry-run).
-TEST_CASE("replay: a sharded flow on CUDA is refused in one line; --dry-run plans it", "[sharded]") {
+TEST_CASE("replay: a sharded flow on CUDA is refused in one line, --dry-run plans it", "[sharded]") {
   Env lib("KDFLOW_CUDA_LIBRARY", KDFLOW_FAKE_CUDA);
   const std::string dir = test::source_dir() + "/test/fixtures/tp_mlp";
   test::RunResult r = test::run_kdflow({"replay", dir, "-q"});

@@ -559,7 +559,7 @@ extern "C" __global__ void k(half* __restrict__ out, half* __restrict__ a, half*
   CHECK(access(src, "acc") == Access::ReadWrite);
 }
 
-TEST_CASE("device types: half2 loads, stores and intrinsics; __pack_half2", "[device][types]") {
+TEST_CASE("device types: half2 loads, stores and intrinsics, __pack_half2", "[device][types]") {
   std::string src = std::string(kTvmPreamble) + R"(
 extern "C" __global__ void k(half* __restrict__ out, half* __restrict__ a, half* __restrict__ b, unsigned* __restrict__ packed) {
   int i = threadIdx.x;

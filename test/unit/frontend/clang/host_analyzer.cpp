@@ -95,7 +95,7 @@ TEST_CASE("shapes, dtype and device come from the graph's DLTensor", "[host]") {
   CHECK(ints(t->calls[0]) == std::vector<int64_t>{1000, 2, 32, 0, 2});
 }
 
-TEST_CASE("loops record iterations; break, continue and nested loops work", "[host]") {
+TEST_CASE("loops record iterations, break, continue and nested loops work", "[host]") {
   auto t = run(fn("  for (int64_t i = 0; i < (int64_t)4; ++i) {\n"
                   "    if (i == 1) continue;\n"
                   "    int32_t j = 0;\n"

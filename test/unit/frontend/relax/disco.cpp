@@ -233,7 +233,7 @@ TEST_CASE("disco: a flow's collectives get their buffers and sizes, and per-rank
   CHECK(back->buffers == df.buffers);
 }
 
-TEST_CASE("disco: a collective without ranks is refused; one rank and no collective changes nothing", "[disco]") {
+TEST_CASE("disco: a collective without ranks is refused, one rank and no collective changes nothing", "[disco]") {
   Dataflow df = sharded_mlp();
   Status st = annotate_collectives(df, attrs_of(df), 0);
   REQUIRE_FALSE(st);

@@ -168,7 +168,7 @@ TEST_CASE("block batches: kernels a batch would change run one block per call, w
   }
 }
 
-TEST_CASE("block batches: a launch the tile does not fit stops; a trap names the batch's blocks", "[cpu][batch]") {
+TEST_CASE("block batches: a launch the tile does not fit stops, a trap names the batch's blocks", "[cpu][batch]") {
   auto d = device();
   auto m = d->compile_module(R"(
 extern "C" __global__ void k(float* __restrict__ out, const float* __restrict__ in) {

@@ -230,7 +230,7 @@ TEST_CASE("compile cache: a folder others may write is not used", "[cpu][cache]"
   CHECK(files_in(dir) == 0);
 }
 
-TEST_CASE("compile cache: a second device loads the module from the cache; other tiles are another entry",
+TEST_CASE("compile cache: a second device loads the module from the cache, other tiles are another entry",
           "[cpu][cache]") {
   std::string dir = kdflow::test::temp_dir();
   kdflow::cpu::CpuDeviceOptions o;

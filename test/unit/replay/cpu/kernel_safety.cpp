@@ -237,7 +237,7 @@ TEST_CASE("hand-written: a pointer made from an integer, new, and host functions
         "hostile.cu:1:57: error: kernel 'evil' cannot run on the CPU: it uses 'new' (allocates host memory)");
 }
 
-TEST_CASE("hand-written: only the kernels that reach a construct are named; safe kernels pass", "[cpu][safety]") {
+TEST_CASE("hand-written: only the kernels that reach a construct are named, safe kernels pass", "[cpu][safety]") {
   const char* src =
       "__device__ float helper(float x) { return __expf(x) + fmaxf(x, 0.0f); }\n"
       "extern \"C\" __global__ void good(float* out) { out[threadIdx.x] = helper(out[threadIdx.x]); }\n"

@@ -155,7 +155,7 @@ extern "C" __global__ void evil(int* x) { x[0] = system("true"); })", "evil.cu")
   CHECK(m.error().code == kdflow::ExitCode::Unavailable);
 }
 
-TEST_CASE("kernels compiled in parallel partitions keep their helpers; a mutable global stays one", "[cpu]") {
+TEST_CASE("kernels compiled in parallel partitions keep their helpers, a mutable global stays one", "[cpu]") {
   // Hand-written (parallel_codegen.h): five kernels over four threads, three of them calling one
   // helper with external linkage (each partition keeps a private copy), and a module whose
   // __device__ counter two kernels share (not split: one instance).

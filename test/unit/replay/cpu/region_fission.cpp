@@ -450,7 +450,7 @@ extern "C" __global__ void chunks(float* __restrict__ x, unsigned* __restrict__ 
   CHECK_FALSE(k.fibers);
 }
 
-TEST_CASE("region fission: a tile loop `while (1) { if (!c) { break; } ... }` holding barriers runs as thread loops",
+TEST_CASE("region fission: a tile loop `while (1) { if (!c) { break, } ... }` holding barriers runs as thread loops",
           "[cpu][fission]") {
   // Hand-written, TVM's ragged prefill's shape: a persistent loop over tiles under `#pragma unroll
   // 1`, its exit test first, an inner loop (no barrier) that skips whole batches by a break, and

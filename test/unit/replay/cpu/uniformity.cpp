@@ -54,7 +54,7 @@ std::vector<bool> loop_conditions_uniform(const std::string& body) {
 
 }  // namespace
 
-TEST_CASE("uniformity: a bound read through the block's index into a local is uniform; through threadIdx not",
+TEST_CASE("uniformity: a bound read through the block's index into a local is uniform, through threadIdx not",
           "[cpu][uniformity]") {
   CHECK(loop_conditions_uniform(R"(
 void k(int* n, float* x) {
