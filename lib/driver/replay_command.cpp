@@ -8,6 +8,7 @@
 #include <optional>
 #include <ostream>
 
+#include "kdflow/driver/codegen_command.h"
 #include "kdflow/driver/commands.h"
 #include "kdflow/emit/emit.h"
 #include "kdflow/ir/dataflow_json.h"
@@ -99,36 +100,35 @@ std::string unverified_reason(const ReplayReport& r) {
 
 }  // namespace
 
-int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream& err) {
+Expected<ReplaySetup> setup_replay(const ReplayCommand& cmd, std::ostream& err) {
   if (cmd.dir.empty() && cmd.flow.empty())
-    return report(usage("give a sample folder (DIR) or an extracted graph (--flow FLOW.json)"), err);
+    return usage("give a sample folder (DIR) or an extracted graph (--flow FLOW.json)");
   if (!cmd.dir.empty() && !is_directory(cmd.dir))
-    return report(file_error(cmd.dir, file_exists(cmd.dir) ? "is not a directory" : "no such directory",
-                             file_exists(cmd.dir) ? ExitCode::Usage : ExitCode::NoInput),
-                  err);
+    return file_error(cmd.dir, file_exists(cmd.dir) ? "is not a directory" : "no such directory",
+                             file_exists(cmd.dir) ? ExitCode::Usage : ExitCode::NoInput);
   ReplayOptions opt;
   if (cmd.mode == "eager") opt.mode = ReplayMode::Eager;
   else if (cmd.mode == "graph") opt.mode = ReplayMode::Graph;
   else if (cmd.mode == "dag") opt.mode = ReplayMode::Dag;
-  else return report(usage(fmt::format("--mode {}: expected eager, graph or dag", cmd.mode)), err);
+  else return usage(fmt::format("--mode {}: expected eager, graph or dag", cmd.mode));
   if (cmd.backend == "cuda") opt.backend = ReplayBackend::Cuda;
   else if (cmd.backend == "cpu") opt.backend = ReplayBackend::Cpu;
-  else return report(usage(fmt::format("--backend {}: expected cuda or cpu", cmd.backend)), err);
-  if (!cmd.trace.empty() && cmd.dry_run) return report(usage("--trace needs a run; drop --dry-run"), err);
-  if (!cmd.timing_json.empty() && cmd.dry_run) return report(usage("--timing-json needs a run; drop --dry-run"), err);
-  if (!(cmd.time_limit >= 0) && cmd.time_limit != -1) return report(usage("--time-limit must be 0 or more"), err);
-  if (!(cmd.rtol >= 0) || !(cmd.atol >= 0)) return report(usage("--rtol and --atol must be 0 or more"), err);
+  else return usage(fmt::format("--backend {}: expected cuda or cpu", cmd.backend));
+  if (!cmd.trace.empty() && cmd.dry_run) return usage("--trace needs a run; drop --dry-run");
+  if (!cmd.timing_json.empty() && cmd.dry_run) return usage("--timing-json needs a run; drop --dry-run");
+  if (!(cmd.time_limit >= 0) && cmd.time_limit != -1) return usage("--time-limit must be 0 or more");
+  if (!(cmd.rtol >= 0) || !(cmd.atol >= 0)) return usage("--rtol and --atol must be 0 or more");
 
   std::string session_tokens;
   for (const std::string& s : cmd.inputs) {
     size_t eq = s.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
-      return report(usage(fmt::format("--input {}: expected NAME=FILE.npy", s)), err);
+      return usage(fmt::format("--input {}: expected NAME=FILE.npy", s));
   }
 
   std::string label;
   Expected<Dataflow> df = load_flow(cmd, &label, err);
-  if (!df) return report(df.error(), err);
+  if (!df) return df.error();
   // --input NAME=FILE: NAME as the model names it or as its file name encodes it
   // (docs/schema.md, "Names in file names"); a name may itself hold '='.
   {
@@ -137,7 +137,7 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
     for (const std::string& s : cmd.inputs) {
       std::optional<std::pair<std::string, std::string>> nv = split_name_value(s, names);
       if (!nv || nv->first.empty() || nv->second.empty())
-        return report(usage(fmt::format("--input {}: expected NAME=FILE.npy", s)), err);
+        return usage(fmt::format("--input {}: expected NAME=FILE.npy", s));
       opt.inputs.inputs.push_back(std::move(*nv));
     }
   }
@@ -146,7 +146,7 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
     std::string cu = join(!cmd.dir.empty() ? cmd.dir : std::filesystem::path(cmd.flow).parent_path().string(),
                           df->sources.device);
     if (file_exists(cu))
-      if (Status s = rederive_footprints(*df, cu, cmd.flow); !s) return report(s.error(), err);
+      if (Status s = rederive_footprints(*df, cu, cmd.flow); !s) return s.error();
   }
 
   opt.inputs.label = label;
@@ -170,16 +170,14 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
   // A sharded flow: each rank's params, params_shard<r>.bin beside the build.
   if (df->ranks > 1) {
     if (cmd.dir.empty())
-      return report(usage(fmt::format("a flow of {} ranks replays from its build folder (DIR), where "
+      return usage(fmt::format("a flow of {} ranks replays from its build folder (DIR), where "
                                       "params_shard<r>.bin are",
-                                      df->ranks)),
-                    err);
+                                      df->ranks));
     for (int r = 0; r < df->ranks; ++r) {
       const std::string f = join(cmd.dir, fmt::format("params_shard{}.bin", r));
       if (!file_exists(f))
-        return report(file_error(f, fmt::format("no such file: rank {} of {} needs its params", r, df->ranks),
-                                 ExitCode::NoInput),
-                      err);
+        return file_error(f, fmt::format("no such file: rank {} of {} needs its params", r, df->ranks),
+                                 ExitCode::NoInput);
       opt.rank_params.push_back(f);
     }
   }
@@ -215,24 +213,23 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
       if (opt.modules.size() == before) break;
     }
   if (!cmd.nodes.empty()) {
-    if (Status s = resolve_nodes(*df, cmd.nodes, &opt.slice_first, &opt.slice_last); !s) return report(s.error(), err);
+    if (Status s = resolve_nodes(*df, cmd.nodes, &opt.slice_first, &opt.slice_last); !s) return s.error();
     opt.inputs_from = cmd.inputs_from;
     if (opt.inputs_from.empty())
-      return report(usage("--nodes needs --inputs-from DUMP_DIR (the dumps of a full run with --dump-dir)"), err);
+      return usage("--nodes needs --inputs-from DUMP_DIR (the dumps of a full run with --dump-dir)");
     if (!is_directory(opt.inputs_from))
-      return report(file_error(opt.inputs_from, "no such directory (--inputs-from)", ExitCode::NoInput), err);
+      return file_error(opt.inputs_from, "no such directory (--inputs-from)", ExitCode::NoInput);
     if (!cmd.expect.empty() || !cmd.output_dir.empty())
-      return report(usage("--nodes compares the slice with the dumps: drop --expect and --output-dir"), err);
+      return usage("--nodes compares the slice with the dumps: drop --expect and --output-dir");
   } else if (!cmd.inputs_from.empty()) {
-    return report(usage("--inputs-from goes with --nodes"), err);
+    return usage("--inputs-from goes with --nodes");
   }
   if (!cmd.compare_dumps.empty()) {
     if (!is_directory(cmd.compare_dumps))
-      return report(file_error(cmd.compare_dumps, "no such directory (--compare-dumps)", ExitCode::NoInput), err);
+      return file_error(cmd.compare_dumps, "no such directory (--compare-dumps)", ExitCode::NoInput);
     if (!cmd.dump_dir.empty() && same_file(cmd.dump_dir, cmd.compare_dumps))
-      return report(usage("--compare-dumps and --dump-dir name the same folder: the dumps would be overwritten as "
-                          "they are compared"),
-                    err);
+      return usage("--compare-dumps and --dump-dir name the same folder: the dumps would be overwritten as "
+                          "they are compared");
     opt.compare_dir = cmd.compare_dumps;
   }
   if (!cmd.no_expect && cmd.nodes.empty()) {
@@ -262,13 +259,12 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
       f = join(cmd.dir, "reference/nodes.json");
     if (!f.empty()) {
       Expected<NodeReferences> r = read_node_references(f, *df);
-      if (!r) return report(r.error(), err);
+      if (!r) return r.error();
       node_refs = std::move(*r);
       opt.node_checks = node_refs->checks;
     }
   } else if (!cmd.node_reference.empty()) {
-    return report(usage("--node-reference compares a whole run: drop --kernel and --nodes (or --no-node-reference)"),
-                  err);
+    return usage("--node-reference compares a whole run: drop --kernel and --nodes (or --no-node-reference)");
   }
   opt.warmup = cmd.warmup;
   opt.repeat = cmd.repeat;
@@ -300,9 +296,23 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
     if (!cmd.output_dir.empty() && cmd.kernel < 0)
       for (size_t i = 0; i < df->outputs.size() && !clash; ++i)
         clash = same_file(join(cmd.output_dir, fmt::format("output_{}.npy", i)), f);
-    if (clash) return report(usage(fmt::format("{}: an output would overwrite this input file", f)), err);
+    if (clash) return usage(fmt::format("{}: an output would overwrite this input file", f));
   }
 
+  ReplaySetup out;
+  out.flow = df.take();
+  out.options = std::move(opt);
+  out.node_refs = std::move(node_refs);
+  out.label = label;
+  return out;
+}
+
+int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream& err) {
+  Expected<ReplaySetup> setup = setup_replay(cmd, err);
+  if (!setup) return report(setup.error(), err);
+  const Dataflow* df = &setup->flow;
+  const ReplayOptions& opt = setup->options;
+  const std::optional<NodeReferences>& node_refs = setup->node_refs;
   std::ostream quiet(nullptr);
   Expected<ReplayReport> rep = replay(*df, opt, cmd.quiet ? quiet : err);
   if (!rep) return report(rep.error(), err);

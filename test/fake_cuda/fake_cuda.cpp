@@ -635,6 +635,17 @@ CUresult cuDeviceGet(int* dev, int ordinal) {
   return r;
 }
 
+/// One device (ordinal 0), as cuDeviceGet has it.
+CUresult cuDeviceGetCount(int* count) {
+  if (!count) {
+    log_line("cuDeviceGetCount -> %d", kInvalidValue);
+    return kInvalidValue;
+  }
+  *count = env_on("KDFLOW_FAKE_CUDA_NO_DEVICE") ? 0 : 1;
+  log_line("cuDeviceGetCount -> 0 count=%d", *count);
+  return kSuccess;
+}
+
 CUresult cuDeviceGetAttribute(int* value, int attrib, int dev) {
   switch (attrib) {
     case 1: *value = 1024; break;     // max threads per block
@@ -1626,6 +1637,7 @@ static const ProcEntry kProcs[] = {
     {"cuMemsetD8", 2000, nullptr},  // an older ABI
     {"cuMemsetD8", 3020, reinterpret_cast<void*>(&cuMemsetD8_v2)},
     {"cuLaunchKernel", 4000, reinterpret_cast<void*>(&cuLaunchKernel)},
+    {"cuDeviceGetCount", 2000, reinterpret_cast<void*>(&cuDeviceGetCount)},
     {"cuLaunchKernelEx", 11080, reinterpret_cast<void*>(&cuLaunchKernelEx)},
     {"cuGraphKernelNodeSetAttribute", 11000, reinterpret_cast<void*>(&cuGraphKernelNodeSetAttribute)},
     {"cuEventCreate", 2000, reinterpret_cast<void*>(&cuEventCreate)},

@@ -14,6 +14,7 @@
 #include "kdflow/driver/costs_command.h"
 #include "kdflow/driver/inspect.h"
 #include "kdflow/replay/replay.h"
+#include "kdflow/driver/codegen_command.h"
 #include "kdflow/driver/show.h"
 #include "kdflow/driver/view.h"
 #include "kdflow/driver/watchdog.h"
@@ -234,6 +235,22 @@ int main(int argc, char** argv) {
   replay->add_flag("-q,--quiet", rp.quiet, "No progress on stderr");
   add_build_inputs(replay, rp.extract);
 
+  kdflow::CodegenCommand cg;
+  CLI::App* codegen = app.add_subcommand(
+      "codegen", "Write the flow as a standalone C++17 program (CMake project; CUDA driver loaded at run time)");
+  codegen->add_option("DIR", cg.build.dir, "Build folder (extracted unless --flow; params, inputs, references from it)");
+  codegen->add_option("--flow", cg.build.flow, "Read the graph from a kdflow JSON instead of extracting");
+  codegen->add_option("-o,--out", cg.out, "Folder to write: new, empty, or written by kdflow codegen before")->required();
+  codegen->add_option("--module", cg.build.modules, "Device code (default DIR/device.cubin|.ptx or device_<i>.*)");
+  codegen->add_option("--params", cg.build.params, "Params file (default DIR/params.bin, or the executable's constants)");
+  codegen->add_option("--input", cg.build.inputs, "NAME=FILE.npy (repeatable; default DIR/input_<name>.npy)");
+  codegen->add_option("--expect", cg.build.expect, "Reference output .npy, in output order (default DIR/output_<i>.npy)");
+  codegen->add_flag("--no-expect", cg.build.no_expect, "Compare nothing");
+  codegen->add_option("--rtol", cg.build.rtol, "Relative tolerance the program compares with")->capture_default_str();
+  codegen->add_option("--atol", cg.build.atol, "Absolute tolerance the program compares with")->capture_default_str();
+  codegen->add_flag("-q,--quiet", cg.build.quiet, "No progress on stderr");
+  add_build_inputs(codegen, cg.build.extract);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -268,6 +285,10 @@ int main(int argc, char** argv) {
   if (costs->parsed()) {
     kdflow::Watchdog watchdog(limits, "kdflow costs");
     return kdflow::run_costs_command(co, std::cout, std::cerr);
+  }
+  if (codegen->parsed()) {
+    kdflow::Watchdog watchdog(limits, "kdflow codegen");
+    return kdflow::run_codegen_command(cg, std::cout, std::cerr);
   }
   if (inspect->parsed()) return kdflow::run_inspect_command(inspect_path, std::cout, std::cerr);
   if (replay->parsed()) {

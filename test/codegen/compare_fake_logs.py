@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Compares the fake CUDA driver's log of a program kdflow codegen wrote with its log of
+`kdflow replay` on the same flow (test/fake_cuda/fake_cuda.cpp writes both).
+
+The same allocations (sizes, in order), the same bytes uploaded (the fake's FNV-1a of each
+cuMemcpyHtoD, and where they land), and the same steps in the same order: every kernel launch
+(kernel, grid, block, dynamic shared memory, launch attributes, the packed parameter bytes) and
+every cuBLAS call (operation, sizes, leading dimensions, strides, operands). Device addresses
+are compared up to the renaming of allocations: a pointer is written a<k>+<offset>, k the
+allocation's rank among the log's cuMemAlloc calls.
+
+Replay makes `--runs` runs of the sequence (its checked run, then --warmup and --repeat runs);
+the program one (`run --repeat 1`): the replay log's steps are that many copies of the program's.
+
+Exit 0 when the logs agree, 1 with the first difference on stderr, 2 on bad usage.
+"""
+import argparse
+import re
+import struct
+import sys
+
+ALLOC = re.compile(r"^cuMemAlloc bytes=(\d+) -> 0 ptr=0x([0-9a-f]+)")
+HTOD = re.compile(r"^cuMemcpyHtoD dst=0x([0-9a-f]+) bytes=(\d+) -> 0 .*fnv=0x([0-9a-f]+)")
+LAUNCH = re.compile(r"^(cuLaunchKernel(?:Ex)?) name=(\S+) grid=(\S+) block=(\S+) smem=(\d+) .*captured=0 "
+                    r"param_bytes=(\d+) params=([0-9a-f]*) .*attrs=(\S+) -> 0")
+GEMM = re.compile(r"^(cublasSgemm\S*) handle=\S+ stream=\S+ (?:workspace=\S+ )?(.*) -> 0")
+
+
+class Log:
+    def __init__(self, path):
+        self.allocs = []   # (base, bytes)
+        self.uploads = []  # text
+        self.steps = []    # text
+        with open(path, errors="replace") as f:
+            lines = f.read().splitlines()
+        for line in lines:
+            m = ALLOC.match(line)
+            if m:
+                self.allocs.append((int(m.group(2), 16), int(m.group(1))))
+        for line in lines:
+            m = HTOD.match(line)
+            if m:
+                self.uploads.append(f"upload {m.group(2)} bytes to {self.where(int(m.group(1), 16))} "
+                                    f"fnv={m.group(3)}")
+                continue
+            m = LAUNCH.match(line)
+            if m:
+                api, name, grid, block, smem, nbytes, params, attrs = m.groups()
+                self.steps.append(f"{api} {name} grid={grid} block={block} smem={smem} attrs={attrs} "
+                                  f"params={self.params(bytes.fromhex(params))}")
+                continue
+            m = GEMM.match(line)
+            if m:
+                fields = re.sub(r"\b([ABC])=0x([0-9a-f]+)",
+                                lambda g: f"{g.group(1)}={self.where(int(g.group(2), 16))}", m.group(2))
+                self.steps.append(f"{m.group(1)} {fields}")
+
+    def where(self, address):
+        for k, (base, size) in enumerate(self.allocs):
+            if base <= address < base + max(size, 1):
+                return f"a{k}+{address - base}"
+        return f"0x{address:x}"
+
+    def params(self, raw):
+        """8-byte words that point into an allocation as a<k>+<offset>; other bytes as hex."""
+        out = []
+        i = 0
+        while i < len(raw):
+            if i % 8 == 0 and i + 8 <= len(raw):
+                (v,) = struct.unpack_from("<Q", raw, i)
+                w = self.where(v)
+                if not w.startswith("0x") and v != 0:
+                    out.append(w)
+                    i += 8
+                    continue
+            out.append(raw[i:i + 4].hex() if i + 4 <= len(raw) else raw[i:].hex())
+            i += 4 if i + 4 <= len(raw) else len(raw) - i
+        return ",".join(out)
+
+
+def first_difference(a, b, what):
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return f"{what} {i} differs:\n  program: {x}\n  replay:  {y}"
+    if len(a) != len(b):
+        return f"{what}s: the program has {len(a)}, replay {len(b)}"
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("program_log")
+    ap.add_argument("replay_log")
+    ap.add_argument("--runs", type=int, default=2, help="runs of the sequence in the replay log")
+    ap.add_argument("--min-steps", type=int, default=0, help="fail when the program makes fewer steps")
+    args = ap.parse_args()
+    prog, rep = Log(args.program_log), Log(args.replay_log)
+    problems = []
+    d = first_difference([s for _, s in prog.allocs], [s for _, s in rep.allocs], "allocation")
+    if d:
+        problems.append(d)
+    n = len(prog.steps)
+    if n < args.min_steps:
+        problems.append(f"the program made {n} steps, fewer than the {args.min_steps} of the flow")
+    if len(rep.steps) != args.runs * n:
+        problems.append(f"replay made {len(rep.steps)} steps in {args.runs} runs, the program {n} in one")
+    for run in range(args.runs):
+        d = first_difference(prog.steps, rep.steps[run * n:(run + 1) * n], f"step (replay run {run})")
+        if d:
+            problems.append(d)
+            break
+    # Uploads: the params and inputs, then each run's host copies (replay repeats those).
+    k = len(prog.uploads)
+    d = first_difference(prog.uploads, rep.uploads[:k], "upload")
+    if d:
+        problems.append(d)
+    if problems:
+        print("compare_fake_logs: " + "\n".join(problems), file=sys.stderr)
+        return 1
+    print(f"compare_fake_logs: {len(prog.allocs)} allocations, {len(prog.uploads)} uploads and {n} steps agree "
+          f"(replay: {args.runs} runs)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
