@@ -30,6 +30,11 @@
 #   --model DIR=FLOW  (repeatable) also replay a build made with kdflow_tvm (its input_*.npy,
 #                     output_<i>.npy and reference/ of every node's result) in eager, graph and
 #                     dag modes, from FLOW extracted on a machine with clang
+#   --codegen         also write each sample's, model's and session's program with kdflow codegen,
+#                     build it with CMake, run it (eager with --timing, and --graph) and compare
+#                     its outputs with TVM's (docs/codegen.md)
+#   --sharded DIR=FLOW  (repeatable) a tensor-parallel build's program (kdflow codegen; replay runs
+#                     sharded flows on the CPU back end only): every rank on this machine's GPUs
 # Exit status: 0 all runs passed; 1 a run failed or (without --allow-mismatch) an output
 # differed; 64 usage; 69 the build tools are missing.
 set -u
@@ -44,6 +49,8 @@ SHARED=../shared/samples
 DEPS=""
 ALLOW_MISMATCH=0
 SESSIONS=""
+CODEGEN=0
+SHARDED=""
 MODELS=""
 
 usage() { echo "gpu-check.sh: error: $1 (see the header of scripts/gpu-check.sh)" >&2; exit 64; }
@@ -78,7 +85,11 @@ while [ $# -gt 0 ]; do
     --model)
       [ $# -ge 2 ] && [ "${2#*=}" != "$2" ] || usage "--model needs DIR=FLOW"
       MODELS="$MODELS $2"; shift 2 ;;
-    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    --codegen) CODEGEN=1; shift ;;
+    --sharded)
+      [ $# -ge 2 ] && [ "${2#*=}" != "$2" ] || usage "--sharded needs DIR=FLOW"
+      SHARDED="$SHARDED $2"; shift 2 ;;
+    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
     *) usage "unknown option $1" ;;
   esac
 done
@@ -182,6 +193,48 @@ replay_row() {
   row "$label | $mode | $result | $outs | ${ksum:--} | ${e2e:--} | ${launches:--}"
 }
 
+# One program of kdflow codegen: generated, built with CMake, run eagerly with --timing and as a
+# CUDA graph; its outputs compared with the references by the program itself (exit 0/1).
+# codegen_row LABEL BASE ARGS... (ARGS: what kdflow codegen takes).
+codegen_row() {
+  local label=$1 base=$2; shift 2
+  rm -rf "$base.prog"
+  RUNS=$((RUNS + 1))
+  if ! "$KDFLOW" codegen "$@" -o "$base.prog" -q >"$base.codegen.txt" 2>&1; then
+    row "$label | codegen | exit: $(tail -1 "$base.codegen.txt" | cut -c1-120 | tr '|' '/') | - | - | - | -"
+    FAILED=$((FAILED + 1)); return
+  fi
+  if ! { cmake -S "$base.prog" -B "$base.prog/build" -DCMAKE_BUILD_TYPE=Release &&
+         cmake --build "$base.prog/build"; } >"$base.build.txt" 2>&1; then
+    row "$label | codegen | the program did not build ($base.build.txt) | - | - | - | -"
+    FAILED=$((FAILED + 1)); return
+  fi
+  local how hows="timing graph"
+  [ "${NO_GRAPH:-0}" = 1 ] && hows=timing
+  for how in $hows; do
+    [ "$how" = graph ] && RUNS=$((RUNS + 1))
+    local opt=(--repeat 20 --timing); [ "$how" = graph ] && opt=(--repeat 20 --graph)
+    local rc outs ksum launches e2e result
+    "$base.prog/build/run" "${opt[@]}" >"$base.run.$how.txt" 2>"$base.run.$how.err"
+    rc=$?
+    outs=$(awk '/^(rank [0-9]+ )?output [0-9]+ \(/ { n++; if ($0 !~ /: ok,/) bad++;
+                  for (i = 1; i < NF; i++) { if ($i == "abs" && $(i + 1) + 0 > a) a = $(i + 1) + 0;
+                                             if ($i == "rel" && $(i + 1) + 0 > r) r = $(i + 1) + 0 } }
+                END { if (!n) print "none compared"; else printf "%s (%g / %g)\n", bad ? bad "/" n " MISMATCH" : n "/" n " ok", a, r }' \
+           "$base.run.$how.txt")
+    ksum=$(sed -n "s/^\(rank 0 \)\{0,1\}sum of the steps' medians: \([0-9.]*\) us.*/\2/p" "$base.run.$how.txt" | head -1)
+    launches=$(grep -c "us  kernel " "$base.run.$how.txt")
+    [ "$how" = graph ] && launches=""
+    e2e=$(sed -n 's/^\(eager\|graph\): median \([0-9.]*\) us.*/\2/p' "$base.run.$how.txt" | head -1)
+    case $rc in
+      0) result=ok ;;
+      1) result="outputs differ"; MISMATCHED=$((MISMATCHED + 1)); [ "$ALLOW_MISMATCH" = 1 ] || FAILED=$((FAILED + 1)) ;;
+      *) result="exit $rc: $(tail -1 "$base.run.$how.err" | cut -c1-120 | tr '|' '/')"; FAILED=$((FAILED + 1)) ;;
+    esac
+    row "$label | codegen ($how) | $result | $outs | ${ksum:--} | ${e2e:--} | ${launches:--}"
+  done
+}
+
 FIRST=""
 for m in $SAMPLES; do
   [ -z "$FIRST" ] && FIRST=$m
@@ -198,6 +251,8 @@ for m in $SAMPLES; do
     # shellcheck disable=SC2086
     replay_row "$m" "$mode" "$OUT/$m.$mode" "samples/$m" --flow "test/golden/$m.json" --mode "$mode" $P --warmup 5
   done
+  # shellcheck disable=SC2086
+  [ "$CODEGEN" = 1 ] && codegen_row "$m" "$OUT/$m" "samples/$m" --flow "test/golden/$m.json" $P
 done
 
 # --- builds made with kdflow_tvm (a real TVM): outputs and every node's result -----------------
@@ -207,6 +262,15 @@ for pair in $MODELS; do
   for mode in eager graph dag; do
     replay_row "$m (build)" "$mode" "$OUT/build.$m.$mode" "$dir" --flow "$flow" --mode "$mode" --warmup 5
   done
+  [ "$CODEGEN" = 1 ] && codegen_row "$m (build)" "$OUT/build.$m" "$dir" --flow "$flow"
+done
+
+# --- tensor-parallel builds: their programs only (replay runs sharded flows on the CPU) -------
+for pair in $SHARDED; do
+  dir=${pair%%=*}; flow=${pair#*=}
+  T=""; grep -q '"dtype": "float16"' "$flow" && T="--rtol 0.05 --atol 0.05"
+  # shellcheck disable=SC2086
+  NO_GRAPH=1 codegen_row "$(basename "$dir") (sharded)" "$OUT/sharded.$(basename "$dir")" "$dir" --flow "$flow" $T
 done
 
 # --- LLM sessions: eager, graph and dag (the KV cache's host copies as copy nodes) ------------
@@ -225,6 +289,8 @@ for pair in $SESSIONS; do
     replay_row "$label" "$mode" "$OUT/$(basename "$dir").$(basename "$flow" .json).$mode" \
       "$dir" --flow "$flow" --mode "$mode" $T --warmup 2
   done
+  # shellcheck disable=SC2086
+  [ "$CODEGEN" = 1 ] && codegen_row "$label" "$OUT/$(basename "$dir").$(basename "$flow" .json)" "$dir" --flow "$flow" $T
 done
 
 # --- guard once, a Chrome trace --------------------------------------------------------

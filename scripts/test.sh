@@ -31,7 +31,7 @@ grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja' build/CMakeCache.txt && keep_going=(-k
 ci_split=0
 [ "${KDFLOW_TEST_SANITIZERS:-0}" = 1 ] && ci_split=1
 targets=()
-[ "$ci_split" = 1 ] && targets=(--target kdflow)
+[ "$ci_split" = 1 ] && targets=(--target kdflow kdflow_fake_cuda kdflow_fake_cublas)
 build_status=0
 cmake --build build -j2 "${targets[@]}" -- "${keep_going[@]}" || build_status=$?
 

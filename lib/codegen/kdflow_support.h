@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdarg>
@@ -750,6 +751,11 @@ inline Options parse_options(int argc, char** argv, const char* usage, double rt
   }
   if (o.graph && o.timing) fail(kUsage, "--timing times the kernels of eager runs; drop --graph");
   return o;
+}
+
+/// Microseconds on the host's monotonic clock.
+inline double now_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 inline double median(std::vector<double> v) {

@@ -368,6 +368,7 @@ class Generator {
                      copies_from_, copies_to_);
     o += fmt::format("constexpr size_t kTimedSteps = {};  // kernels and library calls of one run\n\n",
                      timed_steps());
+    o += step_names_text();
     o += modules_text();
     o += memory_text();
     o += kernels_text();
@@ -382,6 +383,20 @@ class Generator {
     o += "}  // namespace\n\n";
     o += main_text();
     return o;
+  }
+
+  std::string step_names_text() const {
+    std::string o = "/// What each timed step is (--timing).\nconst char* const kStepNames[kTimedSteps + 1] = {";
+    for (const Step& s : steps_) {
+      if (s.kind == Step::Launch) {
+        const PlanLaunch& l = plan_.launches[s.index];
+        o += fmt::format("\n    \"kernel {} {}\",", l.kernel, escape(l.name));
+      } else if (s.kind == Step::Call && !is_collective(s)) {
+        const PlanLibraryCall& c = plan_.library_calls[s.index];
+        o += fmt::format("\n    \"library call {} {}\",", c.call, escape(c.name));
+      }
+    }
+    return o + "\n    \"\"};\n\n";
   }
 
   std::string modules_text() const {
@@ -784,27 +799,39 @@ class Generator {
            "    r.gpu.capturing = false;\n"
            "    driver.check(driver.cuStreamEndCapture(r.gpu.stream, &graph), \"cuStreamEndCapture\");\n"
            "    driver.check(driver.cuGraphInstantiateWithFlags(&exec, graph, 0), \"cuGraphInstantiateWithFlags\");\n"
-           "    for (int i = 0; i < opt.repeat; ++i) driver.check(driver.cuGraphLaunch(exec, r.gpu.stream), "
-           "\"cuGraphLaunch\");\n"
-           "    r.gpu.sync();\n";
+           "    std::vector<double> wall;\n"
+           "    for (int i = 0; i < opt.repeat; ++i) {\n"
+           "      const double t0 = kd::now_us();\n"
+           "      driver.check(driver.cuGraphLaunch(exec, r.gpu.stream), \"cuGraphLaunch\");\n"
+           "      r.gpu.sync();\n"
+           "      wall.push_back(kd::now_us() - t0);\n"
+           "    }\n"
+           "    std::printf(\"graph: median %.2f us per launch of the whole graph (%d launches)\\n\", kd::median(wall),\n"
+           "                opt.repeat);\n";
     }
     o += "  } else {\n";
-    o += "    std::vector<std::vector<double>> us(kRanks, std::vector<double>());\n";
     o += "    std::vector<std::vector<std::vector<double>>> per_step(kRanks, std::vector<std::vector<double>>(kTimedSteps));\n";
+    o += "    std::vector<double> wall;\n";
     o += "    for (int i = 0; i < opt.repeat; ++i) {\n";
     o += "      if (opt.timing)\n        for (Rank& r : ranks) r.gpu.start_timing(kTimedSteps);\n";
+    o += "      const double t0 = kd::now_us();\n";
     o += fmt::format("      {};\n", run);
-    o += "      for (Rank& r : ranks) {\n        r.gpu.sync();\n"
-         "        if (!opt.timing) continue;\n"
+    o += "      for (Rank& r : ranks) r.gpu.sync();\n"
+         "      wall.push_back(kd::now_us() - t0);\n"
+         "      if (!opt.timing) continue;\n"
+         "      for (Rank& r : ranks)\n"
          "        for (size_t s = 0; s < kTimedSteps; ++s) per_step[static_cast<size_t>(r.index)][s].push_back(r.gpu.step_us(s));\n"
-         "      }\n    }\n";
+         "    }\n";
+    o += "    std::printf(\"eager: median %.2f us per run, host clock, launches included (%d runs)\\n\", kd::median(wall),\n"
+         "                opt.repeat);\n";
     o += "    if (opt.timing)\n"
          "      for (int rank = 0; rank < kRanks; ++rank) {\n"
          "        double total = 0;\n"
          "        for (size_t s = 0; s < kTimedSteps; ++s) {\n"
          "          const double m = kd::median(per_step[static_cast<size_t>(rank)][s]);\n"
          "          total += m;\n"
-         "          std::printf(\"%sstep %zu: %.2f us\\n\", kRanks > 1 ? (\"rank \" + std::to_string(rank) + \" \").c_str() : \"\", s, m);\n"
+         "          std::printf(\"%s%9.2f us  %s\\n\", kRanks > 1 ? (\"rank \" + std::to_string(rank) + \" \").c_str() : \"\", m,\n"
+         "                      kStepNames[s]);\n"
          "        }\n"
          "        std::printf(\"%ssum of the steps' medians: %.2f us over %d runs\\n\",\n"
          "                    kRanks > 1 ? (\"rank \" + std::to_string(rank) + \" \").c_str() : \"\", total, opt.repeat);\n"
@@ -833,11 +860,11 @@ class Generator {
 
   std::string readme() const {
     std::string o = fmt::format("# {}: TVM's kernels as a program of its own\n\n", in_.title);
-    o += fmt::format("Written by `{}`. It launches the {} kernel{}{}{} of the model in the order TVM's runtime "
+    o += fmt::format("Written by `{} -o {}`. It launches the {} kernel{}{}{} of the model in the order TVM's runtime "
                      "launches them, with the same grids, blocks, shared memory and arguments, on buffers of the "
                      "same sizes, then compares the outputs with TVM's{}. It needs no TVM, kdflow or CUDA toolkit: "
                      "the CUDA driver (`libcuda.so.1`) is loaded when it runs.\n\n",
-                     in_.command, plan_.launches.size(), plan_.launches.size() == 1 ? "" : "s",
+                     in_.command, in_.out_name, plan_.launches.size(), plan_.launches.size() == 1 ? "" : "s",
                      has_blas() ? ", the cuBLAS calls" : "",
                      plan_.host_copies.empty() ? "" : ", the KV cache's host copies",
                      ranks_ > 1 ? fmt::format(" and the collectives of its {} ranks", ranks_) : "",

@@ -128,7 +128,7 @@ int run_codegen_command(const CodegenCommand& cmd, std::ostream& out, std::ostre
     in.command += " --function " + cmd.build.extract.function;
   }
   if (df.ranks > 1) in.title += fmt::format(", {} ranks", df.ranks);
-  in.command += " -o " + name_of(cmd.out);
+  in.out_name = name_of(cmd.out);
 
   Expected<std::vector<codegen::GeneratedFile>> files = codegen::generate_program(in);
   if (!files) return report(files.error(), err);

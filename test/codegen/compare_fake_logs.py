@@ -87,14 +87,58 @@ def first_difference(a, b, what):
     return None
 
 
+def same_on_every_rank(prog, ranks, min_steps):
+    """A sharded program (no replay on CUDA to compare with): its allocations are one block per
+    rank, and every rank makes the same steps on its own block, at least min_steps of them."""
+    a = len(prog.allocs)
+    if a % ranks:
+        return [f"{a} allocations do not split over {ranks} ranks"]
+    per = a // ranks
+    sizes = [s for _, s in prog.allocs]
+    problems = []
+    for r in range(1, ranks):
+        if sizes[r * per:(r + 1) * per] != sizes[:per]:
+            problems.append(f"rank {r}'s allocations differ from rank 0's")
+    seqs = [[] for _ in range(ranks)]
+    for step in prog.steps:
+        ks = [int(k) for k in re.findall(r"a(\d+)\+", step)]
+        if not ks:
+            problems.append(f"a step with no pointer into an allocation: {step}")
+            continue
+        owner = {k // per for k in ks}
+        if len(owner) != 1:
+            problems.append(f"a step touches several ranks' memory: {step}")
+            continue
+        r = owner.pop()
+        seqs[r].append(re.sub(r"a(\d+)\+", lambda m: f"a{int(m.group(1)) % per}+", step))
+    for r in range(ranks):
+        if len(seqs[r]) < min_steps:
+            problems.append(f"rank {r} made {len(seqs[r])} steps, fewer than the {min_steps} of the flow")
+        d = first_difference(seqs[r], seqs[0], f"step of rank {r} against rank 0's")
+        if d:
+            problems.append(d)
+    return problems
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("program_log")
     ap.add_argument("replay_log")
     ap.add_argument("--runs", type=int, default=2, help="runs of the sequence in the replay log")
     ap.add_argument("--min-steps", type=int, default=0, help="fail when the program makes fewer steps")
+    ap.add_argument("--ranks", type=int, default=1,
+                    help="a sharded program: with replay_log '-', check that every rank makes the same steps")
     args = ap.parse_args()
-    prog, rep = Log(args.program_log), Log(args.replay_log)
+    prog = Log(args.program_log)
+    if args.replay_log == "-":
+        problems = same_on_every_rank(prog, args.ranks, args.min_steps) if args.ranks > 1 else ["no replay log"]
+        if problems:
+            print("compare_fake_logs: " + "\n".join(problems), file=sys.stderr)
+            return 1
+        print(f"compare_fake_logs: {args.ranks} ranks make the same {len(prog.steps) // args.ranks} steps on their "
+              f"own {len(prog.allocs) // args.ranks} allocations")
+        return 0
+    rep = Log(args.replay_log)
     problems = []
     d = first_difference([s for _, s in prog.allocs], [s for _, s in rep.allocs], "allocation")
     if d:

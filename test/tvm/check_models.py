@@ -6,6 +6,9 @@ installed tvm_ffi package); replay --backend cpu matches TVM's outputs and every
 Then a flow with two same-size inputs of one kernel swapped must fail and name that node.
 Sharded (tensor-parallel) builds (sharded_models.py) get check_sharded instead: what TVM built
 is asserted; what kdflow extract says of them is recorded in the model's folder, not asserted.
+Every model's program from kdflow codegen (issue 42) is built warning-free and its driver calls
+compared with replay's on the fake driver ($KDFLOW_FAKE_CUDA, $KDFLOW_FAKE_CUBLAS;
+test/codegen/codegen_check.py); skipped with a line where the fake driver is not built.
 Exits 77 (ctest: skipped) when MODELS_DIR holds no models (build_models.py skipped)."""
 
 from __future__ import annotations
@@ -29,7 +32,32 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from builtin_models import EXPECT  # noqa: E402
 from sharded_models import EXPECT as SHARDED  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "codegen"))
+from codegen_check import Checker  # noqa: E402
+
 failures: List[str] = []
+codegen: Dict[str, Any] = {}
+
+
+def check_codegen(kdflow: str, d: str, args: List[str], ranks: int = 1) -> None:
+    """kdflow codegen's program for this build: built with -Wall -Wextra -Werror, run on the fake
+    driver, its allocations, uploads and launches those of replay's first run (a sharded build:
+    the same on every rank)."""
+    if "checker" not in codegen:
+        fake, blas = os.environ.get("KDFLOW_FAKE_CUDA", ""), os.environ.get("KDFLOW_FAKE_CUBLAS", "")
+        if not (os.path.exists(fake) and os.path.exists(blas) and shutil.which("cmake")):
+            print("skip  codegen: the fake CUDA driver (KDFLOW_FAKE_CUDA, KDFLOW_FAKE_CUBLAS) or cmake is missing; "
+                  "no program is built")
+            codegen["checker"] = None
+        else:
+            codegen["checker"] = Checker(kdflow, fake, blas, tempfile.mkdtemp(prefix="kdflow_codegen."), plant=False)
+    c = codegen["checker"]
+    if c is None:
+        return
+    before = len(c.failures)
+    c.check(os.path.basename(d), [d, *args], ranks)
+    expect(len(c.failures) == before, f"{os.path.basename(d)}: kdflow codegen's program "
+           f"({c.failures[-1] if len(c.failures) > before else ''})")
 
 
 def run(cmd: List[str], **kw) -> subprocess.CompletedProcess:
@@ -775,7 +803,11 @@ def main() -> int:
         for n in names:
             if n in SHARDED:  # issue 41: TVM's side and kdflow's (extract, replay across ranks)
                 check_sharded(kdflow, os.path.join(models, n), SHARDED[n], tmp)
+                session = ["--session", "prefill:7,decode:2"] if SHARDED[n].get("session") else []
+                check_codegen(kdflow, os.path.join(models, n), session, SHARDED[n]["ranks"])
                 continue
+            if n.startswith("llm"):
+                check_codegen(kdflow, os.path.join(models, n), ["--session", "prefill:7,decode:2"])
             if n.startswith("llm"):  # every launch of its sessions against the executing oracle
                 check_llm_oracle(kdflow, os.path.join(models, n), tmp, expect, oracle_includes())
             if n in ("llm", "llm_graph"):
@@ -785,6 +817,7 @@ def main() -> int:
                 check_llm_sessions(kdflow, os.path.join(models, n), tmp, 0.05 if n == "llm_f16" else None)
                 continue
             check_model(kdflow, os.path.join(models, n), shared, tmp)
+            check_codegen(kdflow, os.path.join(models, n), vm_function(os.path.join(models, n)))
             if n in EXPECT:
                 check_builtin_model(kdflow, os.path.join(models, n), EXPECT[n], tmp)
         if os.path.isdir(os.path.join(models, "relay_cnn")):  # Relay (TVM 0.19): the fire module's concat
@@ -794,6 +827,10 @@ def main() -> int:
             check_params_beside(kdflow, os.path.join(models, "mlp"), tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if codegen.get("checker"):
+            c = codegen["checker"]
+            print("codegen: seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in c.seconds.items()))
+            shutil.rmtree(c.work, ignore_errors=True)
     if failures:
         print(f"check_models: {len(failures)} failed", file=sys.stderr)
         return 1

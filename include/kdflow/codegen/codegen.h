@@ -26,8 +26,10 @@ struct ProgramInput {
   double atol = 1e-5;
   /// What the program is of ("mlp", "llm (session prefill:7,decode:2)"), for its comments.
   std::string title;
-  /// The kdflow command that made it, without directories, for the README.
+  /// The kdflow command that made it, without directories and without -o (run.cpp's first lines).
   std::string command;
+  /// The output folder's name (the README's command line adds -o NAME).
+  std::string out_name;
 };
 
 struct GeneratedFile {
