@@ -15,7 +15,8 @@ declare -A allowed=(
   [emit]="support ir analysis emit"
   [frontend]="support ir formats analysis frontend"
   [replay]="support ir formats analysis replay"
-  [driver]="support ir formats analysis emit frontend replay driver"
+  [codegen]="support ir formats analysis replay codegen"
+  [driver]="support ir formats analysis emit frontend replay codegen driver"
 )
 # The one exception: replay's options carry the front end's input options (ExtractInputs).
 exception='^include/kdflow/replay/replay\.h:.*"kdflow/frontend/extract\.h"'
@@ -34,7 +35,7 @@ for folder in "${!allowed[@]}"; do
     done < <(grep -rnE '#include "kdflow/[a-z]+/' "$dir" || true)
   done
 done
-for folder in support formats ir analysis emit frontend; do
+for folder in support formats ir analysis emit frontend codegen; do
   while IFS= read -r hit; do
     [ -n "$hit" ] || continue
     echo "check-layout: $hit: $folder/ must not print (return the result; the driver prints)"
