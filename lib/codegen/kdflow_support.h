@@ -117,8 +117,8 @@ struct Driver {
   CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t) = nullptr;
   CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream) = nullptr;
   CUresult (*cuMemHostAlloc)(void**, size_t, unsigned) = nullptr;
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             CUstream, void**, void**) = nullptr;
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                             void**, void**) = nullptr;
   CUresult (*cuLaunchKernelEx)(const LaunchConfig*, CUfunction, void**, void**) = nullptr;
   CUresult (*cuEventCreate)(CUevent*, unsigned) = nullptr;
   CUresult (*cuEventRecord)(CUevent, CUstream) = nullptr;
@@ -135,7 +135,8 @@ struct Driver {
     const char* env = std::getenv("KDFLOW_CUDA_LIBRARY");
     path = env && *env ? env : "libcuda.so.1";
     lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!lib) fail(kNoGpu, "%s: cannot load the CUDA driver (%s); this program needs an NVIDIA GPU", path.c_str(), dlerror());
+    if (!lib)
+      fail(kNoGpu, "%s: cannot load the CUDA driver (%s); this program needs an NVIDIA GPU", path.c_str(), dlerror());
     find(cuInit, "cuInit");
     find(cuDeviceGetCount, "cuDeviceGetCount");
     find(cuDeviceGet, "cuDeviceGet");
@@ -297,14 +298,17 @@ struct Cublas {
   void load() {
     const char* env = std::getenv("KDFLOW_CUBLAS_LIBRARY");
     std::vector<std::string> names;
-    if (env && *env) names.push_back(env);
-    else names = {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"};
+    if (env && *env)
+      names.push_back(env);
+    else
+      names = {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"};
     for (const std::string& n : names)
       if ((lib = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr) {
         path = n;
         break;
       }
-    if (!lib) fail(kNoGpu, "%s: cannot load cuBLAS, which this model calls (set KDFLOW_CUBLAS_LIBRARY)", names[0].c_str());
+    if (!lib)
+      fail(kNoGpu, "%s: cannot load cuBLAS, which this model calls (set KDFLOW_CUBLAS_LIBRARY)", names[0].c_str());
     find(create, "cublasCreate_v2");
     find(set_stream, "cublasSetStream_v2");
     find(sgemm, "cublasSgemm_v2");
@@ -344,7 +348,7 @@ struct Gpu {
   const char* pinned_base = nullptr;      ///< --graph: the host copies' bytes in page-locked memory
   uint64_t pinned_from = 0;               ///< their offset in data.bin
   Cublas* blas = nullptr;
-  bool timing = false;                    ///< --timing: an event after every step
+  bool timing = false;  ///< --timing: an event after every step
   std::vector<CUevent> events;
   size_t step = 0;
 
@@ -414,7 +418,8 @@ struct Gpu {
   }
   void sync() { d->check(d->cuCtxSynchronize(), "cuCtxSynchronize"); }
 
-  void launch(Kernel& k, Dim3 grid, Dim3 block, unsigned shared_memory, Params& p, unsigned attributes = kNoAttributes) {
+  void launch(Kernel& k, Dim3 grid, Dim3 block, unsigned shared_memory, Params& p,
+              unsigned attributes = kNoAttributes) {
     size_t size = p.size();
     void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, p.data(), CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
     void** ex = size ? extra : nullptr;
@@ -434,9 +439,9 @@ struct Gpu {
       LaunchConfig c{grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_memory, stream, attrs, n};
       d->check(d->cuLaunchKernelEx(&c, k.f, nullptr, ex), (std::string("cuLaunchKernelEx of ") + k.name).c_str());
     } else {
-      d->check(d->cuLaunchKernel(k.f, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_memory, stream,
-                                 nullptr, ex),
-               (std::string("cuLaunchKernel of ") + k.name).c_str());
+      d->check(
+          d->cuLaunchKernel(k.f, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_memory, stream, nullptr, ex),
+          (std::string("cuLaunchKernel of ") + k.name).c_str());
     }
     mark();
   }
@@ -457,19 +462,19 @@ struct Gpu {
   void sgemm(bool transa, bool transb, int m, int n, int k, CUdeviceptr a, int lda, CUdeviceptr b, int ldb,
              CUdeviceptr c, int ldc, const char* what) {
     const float one = 1.0f, zero = 0.0f;
-    blas->check(blas->sgemm(blas->handle, transb ? 1 : 0, transa ? 1 : 0, m, n, k, &one, as_float(b), ldb,
-                            as_float(a), lda, &zero, as_float(c), ldc),
+    blas->check(blas->sgemm(blas->handle, transb ? 1 : 0, transa ? 1 : 0, m, n, k, &one, as_float(b), ldb, as_float(a),
+                            lda, &zero, as_float(c), ldc),
                 what);
     mark();
   }
   void sgemm_batched(bool transa, bool transb, int m, int n, int k, CUdeviceptr a, int lda, long long stride_a,
-                     CUdeviceptr b, int ldb, long long stride_b, CUdeviceptr c, int ldc, long long stride_c,
-                     int batch, const char* what) {
+                     CUdeviceptr b, int ldb, long long stride_b, CUdeviceptr c, int ldc, long long stride_c, int batch,
+                     const char* what) {
     const float one = 1.0f, zero = 0.0f;
-    blas->check(blas->sgemm_strided_batched(blas->handle, transb ? 1 : 0, transa ? 1 : 0, m, n, k, &one,
-                                            as_float(b), ldb, stride_b, as_float(a), lda, stride_a, &zero,
-                                            as_float(c), ldc, stride_c, batch),
-                what);
+    blas->check(
+        blas->sgemm_strided_batched(blas->handle, transb ? 1 : 0, transa ? 1 : 0, m, n, k, &one, as_float(b), ldb,
+                                    stride_b, as_float(a), lda, stride_a, &zero, as_float(c), ldc, stride_c, batch),
+        what);
     mark();
   }
 
@@ -504,15 +509,40 @@ struct Gpu {
 // Collectives between ranks (a tensor-parallel build), made on the host: each rank's bytes
 // downloaded, combined as the disco runtime's NCCL calls would, the result uploaded.
 
-enum class DType { Bool, Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64, Float16, BFloat16, Float32, Float64 };
+enum class DType {
+  Bool,
+  Int8,
+  Int16,
+  Int32,
+  Int64,
+  UInt8,
+  UInt16,
+  UInt32,
+  UInt64,
+  Float16,
+  BFloat16,
+  Float32,
+  Float64
+};
 enum class Reduce { Sum, Prod, Min, Max, Avg };
 
 inline size_t dtype_bytes(DType t) {
   switch (t) {
-    case DType::Bool: case DType::Int8: case DType::UInt8: return 1;
-    case DType::Int16: case DType::UInt16: case DType::Float16: case DType::BFloat16: return 2;
-    case DType::Int32: case DType::UInt32: case DType::Float32: return 4;
-    default: return 8;
+    case DType::Bool:
+    case DType::Int8:
+    case DType::UInt8:
+      return 1;
+    case DType::Int16:
+    case DType::UInt16:
+    case DType::Float16:
+    case DType::BFloat16:
+      return 2;
+    case DType::Int32:
+    case DType::UInt32:
+    case DType::Float32:
+      return 4;
+    default:
+      return 8;
   }
 }
 
@@ -562,19 +592,32 @@ inline double element(const char* bytes, DType t, size_t i) {
     return v;
   };
   switch (t) {
-    case DType::Bool: return get(uint8_t{}) != 0 ? 1.0 : 0.0;
-    case DType::Int8: return get(int8_t{});
-    case DType::Int16: return get(int16_t{});
-    case DType::Int32: return get(int32_t{});
-    case DType::Int64: return static_cast<double>(get(int64_t{}));
-    case DType::UInt8: return get(uint8_t{});
-    case DType::UInt16: return get(uint16_t{});
-    case DType::UInt32: return get(uint32_t{});
-    case DType::UInt64: return static_cast<double>(get(uint64_t{}));
-    case DType::Float16: return half_to_double(get(uint16_t{}));
-    case DType::BFloat16: return bf16_to_double(get(uint16_t{}));
-    case DType::Float32: return get(float{});
-    case DType::Float64: return get(double{});
+    case DType::Bool:
+      return get(uint8_t{}) != 0 ? 1.0 : 0.0;
+    case DType::Int8:
+      return get(int8_t{});
+    case DType::Int16:
+      return get(int16_t{});
+    case DType::Int32:
+      return get(int32_t{});
+    case DType::Int64:
+      return static_cast<double>(get(int64_t{}));
+    case DType::UInt8:
+      return get(uint8_t{});
+    case DType::UInt16:
+      return get(uint16_t{});
+    case DType::UInt32:
+      return get(uint32_t{});
+    case DType::UInt64:
+      return static_cast<double>(get(uint64_t{}));
+    case DType::Float16:
+      return half_to_double(get(uint16_t{}));
+    case DType::BFloat16:
+      return bf16_to_double(get(uint16_t{}));
+    case DType::Float32:
+      return get(float{});
+    case DType::Float64:
+      return get(double{});
   }
   return 0;
 }
@@ -595,7 +638,10 @@ inline std::string reduce(const std::vector<std::string>& sent, DType t, Reduce 
       T acc = at(sent[0]);
       for (size_t r = 1; r < sent.size(); ++r) {
         T v = at(sent[r]);
-        acc = op == Reduce::Prod ? T(acc * v) : op == Reduce::Min ? std::min(acc, v) : op == Reduce::Max ? std::max(acc, v) : T(acc + v);
+        acc = op == Reduce::Prod  ? T(acc * v)
+              : op == Reduce::Min ? std::min(acc, v)
+              : op == Reduce::Max ? std::max(acc, v)
+                                  : T(acc + v);
       }
       if (op == Reduce::Avg) acc = T(acc / static_cast<T>(sent.size()));
       std::memcpy(&out[i * sizeof(T)], &acc, sizeof(T));
@@ -609,22 +655,42 @@ inline std::string reduce(const std::vector<std::string>& sent, DType t, Reduce 
       float acc = at(sent[0]);
       for (size_t r = 1; r < sent.size(); ++r) {
         float v = at(sent[r]);
-        acc = op == Reduce::Prod ? acc * v : op == Reduce::Min ? std::min(acc, v) : op == Reduce::Max ? std::max(acc, v) : acc + v;
+        acc = op == Reduce::Prod  ? acc * v
+              : op == Reduce::Min ? std::min(acc, v)
+              : op == Reduce::Max ? std::max(acc, v)
+                                  : acc + v;
       }
       if (op == Reduce::Avg) acc /= static_cast<float>(sent.size());
       uint16_t bits = bf ? float_to_bf16(acc) : float_to_half(acc);
       std::memcpy(&out[2 * i], &bits, 2);
     };
     switch (t) {
-      case DType::Float32: fold(float{}); break;
-      case DType::Float64: fold(double{}); break;
-      case DType::Int32: fold(int32_t{}); break;
-      case DType::Int64: fold(int64_t{}); break;
-      case DType::Int8: fold(int8_t{}); break;
-      case DType::UInt8: fold(uint8_t{}); break;
-      case DType::Float16: fold16(false); break;
-      case DType::BFloat16: fold16(true); break;
-      default: fail(kBadData, "a reduction of this element type is not modelled");
+      case DType::Float32:
+        fold(float{});
+        break;
+      case DType::Float64:
+        fold(double{});
+        break;
+      case DType::Int32:
+        fold(int32_t{});
+        break;
+      case DType::Int64:
+        fold(int64_t{});
+        break;
+      case DType::Int8:
+        fold(int8_t{});
+        break;
+      case DType::UInt8:
+        fold(uint8_t{});
+        break;
+      case DType::Float16:
+        fold16(false);
+        break;
+      case DType::BFloat16:
+        fold16(true);
+        break;
+      default:
+        fail(kBadData, "a reduction of this element type is not modelled");
     }
   }
   return out;
@@ -644,7 +710,9 @@ struct Check {
   double max_abs = 0, max_rel = 0;
 };
 
-inline bool is_integer(DType t) { return t != DType::Float16 && t != DType::BFloat16 && t != DType::Float32 && t != DType::Float64; }
+inline bool is_integer(DType t) {
+  return t != DType::Float16 && t != DType::BFloat16 && t != DType::Float32 && t != DType::Float64;
+}
 
 inline Check compare(const std::string& actual, DType at, const char* expected, DType et, uint64_t count, double rtol,
                      double atol) {
@@ -699,11 +767,11 @@ inline Check compare(const std::string& actual, DType at, const char* expected, 
 // Options.
 
 struct Options {
-  int repeat = 1;          ///< --repeat N: run the model N times (the outputs of the last run are compared)
-  bool timing = false;     ///< --timing: each kernel's time (median over the runs) with CUDA events
-  bool graph = false;      ///< --graph: capture one run as a CUDA graph and launch that
-  int gpu = -1;            ///< --gpu N: the device (default 0; a sharded model: rank r on GPU r mod count)
-  std::string data;        ///< --data DIR: where data.bin and the device code are
+  int repeat = 1;       ///< --repeat N: run the model N times (the outputs of the last run are compared)
+  bool timing = false;  ///< --timing: each kernel's time (median over the runs) with CUDA events
+  bool graph = false;   ///< --graph: capture one run as a CUDA graph and launch that
+  int gpu = -1;         ///< --gpu N: the device (default 0; a sharded model: rank r on GPU r mod count)
+  std::string data;     ///< --data DIR: where data.bin and the device code are
   double rtol = 1e-3, atol = 1e-5;
   bool quiet = false;
 };

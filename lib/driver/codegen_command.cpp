@@ -15,6 +15,7 @@
 #include "kdflow/codegen/codegen.h"
 #include "kdflow/driver/codegen_command.h"
 #include "kdflow/driver/commands.h"
+#include "kdflow/frontend/format_source.h"
 #include "kdflow/support/io.h"
 
 namespace kdflow {
@@ -132,6 +133,11 @@ int run_codegen_command(const CodegenCommand& cmd, std::ostream& out, std::ostre
 
   Expected<std::vector<codegen::GeneratedFile>> files = codegen::generate_program(in);
   if (!files) return report(files.error(), err);
+  // run.cpp in clang-format's style (the support header is kept so in the repository), and that
+  // style beside it for whoever edits the program.
+  for (codegen::GeneratedFile& f : *files)
+    if (f.path == "run.cpp") f.bytes = format_cpp_source(f.bytes);
+  files->push_back({".clang-format", source_format_style()});
 
   std::error_code ec;
   fs::create_directories(fs::path(cmd.out) / "data", ec);

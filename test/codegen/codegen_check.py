@@ -5,7 +5,8 @@ For one build (`one [options] -- ARGS...`, ARGS as kdflow codegen and replay tak
 --params, --session ...) or for every bundled sample with a golden flow (`samples`):
 
 1. `kdflow codegen ARGS -o OUT` writes the program;
-2. it is built with CMake and the system compiler, -Wall -Wextra -Werror;
+2. it is built with CMake and the system compiler, -Wall -Wextra -Werror, and (where clang-format
+   is installed) its sources are in the style of its .clang-format;
 3. `run` runs once on the fake driver, and `kdflow replay ARGS --warmup 0 --repeat 1` too,
    each writing the fake's log;
 4. compare_fake_logs.py compares the two logs: the same allocations, uploads and steps;
@@ -80,6 +81,10 @@ class Checker:
         rc, out = self.build(prog)
         if rc != 0:
             return self.fail(name, "the program does not build warning-free:\n" + out[-3000:])
+        if shutil.which("clang-format") and os.environ.get("KDFLOW_CODEGEN_FORMAT_CHECK", "1") == "1":
+            rc, out = sh(["clang-format", "--dry-run", "--Werror", "run.cpp", "kdflow_support.h"], cwd=prog)
+            if rc != 0:
+                return self.fail(name, "run.cpp is not in its .clang-format style:\n" + out[-2000:])
         plog, rlog = os.path.join(self.work, name + ".program.log"), os.path.join(self.work, name + ".replay.log")
         rc, out = self.run_program(prog, plog)
         if rc not in (0, 1):

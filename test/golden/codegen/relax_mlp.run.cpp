@@ -8,45 +8,40 @@
 
 namespace {
 
-constexpr int kRanks = 1;  // one GPU
-constexpr uint64_t kDataBytes = 9854184;  // data.bin
-constexpr uint64_t kDataHash = 0x02994e8643bf53ecull;  // its FNV-1a
+constexpr int kRanks = 1;                                               // one GPU
+constexpr uint64_t kDataBytes = 9854184;                                // data.bin
+constexpr uint64_t kDataHash = 0x02994e8643bf53ecull;                   // its FNV-1a
 constexpr uint64_t kHostCopiesFrom = 9854144, kHostCopiesTo = 9854144;  // the host copies' bytes in data.bin
-constexpr size_t kTimedSteps = 5;  // kernels and library calls of one run
+constexpr size_t kTimedSteps = 5;                                       // kernels and library calls of one run
 
 /// What each timed step is (--timing).
-const char* const kStepNames[kTimedSteps + 1] = {
-    "kernel 0 fused_matmul_add_relu_kernel",
-    "kernel 1 fused_matmul1_add1_relu1_kernel",
-    "kernel 2 fused_matmul2_add2_relu2_kernel",
-    "kernel 3 fused_matmul3_add3_kernel",
-    "kernel 4 log_softmax_kernel",
-    ""};
+const char* const kStepNames[kTimedSteps + 1] = {"kernel 0 fused_matmul_add_relu_kernel",
+                                                 "kernel 1 fused_matmul1_add1_relu1_kernel",
+                                                 "kernel 2 fused_matmul2_add2_relu2_kernel",
+                                                 "kernel 3 fused_matmul3_add3_kernel",
+                                                 "kernel 4 log_softmax_kernel",
+                                                 ""};
 
 /// The device modules, each as its alternative files (binaries first), in data/.
 const std::vector<kd::Module> kModules = {
-    {{"device_0.cubin"}},
-    {{"device_1.cubin"}},
-    {{"device_2.cubin"}},
-    {{"device_3.cubin"}},
-    {{"device_4.cubin"}}};
+    {{"device_0.cubin"}}, {{"device_1.cubin"}}, {{"device_2.cubin"}}, {{"device_3.cubin"}}, {{"device_4.cubin"}}};
 
 /// One rank's device memory: one allocation per storage id (TVM shares one among the buffers
 /// whose lifetimes do not overlap) and per workspace, in the order replay allocates them.
 struct Memory {
-  kd::CUdeviceptr sid0 = 0;  // 8000 bytes, storage 0: fused_matmul_add_relu, fused_matmul2_add2_relu2
-  kd::CUdeviceptr sid1 = 0;  // 4000 bytes, storage 1: fused_matmul1_add1_relu1
-  kd::CUdeviceptr sid2 = 0;  // 40 bytes, storage 2: fused_matmul3_add3
+  kd::CUdeviceptr sid0 = 0;         // 8000 bytes, storage 0: fused_matmul_add_relu, fused_matmul2_add2_relu2
+  kd::CUdeviceptr sid1 = 0;         // 4000 bytes, storage 1: fused_matmul1_add1_relu1
+  kd::CUdeviceptr sid2 = 0;         // 40 bytes, storage 2: fused_matmul3_add3
   kd::CUdeviceptr log_softmax = 0;  // 40 bytes, storage 3: log_softmax
-  kd::CUdeviceptr input0 = 0;  // 400 bytes, storage 4: input0
-  kd::CUdeviceptr const7 = 0;  // 160000 bytes, storage 5: const7
-  kd::CUdeviceptr const8 = 0;  // 1600 bytes, storage 6: const8
-  kd::CUdeviceptr const13 = 0;  // 1600000 bytes, storage 7: const13
-  kd::CUdeviceptr const14 = 0;  // 4000 bytes, storage 8: const14
-  kd::CUdeviceptr const17 = 0;  // 8000000 bytes, storage 9: const17
-  kd::CUdeviceptr const18 = 0;  // 8000 bytes, storage 10: const18
-  kd::CUdeviceptr const23 = 0;  // 80000 bytes, storage 11: const23
-  kd::CUdeviceptr const24 = 0;  // 40 bytes, storage 12: const24
+  kd::CUdeviceptr input0 = 0;       // 400 bytes, storage 4: input0
+  kd::CUdeviceptr const7 = 0;       // 160000 bytes, storage 5: const7
+  kd::CUdeviceptr const8 = 0;       // 1600 bytes, storage 6: const8
+  kd::CUdeviceptr const13 = 0;      // 1600000 bytes, storage 7: const13
+  kd::CUdeviceptr const14 = 0;      // 4000 bytes, storage 8: const14
+  kd::CUdeviceptr const17 = 0;      // 8000000 bytes, storage 9: const17
+  kd::CUdeviceptr const18 = 0;      // 8000 bytes, storage 10: const18
+  kd::CUdeviceptr const23 = 0;      // 80000 bytes, storage 11: const23
+  kd::CUdeviceptr const24 = 0;      // 40 bytes, storage 12: const24
 };
 
 /// The kernels, by their names in the device modules (and the dynamic shared memory to allow).
@@ -102,8 +97,8 @@ void upload(Rank& r, const kd::Data& data) {
 void node9_fused_matmul_add_relu(Rank& r) {
   // kernel 0: fused_matmul_add_relu_kernel
   kd::Params p0(32);
-  p0.ptr(0, r.mem.sid0);  // fused_matmul_add_relu (intermediate, float32 [1, 400]), write
-  p0.ptr(8, r.mem.input0);  // input0 (input, float32 [1, 100]), read
+  p0.ptr(0, r.mem.sid0);     // fused_matmul_add_relu (intermediate, float32 [1, 400]), write
+  p0.ptr(8, r.mem.input0);   // input0 (input, float32 [1, 100]), read
   p0.ptr(16, r.mem.const7);  // const7 (param, float32 [100, 400]), read
   p0.ptr(24, r.mem.const8);  // const8 (param, float32 [400]), read
   r.gpu.launch(r.k.fused_matmul_add_relu_kernel, {25, 1, 1}, {16, 16, 1}, 0, p0);
@@ -113,8 +108,8 @@ void node9_fused_matmul_add_relu(Rank& r) {
 void node10_fused_matmul1_add1_relu1(Rank& r) {
   // kernel 1: fused_matmul1_add1_relu1_kernel
   kd::Params p1(32);
-  p1.ptr(0, r.mem.sid1);  // fused_matmul1_add1_relu1 (intermediate, float32 [1, 1000]), write
-  p1.ptr(8, r.mem.sid0);  // fused_matmul_add_relu (intermediate, float32 [1, 400]), read
+  p1.ptr(0, r.mem.sid1);      // fused_matmul1_add1_relu1 (intermediate, float32 [1, 1000]), write
+  p1.ptr(8, r.mem.sid0);      // fused_matmul_add_relu (intermediate, float32 [1, 400]), read
   p1.ptr(16, r.mem.const13);  // const13 (param, float32 [400, 1000]), read
   p1.ptr(24, r.mem.const14);  // const14 (param, float32 [1000]), read
   r.gpu.launch(r.k.fused_matmul1_add1_relu1_kernel, {100, 1, 1}, {10, 16, 1}, 0, p1);
@@ -124,8 +119,8 @@ void node10_fused_matmul1_add1_relu1(Rank& r) {
 void node11_fused_matmul2_add2_relu2(Rank& r) {
   // kernel 2: fused_matmul2_add2_relu2_kernel
   kd::Params p2(32);
-  p2.ptr(0, r.mem.sid0);  // fused_matmul2_add2_relu2 (intermediate, float32 [1, 2000]), write
-  p2.ptr(8, r.mem.sid1);  // fused_matmul1_add1_relu1 (intermediate, float32 [1, 1000]), read
+  p2.ptr(0, r.mem.sid0);      // fused_matmul2_add2_relu2 (intermediate, float32 [1, 2000]), write
+  p2.ptr(8, r.mem.sid1);      // fused_matmul1_add1_relu1 (intermediate, float32 [1, 1000]), read
   p2.ptr(16, r.mem.const17);  // const17 (param, float32 [1000, 2000]), read
   p2.ptr(24, r.mem.const18);  // const18 (param, float32 [2000]), read
   r.gpu.launch(r.k.fused_matmul2_add2_relu2_kernel, {125, 1, 1}, {16, 16, 1}, 0, p2);
@@ -135,8 +130,8 @@ void node11_fused_matmul2_add2_relu2(Rank& r) {
 void node12_fused_matmul3_add3(Rank& r) {
   // kernel 3: fused_matmul3_add3_kernel
   kd::Params p3(32);
-  p3.ptr(0, r.mem.sid2);  // fused_matmul3_add3 (intermediate, float32 [1, 10]), write
-  p3.ptr(8, r.mem.sid0);  // fused_matmul2_add2_relu2 (intermediate, float32 [1, 2000]), read
+  p3.ptr(0, r.mem.sid2);      // fused_matmul3_add3 (intermediate, float32 [1, 10]), write
+  p3.ptr(8, r.mem.sid0);      // fused_matmul2_add2_relu2 (intermediate, float32 [1, 2000]), read
   p3.ptr(16, r.mem.const23);  // const23 (param, float32 [2000, 10]), read
   p3.ptr(24, r.mem.const24);  // const24 (param, float32 [10]), read
   r.gpu.launch(r.k.fused_matmul3_add3_kernel, {1, 1, 1}, {10, 16, 1}, 0, p3);
@@ -147,7 +142,7 @@ void node13_log_softmax(Rank& r) {
   // kernel 4: log_softmax_kernel
   kd::Params p4(16);
   p4.ptr(0, r.mem.log_softmax);  // log_softmax (output, float32 [1, 10]), write
-  p4.ptr(8, r.mem.sid2);  // fused_matmul3_add3 (intermediate, float32 [1, 10]), read
+  p4.ptr(8, r.mem.sid2);         // fused_matmul3_add3 (intermediate, float32 [1, 10]), read
   r.gpu.launch(r.k.log_softmax_kernel, {1, 1, 1}, {256, 1, 1}, 0, p4);
 }
 
@@ -163,15 +158,14 @@ void run_once(Rank& r, const kd::Data& data) {
 
 /// One output's comparison, as a line.
 [[maybe_unused]] void report(const kd::Check& c, int rank, int output, const char* name, int* compared, int* differ,
-            int* uninformative) {
+                             int* uninformative) {
   ++*compared;
   if (!c.pass) ++*differ;
   if (c.uninformative) ++*uninformative;
   std::printf("%soutput %d (%s): %s, %llu elements, %llu differ, max abs %.3g, max rel %.3g%s\n",
-              kRanks > 1 ? ("rank " + std::to_string(rank) + " ").c_str() : "", output, name,
-              c.pass ? "ok" : "DIFFERS", static_cast<unsigned long long>(c.elements),
-              static_cast<unsigned long long>(c.mismatches), c.max_abs, c.max_rel,
-              c.uninformative ? " (a constant array would pass too)" : "");
+              kRanks > 1 ? ("rank " + std::to_string(rank) + " ").c_str() : "", output, name, c.pass ? "ok" : "DIFFERS",
+              static_cast<unsigned long long>(c.elements), static_cast<unsigned long long>(c.mismatches), c.max_abs,
+              c.max_rel, c.uninformative ? " (a constant array would pass too)" : "");
 }
 
 /// The outputs after the last run, against TVM's references (replay's tolerances).
@@ -181,11 +175,13 @@ int check_outputs(std::vector<Rank>& ranks, const kd::Data& data, const kd::Opti
     r.gpu.sync();
     {  // output 0: log_softmax (output, float32 [1, 10]) against output_0.npy
       const std::string got = r.gpu.download(r.mem.log_softmax, 40, "output 0");
-      const kd::Check c = kd::compare(got, kd::DType::Float32, data.at(9854144), kd::DType::Float32, 10, opt.rtol, opt.atol);
+      const kd::Check c =
+          kd::compare(got, kd::DType::Float32, data.at(9854144), kd::DType::Float32, 10, opt.rtol, opt.atol);
       report(c, r.index, 0, "log_softmax", &compared, &differ, &uninformative);
     }
   }
-  if (compared == 0) std::printf("no output compared (no reference)\n");
+  if (compared == 0)
+    std::printf("no output compared (no reference)\n");
   else if (uninformative == compared)
     std::printf("note: each comparison would pass with a constant array: nothing was verified\n");
   return differ ? kd::kDiffer : kd::kMatch;
@@ -235,8 +231,7 @@ int main(int argc, char** argv) {
     }
     kd::CUgraph graph = nullptr;
     kd::CUgraphExec exec = nullptr;
-    driver.check(driver.cuStreamBeginCapture(r.gpu.stream, kd::CU_STREAM_CAPTURE_MODE_GLOBAL),
-                 "cuStreamBeginCapture");
+    driver.check(driver.cuStreamBeginCapture(r.gpu.stream, kd::CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
     r.gpu.capturing = true;
     run_once(r, data);
     r.gpu.capturing = false;
@@ -249,8 +244,7 @@ int main(int argc, char** argv) {
       r.gpu.sync();
       wall.push_back(kd::now_us() - t0);
     }
-    std::printf("graph: median %.2f us per launch of the whole graph (%d launches)\n", kd::median(wall),
-                opt.repeat);
+    std::printf("graph: median %.2f us per launch of the whole graph (%d launches)\n", kd::median(wall), opt.repeat);
   } else {
     std::vector<std::vector<std::vector<double>>> per_step(kRanks, std::vector<std::vector<double>>(kTimedSteps));
     std::vector<double> wall;
