@@ -682,6 +682,7 @@ class Generator {
     std::string o = "/// One run of the model, step by step in TVM's order.\n";
     if (ranks_ == 1) {
       o += "void run_once(Rank& r, const kd::Data& data) {\n  (void)data;\n";
+      if (calls_.empty()) o += "  (void)r;  // this model launches nothing\n";
       std::string step;
       for (const Group& g : calls_) {
         std::string ss = g.kind == Group::Copy ? session_step(plan_.host_copies[g.index].node) : session_step(g.node);
