@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kdflow/replay/replay.h"
+#include "kdflow/support/io.h"
 
 namespace kdflow {
 namespace {
@@ -439,6 +440,24 @@ std::string timing_json(const ReplayReport& r, const Dataflow& df) {
     root["dag_edges"] = r.dag_edges;
     root["dag_longest_chain"] = r.dag_longest_chain;
     root["dag_critical_path_us"] = r.dag_critical_path_us;
+  }
+  // The comparisons the run made (what replay prints after the times), for scripts.
+  json checks = json::array();
+  auto finite = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
+  for (const OutputCheck& c : r.checks) {
+    json o = {{"output", c.output},     {"name", c.name},           {"reference", base_name(c.expect_file)},
+              {"passed", c.pass},       {"exact", c.exact},         {"uninformative", c.uninformative},
+              {"elements", c.elements}, {"mismatches", c.mismatches}, {"max_abs", finite(c.max_abs)},
+              {"max_rel", finite(c.max_rel)}};
+    if (c.rank >= 0) o["rank"] = c.rank;
+    if (!c.problem.empty()) o["problem"] = c.problem;
+    checks.push_back(std::move(o));
+  }
+  root["checks"] = std::move(checks);
+  if (r.node_tensors_compared > 0 || r.node_difference) {
+    root["nodes_compared"] = r.node_tensors_compared;
+    root["nodes_uninformative"] = r.node_tensors_uninformative;
+    root["first_node_difference"] = r.node_difference ? json(r.node_difference->label) : json(nullptr);
   }
   return root.dump(1) + "\n";
 }

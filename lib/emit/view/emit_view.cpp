@@ -17,7 +17,13 @@
 
 #ifdef KDFLOW_HAVE_GRAPHVIZ
 #include <graphviz/gvc.h>
+#include <graphviz/gvplugin.h>
 #include "view_assets.h"
+#ifdef KDFLOW_GRAPHVIZ_DOT_LAYOUT_BUILTIN
+// dot's layout plugin linked in, so that no plugin is looked up on disk at run time (a wheel
+// carries the library, not Graphviz's plugin folder and its config6a).
+extern "C" gvplugin_library_t gvplugin_dot_layout_LTX_library;
+#endif
 #endif
 
 namespace kdflow {
@@ -175,7 +181,13 @@ Scene build_scene(const Dataflow& df) {
 /// array): box centres and edge splines, y flipped to grow downwards.
 Status layout(Scene& s) {
   agseterr(AGMAX);  // Graphviz's warnings are not ours to print
+#ifdef KDFLOW_GRAPHVIZ_DOT_LAYOUT_BUILTIN
+  static const lt_symlist_t builtins[] = {{"gvplugin_dot_layout_LTX_library", &gvplugin_dot_layout_LTX_library},
+                                          {nullptr, nullptr}};
+  GVC_t* gvc = gvContextPlugins(builtins, 0);
+#else
   GVC_t* gvc = gvContext();
+#endif
   if (!gvc) return Error{"kdflow view: error: Graphviz could not start", ExitCode::Software};
   Agraph_t* g = agopen(const_cast<char*>("kdflow"), Agdirected, nullptr);
   auto gset = [&](const char* k, const char* v) { agattr(g, AGRAPH, const_cast<char*>(k), const_cast<char*>(v)); };
