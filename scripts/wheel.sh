@@ -41,7 +41,7 @@ start=$(date +%s)
 raw=$(ls "$OUT"/raw/kdflow-*.whl)
 echo "wheel: built $raw in $(( $(date +%s) - start )) s"
 start=$(date +%s)
-rm -f "$OUT"/kdflow-*manylinux*.whl
-"$venv/bin/auditwheel" repair -w "$OUT" "$raw" >"$OUT/repair.log" 2>&1 || { cat "$OUT/repair.log" >&2; exit 1; }
+rm -f "$OUT"/kdflow-*.whl
+PATH="$PWD/$venv/bin:$PATH" "$venv/bin/auditwheel" repair -w "$OUT" "$raw" >"$OUT/repair.log" 2>&1 || { cat "$OUT/repair.log" >&2; exit 1; }
 wheel=$(ls "$OUT"/kdflow-*manylinux*.whl)
 echo "wheel: $wheel ($(du -m "$wheel" | cut -f1) MB) repaired in $(( $(date +%s) - start )) s"

@@ -46,10 +46,12 @@ def run(cmd, **kw):
 
 
 API_SCRIPT = textwrap.dedent('''
-    import json, os, sys
-    import kdflow, kdflow_tvm
+    import importlib.util, json, os, sys
+    import kdflow
     venv = sys.prefix
-    out = {"kdflow": kdflow.__file__, "kdflow_tvm": kdflow_tvm.__file__, "binary": kdflow.binary()}
+    # kdflow_tvm is there too; it needs the user's TVM and numpy, which this venv has not yet.
+    out = {"kdflow": kdflow.__file__, "kdflow_tvm": importlib.util.find_spec("kdflow_tvm").origin,
+           "binary": kdflow.binary()}
     sample = sys.argv[1]
     flow = kdflow.extract(sample)
     out["launches"] = [k.name for k in flow.launches]
@@ -104,14 +106,19 @@ def main():
     ap.add_argument("--tvm-requirements", default=None)
     ap.add_argument("--auditwheel", default="auditwheel")
     a = ap.parse_args()
+    if a.tvm_requirements:
+        a.tvm_requirements = os.path.abspath(a.tvm_requirements)
     if not os.path.exists(a.wheel):
         print(f"check_wheel: skipped: no wheel {a.wheel}")
         return 77
     wheel = os.path.abspath(a.wheel)
     print(f"check_wheel: {os.path.basename(wheel)}, {os.path.getsize(wheel) / 2**20:.1f} MiB")
     r = run([a.auditwheel, "show", wheel])
-    check(r.returncode == 0 and "consistent with the following platform tag" in r.stdout and "manylinux" in r.stdout,
-          f"auditwheel show: {' '.join(r.stdout.split())[:300]}")
+    text = " ".join(r.stdout.split())
+    tag = text.split("consistent with the following platform tag:")[-1].split()[0].strip('".') \
+        if "consistent with the following platform tag:" in text else ""
+    check(r.returncode == 0 and tag.startswith("manylinux"),
+          f"auditwheel show: consistent with {tag or '?'} ({text[:160]}...)")
 
     work = os.path.abspath(a.work)
     shutil.rmtree(work, ignore_errors=True)
@@ -142,7 +149,7 @@ def main():
     outside = []
     for line in r.stdout.splitlines():
         parts = line.split()
-        if not parts or parts[0] in MANYLINUX_LIBS:
+        if not parts or os.path.basename(parts[0]) in MANYLINUX_LIBS:
             continue
         where = parts[2] if len(parts) > 2 and parts[1] == "=>" else parts[0]
         if "not" in parts:
@@ -196,7 +203,8 @@ def main():
 
     # The executable with the system's LLVM/Clang and Graphviz plugins hidden.
     hidden = [d for d in ("/usr/lib/llvm-15", "/usr/lib/x86_64-linux-gnu/graphviz") if os.path.isdir(d)]
-    if os.geteuid() == 0 and shutil.which("unshare") and hidden:
+    can_unshare = os.geteuid() == 0 and shutil.which("unshare") and run(["unshare", "-m", "true"]).returncode == 0
+    if can_unshare and hidden:
         mounts = "; ".join(f"mount -t tmpfs none {d}" for d in hidden)
         script = (f"{mounts}; cd {work} && {exe} extract {sample} -q -o hidden.json && "
                   f"{exe} view {sample} -q -o hidden.html && {exe} replay {sample} --backend cpu -q --repeat 1 "
@@ -205,7 +213,7 @@ def main():
         check("hidden-ok" in r.stdout, f"extract, view and replay --backend cpu with {', '.join(hidden)} hidden "
                                       f"({r.stdout.strip()[-300:]})")
     else:
-        print("skip  hiding the system's LLVM and Graphviz (needs root and unshare)")
+        print("skip  hiding the system's LLVM and Graphviz (needs root and a mount namespace: unshare -m)")
 
     if failures:
         print(f"check_wheel: {len(failures)} failed")
