@@ -113,6 +113,19 @@ int run_codegen_command(const CodegenCommand& cmd, std::ostream& out, std::ostre
     return report(file_error(setup->label, "no device module: pass --module FILE (a cubin, fatbin or PTX)",
                              ExitCode::NoInput),
                   err);
+  for (const std::string& m : opt.modules) {
+    Expected<std::string> bytes = read_file(m, 1ull << 31);
+    if (!bytes) return report(bytes.error(), err);
+    if (detect_module_format(*bytes) == ModuleFormat::CudaSource && opt.modules.size() == 1)
+      return report(file_error(setup->scratch && m.rfind(setup->scratch->path, 0) == 0
+                                   ? cmd.build.dir + "(CUDA module)"
+                                   : m,
+                               "is CUDA source (TVM 0.27's wheel stores no binary in model.so), and the program "
+                                  "loads a cubin, fatbin or PTX: compile it with nvcc (kdflow_tvm does where nvcc "
+                                  "is installed) and pass --module FILE",
+                               ExitCode::Unavailable),
+                    err);
+  }
   in.modules = module_groups(opt.modules);
   in.expect = opt.expect;
   in.rtol = rc.rtol;

@@ -3,8 +3,11 @@
 // and turn the result into an exit code. Results on `out`, diagnostics and progress on `err`.
 #include <fmt/format.h>
 
+#include <stdlib.h>
+
 #include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <ostream>
 
@@ -12,6 +15,7 @@
 #include "kdflow/driver/commands.h"
 #include "kdflow/emit/emit.h"
 #include "kdflow/ir/dataflow_json.h"
+#include "kdflow/formats/model_library.h"
 #include "kdflow/frontend/extract.h"
 #include "kdflow/support/file_names.h"
 #include "kdflow/support/io.h"
@@ -100,12 +104,72 @@ std::string unverified_reason(const ReplayReport& r) {
 
 }  // namespace
 
+ScratchFolder::~ScratchFolder() {
+  std::error_code ec;
+  if (!path.empty()) std::filesystem::remove_all(path, ec);
+}
+
+namespace {
+
+/// An exported model.so's pieces replay reads as files, written into a scratch folder: each CUDA
+/// module of its blob as device_<i>.<cubin|fatbin|ptx|cu> (when `modules`), and its params when
+/// none were given: the Relax executable (vm_exec.bin, its constant pool) or a Relay library's
+/// params (params.bin).
+Expected<std::shared_ptr<ScratchFolder>> model_so_files(const std::string& so, bool modules, ReplayOptions* opt) {
+  Expected<std::string> bytes = read_file(so, 1ull << 32);
+  if (!bytes) return bytes.error();
+  Expected<DeviceBlob> blob = read_device_blob(*bytes, so, nullptr);
+  if (!blob) return blob.error();
+  std::string tmpl = (std::filesystem::temp_directory_path() / "kdflow-model-so.XXXXXX").string();
+  if (!mkdtemp(tmpl.data()))
+    return file_error(tmpl, "cannot create a scratch folder for the model.so's pieces", ExitCode::CantCreate);
+  auto scratch = std::make_shared<ScratchFolder>();
+  scratch->path = tmpl;
+  auto put = [&](const std::string& name, const std::string& data) -> Expected<std::string> {
+    std::string f = join(tmpl, name);
+    if (Status s = write_output(f, data); !s) return s.error();
+    return f;
+  };
+  if (modules)
+    for (size_t i = 0; i < blob->cuda.size(); ++i) {
+      const std::string& data = blob->cuda[i].data;
+      ModuleFormat f = detect_module_format(data);
+      const char* ext = f == ModuleFormat::Cubin ? "cubin" : f == ModuleFormat::Fatbin ? "fatbin"
+                        : f == ModuleFormat::Ptx ? "ptx" : "cu";
+      Expected<std::string> path = put(fmt::format("device_{}.{}", i, ext), data);
+      if (!path) return path.error();
+      opt->modules.push_back(*path);
+    }
+  if (opt->inputs.params.empty()) {
+    if (!blob->vm_executables.empty()) {
+      Expected<std::string> path = put("vm_exec.bin", blob->vm_executables[0]);
+      if (!path) return path.error();
+      opt->inputs.params = *path;
+    } else if (!blob->factories.empty() && !blob->factories[0].param_names.empty()) {
+      Expected<std::string> path =
+          put("params.bin", assemble_params_file(blob->factories[0].param_names, blob->factories[0].param_blobs));
+      if (!path) return path.error();
+      opt->inputs.params = *path;
+    }
+  }
+  return scratch;
+}
+
+}  // namespace
+
 Expected<ReplaySetup> setup_replay(const ReplayCommand& cmd, std::ostream& err) {
   if (cmd.dir.empty() && cmd.flow.empty())
     return usage("give a sample folder (DIR) or an extracted graph (--flow FLOW.json)");
-  if (!cmd.dir.empty() && !is_directory(cmd.dir))
-    return file_error(cmd.dir, file_exists(cmd.dir) ? "is not a directory" : "no such directory",
-                             file_exists(cmd.dir) ? ExitCode::Usage : ExitCode::NoInput);
+  if (!cmd.dir.empty() && !is_directory(cmd.dir) && !file_exists(cmd.dir))
+    return file_error(cmd.dir, "no such directory", ExitCode::NoInput);
+  // DIR may name an exported model.so, as for extract: its device modules and params are written
+  // into a scratch folder for the run (model_so_files), inputs and references looked for beside it.
+  const bool library = !cmd.dir.empty() && !is_directory(cmd.dir);
+  std::string dir = cmd.dir;
+  if (library) {
+    dir = std::filesystem::path(cmd.dir).parent_path().string();
+    if (dir.empty()) dir = ".";
+  }
   ReplayOptions opt;
   if (cmd.mode == "eager") opt.mode = ReplayMode::Eager;
   else if (cmd.mode == "graph") opt.mode = ReplayMode::Graph;
@@ -143,7 +207,7 @@ Expected<ReplaySetup> setup_replay(const ReplayCommand& cmd, std::ostream& err) 
   }
   // A --flow's footprints are re-derived from device.cu (DIR's, or beside the flow) when there is one.
   if (!cmd.flow.empty() && !df->sources.device.empty()) {
-    std::string cu = join(!cmd.dir.empty() ? cmd.dir : std::filesystem::path(cmd.flow).parent_path().string(),
+    std::string cu = join(!cmd.dir.empty() ? dir : std::filesystem::path(cmd.flow).parent_path().string(),
                           df->sources.device);
     if (file_exists(cu))
       if (Status s = rederive_footprints(*df, cu, cmd.flow); !s) return s.error();
@@ -152,21 +216,27 @@ Expected<ReplaySetup> setup_replay(const ReplayCommand& cmd, std::ostream& err) 
   opt.inputs.label = label;
   opt.inputs.allow_oob = cmd.allow_oob;
   opt.inputs.params = cmd.params;
+  std::shared_ptr<ScratchFolder> scratch;
+  if (library) {
+    Expected<std::shared_ptr<ScratchFolder>> s = model_so_files(cmd.dir, cmd.modules.empty(), &opt);
+    if (!s) return s.error();
+    scratch = s.take();
+  }
   // Relax builds (TVM 0.20+): the weights are the executable's constant pool, whatever else the
   // folder holds (a params.bin beside it keeps the weights by the user's names, before binding).
   bool relax_pool = !df->sources.vm_exec.empty() &&
                     std::any_of(df->buffers.begin(), df->buffers.end(),
                                 [](const Buffer& b) { return b.kind == BufferKind::Param && b.constant_index >= 0; });
-  if (opt.inputs.params.empty() && !cmd.dir.empty() && relax_pool && file_exists(join(cmd.dir, "vm_exec.bin")))
-    opt.inputs.params = join(cmd.dir, "vm_exec.bin");
-  if (opt.inputs.params.empty() && !cmd.dir.empty() && file_exists(join(cmd.dir, "params.bin")))
-    opt.inputs.params = join(cmd.dir, "params.bin");
-  if (opt.inputs.params.empty() && !cmd.dir.empty() && file_exists(join(cmd.dir, "vm_exec.bin")))
-    opt.inputs.params = join(cmd.dir, "vm_exec.bin");
+  if (opt.inputs.params.empty() && !cmd.dir.empty() && relax_pool && file_exists(join(dir, "vm_exec.bin")))
+    opt.inputs.params = join(dir, "vm_exec.bin");
+  if (opt.inputs.params.empty() && !cmd.dir.empty() && file_exists(join(dir, "params.bin")))
+    opt.inputs.params = join(dir, "params.bin");
+  if (opt.inputs.params.empty() && !cmd.dir.empty() && file_exists(join(dir, "vm_exec.bin")))
+    opt.inputs.params = join(dir, "vm_exec.bin");
   // Packed params (an LLM's functions) by name from params.bin, beside the pool's constants.
-  if (!df->sources.vm_exec.empty() && !cmd.dir.empty() && file_exists(join(cmd.dir, "params.bin")) &&
-      opt.inputs.params != join(cmd.dir, "params.bin"))
-    opt.inputs.packed_params = join(cmd.dir, "params.bin");
+  if (!df->sources.vm_exec.empty() && !cmd.dir.empty() && file_exists(join(dir, "params.bin")) &&
+      opt.inputs.params != join(dir, "params.bin"))
+    opt.inputs.packed_params = join(dir, "params.bin");
   // A sharded flow: each rank's params, params_shard<r>.bin beside the build.
   if (df->ranks > 1) {
     if (cmd.dir.empty())
@@ -174,7 +244,7 @@ Expected<ReplaySetup> setup_replay(const ReplayCommand& cmd, std::ostream& err) 
                                       "params_shard<r>.bin are",
                                       df->ranks));
     for (int r = 0; r < df->ranks; ++r) {
-      const std::string f = join(cmd.dir, fmt::format("params_shard{}.bin", r));
+      const std::string f = join(dir, fmt::format("params_shard{}.bin", r));
       if (!file_exists(f))
         return file_error(f, fmt::format("no such file: rank {} of {} needs its params", r, df->ranks),
                                  ExitCode::NoInput);
@@ -191,24 +261,24 @@ Expected<ReplaySetup> setup_replay(const ReplayCommand& cmd, std::ostream& err) 
         opt.inputs.inputs.erase(it);
         break;
       }
-  if (session && session_tokens.empty() && !cmd.dir.empty() && file_exists(join(cmd.dir, "input_ids.npy")))
-    session_tokens = join(cmd.dir, "input_ids.npy");
+  if (session && session_tokens.empty() && !cmd.dir.empty() && file_exists(join(dir, "input_ids.npy")))
+    session_tokens = join(dir, "input_ids.npy");
   opt.inputs.session_tokens = session_tokens;
-  opt.inputs.input_dir = cmd.dir;
-  opt.modules = cmd.modules;
+  opt.inputs.input_dir = dir;
+  if (!cmd.modules.empty()) opt.modules = cmd.modules;
   // The CUDA back end loads binaries (PTX as the fallback); the CPU back end compiles the source.
   std::vector<const char*> exts = opt.backend == ReplayBackend::Cpu ? std::vector<const char*>{"cu"}
                                                                    : std::vector<const char*>{"cubin", "fatbin", "ptx"};
   if (opt.modules.empty() && !cmd.dir.empty())
     for (const char* ext : exts)
-      if (std::string f = join(cmd.dir, fmt::format("device.{}", ext)); file_exists(f)) opt.modules.push_back(f);
+      if (std::string f = join(dir, fmt::format("device.{}", ext)); file_exists(f)) opt.modules.push_back(f);
   // Relax builds (TVM 0.20): one CUDA module per device function, device_<i>.cubin (or
   // .ptx), all loaded; each kernel is run from the one module that defines it.
   if (opt.modules.empty() && !cmd.dir.empty())
     for (int i = 0;; ++i) {
       size_t before = opt.modules.size();
       for (const char* ext : exts)
-        if (std::string f = join(cmd.dir, fmt::format("device_{}.{}", i, ext)); file_exists(f))
+        if (std::string f = join(dir, fmt::format("device_{}.{}", i, ext)); file_exists(f))
           opt.modules.push_back(f);
       if (opt.modules.size() == before) break;
     }
@@ -245,7 +315,7 @@ Expected<ReplaySetup> setup_replay(const ReplayCommand& cmd, std::ostream& err) 
           std::replace(step.begin(), step.end(), ' ', '_');
           if (!step.empty()) name = "output_" + step + ".npy";
         }
-        std::string f = join(cmd.dir, name);
+        std::string f = join(dir, name);
         opt.expect.push_back(file_exists(f) ? f : std::string());
       }
     }
@@ -255,8 +325,8 @@ Expected<ReplaySetup> setup_replay(const ReplayCommand& cmd, std::ostream& err) 
   // A sharded build's node references would be the unsharded model's: none are compared.
   if (!cmd.no_node_reference && cmd.kernel < 0 && cmd.nodes.empty() && df->ranks <= 1) {
     std::string f = cmd.node_reference;
-    if (f.empty() && !cmd.dir.empty() && file_exists(join(cmd.dir, "reference/nodes.json")))
-      f = join(cmd.dir, "reference/nodes.json");
+    if (f.empty() && !cmd.dir.empty() && file_exists(join(dir, "reference/nodes.json")))
+      f = join(dir, "reference/nodes.json");
     if (!f.empty()) {
       Expected<NodeReferences> r = read_node_references(f, *df);
       if (!r) return r.error();
@@ -304,6 +374,7 @@ Expected<ReplaySetup> setup_replay(const ReplayCommand& cmd, std::ostream& err) 
   out.options = std::move(opt);
   out.node_refs = std::move(node_refs);
   out.label = label;
+  out.scratch = std::move(scratch);
   return out;
 }
 

@@ -173,7 +173,9 @@ int main(int argc, char** argv) {
 
   kdflow::ReplayCommand rp;
   CLI::App* replay = app.add_subcommand("replay", "Run the graph kernel by kernel on the CUDA driver API");
-  replay->add_option("DIR", rp.dir, "Sample folder (extracted unless --flow; default files are read from it)");
+  replay->add_option("DIR", rp.dir,
+                    "Sample folder (extracted unless --flow; default files are read from it), or an exported model.so "
+                    "(its device modules and params from its blob; host.c, inputs and references beside it)");
   replay->add_option("--flow", rp.flow, "Read the graph from a kdflow JSON instead of extracting");
   replay->add_option("--module", rp.modules,
                      "Device code: PTX, cubin or fatbin (repeatable; files named alike but for the extension are "
@@ -238,7 +240,8 @@ int main(int argc, char** argv) {
   kdflow::CodegenCommand cg;
   CLI::App* codegen = app.add_subcommand(
       "codegen", "Write the flow as a standalone C++17 program (CMake project; CUDA driver loaded at run time)");
-  codegen->add_option("DIR", cg.build.dir, "Build folder (extracted unless --flow; params, inputs, references from it)");
+  codegen->add_option("DIR", cg.build.dir,
+                     "Build folder (extracted unless --flow; params, inputs, references from it), or an exported model.so");
   codegen->add_option("--flow", cg.build.flow, "Read the graph from a kdflow JSON instead of extracting");
   codegen->add_option("-o,--out", cg.out, "Folder to write: new, empty, or written by kdflow codegen before")->required();
   codegen->add_option("--module", cg.build.modules, "Device code (default DIR/device.cubin|.ptx or device_<i>.*)");

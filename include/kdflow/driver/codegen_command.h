@@ -3,6 +3,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -17,11 +18,19 @@ namespace kdflow {
 /// read from --flow), the options with every default file of DIR filled in (params, inputs,
 /// session tokens, modules, references, each rank's params), and TVM's per-node results.
 /// kdflow codegen generates its program from the same. Errors are one line, as replay's.
+/// A folder of files made for one run (an exported model.so's modules and params), removed with it.
+struct ScratchFolder {
+  std::string path;
+  ~ScratchFolder();
+};
+
 struct ReplaySetup {
   Dataflow flow;
   ReplayOptions options;
   std::optional<NodeReferences> node_refs;
   std::string label;
+  /// DIR was an exported model.so: its pieces, as files the options name.
+  std::shared_ptr<ScratchFolder> scratch;
 };
 Expected<ReplaySetup> setup_replay(const ReplayCommand& cmd, std::ostream& err);
 

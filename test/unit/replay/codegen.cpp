@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include "test_util.h"
 
@@ -124,4 +125,40 @@ TEST_CASE("codegen: a sharded build (tp_mlp, TVM 0.27, 2 ranks) is one program r
   CHECK(src.find("_at[kRanks] = {") != std::string::npos);
   CHECK(src.find("kd::reduce(sent, kd::DType::Float32, kd::Reduce::Sum)") != std::string::npos);
   CHECK(src.find("collective_0(ranks);") != std::string::npos);
+}
+
+TEST_CASE("codegen: an exported model.so (../shared's ffi_mlp, TVM 0.26; mlp, TVM 0.14) is read as extract reads it") {
+  for (const char* m : {"ffi_mlp", "mlp"}) {
+    const std::string shared = shared_sample_dir(m);
+    if (shared.empty() || !fs::exists(shared + "/model.so")) {
+      WARN("no ../shared/samples/" << m << "/model.so: skipped");
+      continue;
+    }
+    // Only the library, its host C and the input and reference: the modules and the params come
+    // from the library's blob.
+    const std::string dir = temp_dir() + "/" + m;
+    fs::create_directories(dir);
+    for (const char* f : {"model.so", "host.c", "output_0.npy"}) fs::copy_file(shared + "/" + f, dir + "/" + f);
+    for (const auto& e : fs::directory_iterator(shared))
+      if (e.path().filename().string().rfind("input_", 0) == 0) fs::copy_file(e.path(), dir + "/" + e.path().filename().string());
+    RunResult plan = run_kdflow({"replay", dir + "/model.so", "--dry-run", "-q"});
+    INFO(m << ": " << plan.err);
+    REQUIRE(plan.exit_code == 0);
+    RunResult folder = run_kdflow({"replay", shared, "--dry-run", "-q"});
+    if (std::string(m) == "mlp") folder = run_kdflow({"replay", sample_dir(m), "--params", shared + "/params.bin", "--dry-run", "-q"});
+    REQUIRE(folder.exit_code == 0);
+    // The same allocations and launches as from the build folder (the first line names the input;
+    // without device.cu beside the library, each argument's access is unknown).
+    auto body = [](const std::string& s) {
+      return std::regex_replace(s.substr(s.find('\n') + 1), std::regex(R"(\(buffer (\d+), \w+\))"), "(buffer $1)");
+    };
+    CHECK(body(plan.out) == body(folder.out));
+    RunResult r = run_kdflow({"codegen", dir + "/model.so", "-o", dir + "/program", "-q"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    bool module = false;
+    for (const auto& e : fs::directory_iterator(dir + "/program/data"))
+      module = module || e.path().filename().string().rfind("device_0.", 0) == 0;
+    CHECK(module);  // the blob's CUDA module, written out of the library
+  }
 }
