@@ -173,9 +173,12 @@ int run_codegen_command(const CodegenCommand& cmd, std::ostream& out, std::ostre
     if (f.path == "run.cpp") lines = static_cast<size_t>(std::count(f.bytes.begin(), f.bytes.end(), '\n'));
   }
   const ReplayPlan& p = in.plans[0];
-  out << fmt::format("wrote {}: run.cpp ({} lines: {} launches, {} library calls, {} host copies{}), "
+  auto n = [](size_t k, const char* one, const char* many) { return fmt::format("{} {}", k, k == 1 ? one : many); };
+  out << fmt::format("wrote {}: run.cpp ({} lines: {}, {}, {}{}), "
                      "kdflow_support.h, CMakeLists.txt, README.md, data/ ({} bytes)\n",
-                     cmd.out, lines, p.launches.size(), p.library_calls.size(), p.host_copies.size(),
+                     cmd.out, lines, n(p.launches.size(), "launch", "launches"),
+                     n(p.library_calls.size(), "library call", "library calls"),
+                     n(p.host_copies.size(), "host copy", "host copies"),
                      df.ranks > 1 ? fmt::format(", {} ranks", df.ranks) : "", data);
   out << fmt::format("build: cmake -S {0} -B {0}/build && cmake --build {0}/build    run: {0}/build/run\n", cmd.out);
   return 0;
