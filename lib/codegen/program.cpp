@@ -382,7 +382,60 @@ class Generator {
     o += outputs_text();
     o += "}  // namespace\n\n";
     o += main_text();
-    return o;
+    return fit_comments(o);
+  }
+
+  /// No line longer than 120 columns because of a comment: a trailing comment that does not fit
+  /// goes above its code, and a comment is wrapped at spaces, so that clang-format (whose
+  /// versions reflow long comments differently) has no comment to reflow.
+  static std::string fit_comments(const std::string& text) {
+    constexpr size_t kColumns = 120;
+    auto wrap = [&](const std::string& indent, const std::string& marker, const std::string& words) {
+      std::string out, line;
+      size_t i = 0;
+      while (i < words.size()) {
+        size_t sp = words.find(' ', i);
+        std::string w = words.substr(i, sp == std::string::npos ? std::string::npos : sp - i);
+        i = sp == std::string::npos ? words.size() : sp + 1;
+        if (w.empty()) continue;
+        if (!line.empty() && indent.size() + marker.size() + 1 + line.size() + 1 + w.size() > kColumns) {
+          out += indent + marker + " " + line + "\n";
+          line.clear();
+        }
+        line += (line.empty() ? "" : " ") + w;
+      }
+      if (!line.empty()) out += indent + marker + " " + line + "\n";
+      return out;
+    };
+    std::string out;
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t end = text.find('\n', start);
+      if (end == std::string::npos) end = text.size();
+      std::string line = text.substr(start, end - start);
+      start = end + 1;
+      if (line.size() <= kColumns) {
+        out += line + "\n";
+        continue;
+      }
+      const size_t code = line.find_first_not_of(' ');
+      const std::string indent = line.substr(0, code == std::string::npos ? 0 : code);
+      const std::string body = line.substr(indent.size());
+      if (body.rfind("//", 0) == 0) {
+        const size_t words = body.find_first_not_of('/');
+        const std::string marker = body.substr(0, words == std::string::npos ? body.size() : words);
+        out += wrap(indent, marker, words == std::string::npos ? "" : body.substr(words));
+        continue;
+      }
+      const size_t c = line.find("  // ");
+      if (c == std::string::npos || line.find('"') != std::string::npos) {
+        out += line + "\n";
+        continue;
+      }
+      out += wrap(indent, "//", line.substr(c + 5));
+      out += line.substr(0, c) + "\n";
+    }
+    return out;
   }
 
   std::string step_names_text() const {
