@@ -310,5 +310,5 @@ TEST_CASE("docs/tutorial.md holds the current output of every command of its tem
     CHECK(contains(doc, "```text\n$ kdflow " + cmdline + "\n" + r.out + "```\n"));
     ++commands;
   }
-  CHECK(commands == 7);
+  CHECK(commands == 8);
 }

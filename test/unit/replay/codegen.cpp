@@ -127,7 +127,7 @@ TEST_CASE("codegen: a sharded build (tp_mlp, TVM 0.27, 2 ranks) is one program r
   CHECK(src.find("collective_0(ranks);") != std::string::npos);
 }
 
-TEST_CASE("codegen: an exported model.so (../shared's ffi_mlp, TVM 0.26; mlp, TVM 0.14) is read as extract reads it") {
+TEST_CASE("codegen: an exported model.so (../shared's ffi_mlp of TVM 0.26 and mlp of TVM 0.14) is read as extract reads it") {
   for (const char* m : {"ffi_mlp", "mlp"}) {
     const std::string shared = shared_sample_dir(m);
     if (shared.empty() || !fs::exists(shared + "/model.so")) {
