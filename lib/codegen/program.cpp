@@ -166,6 +166,7 @@ class Generator {
     ranks_ = static_cast<int>(in_.plans.size());
     name_allocations();
     if (Status s = name_kernels(); !s) return s.error();
+    if (Status s = read_modules(); !s) return s.error();
     if (Status s = order_steps(); !s) return s.error();
     if (Status s = lay_out_data(); !s) return s.error();
     std::vector<GeneratedFile> files;
@@ -210,7 +211,11 @@ class Generator {
       }
       kernel_smem_[it->second] = std::max(kernel_smem_[it->second], l.shared_memory);
     }
-    // Module files, copied beside data.bin under their own names.
+    return Status::ok();
+  }
+
+  /// The module files, copied beside data.bin under their own names.
+  Status read_modules() {
     std::set<std::string> taken{"data.bin"};
     for (const std::vector<std::string>& group : in_.modules) {
       std::vector<std::string> files;
