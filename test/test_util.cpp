@@ -1,5 +1,6 @@
 #include "test_util.h"
 
+#include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -107,6 +108,13 @@ Child run_child(const std::function<void()>& body) {
   if (WIFEXITED(status)) c.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) c.signal = WTERMSIG(status);
   return c;
+}
+
+bool fake_cuda_context(void* handle, int device) {
+  auto retain = reinterpret_cast<int (*)(void**, int)>(::dlsym(handle, "cuDevicePrimaryCtxRetain"));
+  auto set = reinterpret_cast<int (*)(void*)>(::dlsym(handle, "cuCtxSetCurrent"));
+  void* ctx = nullptr;
+  return retain && set && retain(&ctx, device) == 0 && set(ctx) == 0;
 }
 
 }  // namespace kdflow::test

@@ -34,4 +34,9 @@ struct Child {
 };
 Child run_child(const std::function<void()>& body);
 
+/// The fake CUDA driver opened with `handle` (dlopen): device `device`'s primary context
+/// retained and made current on this thread, as a program does before it allocates (the fake,
+/// like the driver, refuses work on a thread with no current context). False when it fails.
+bool fake_cuda_context(void* handle, int device = 0);
+
 }  // namespace kdflow::test

@@ -94,6 +94,8 @@ struct DeviceInfo {
   uint64_t memory_bytes = 0;       ///< what allocations may use: device total / host available; 0 unknown
   int64_t max_shared_memory = 0;   ///< per block, opt-in maximum; 0: unknown (not checked)
   int max_threads_per_block = 1024;
+  int ordinal = -1;                ///< CUDA: the device opened; -1 for the CPU
+  int device_count = 0;            ///< CUDA: the devices the driver has (0: not asked)
 };
 
 /// One file of a device module.
@@ -164,6 +166,10 @@ struct BackendOptions {
   bool guard = false;             ///< --guard. CPU: buffers against guard pages, faults reported at once
   double launch_time_limit_s = 0; ///< CPU: a launch running longer ends the process (exit 65, naming it); 0: none
   bool compile_cache = true;      ///< CPU: the compile cache (cpu/compile_cache.h) in default_cache_dir(); false: --no-cache
+  /// A sharded replay: this back end is rank `rank` of `ranks` (-1: a flow of one rank). CUDA:
+  /// with at least device + ranks devices rank r opens device + r, else every rank `device`.
+  int rank = -1;
+  int ranks = 1;
 };
 
 class Backend {

@@ -86,8 +86,11 @@ namespace {
 using namespace replay_backend;
 using namespace engine_detail;
 
-Expected<std::unique_ptr<Backend>> make_backend(const ReplayOptions& opt, const ReplayPlan& plan, std::ostream& log) {
+Expected<std::unique_ptr<Backend>> make_backend(const ReplayOptions& opt, const ReplayPlan& plan, std::ostream& log,
+                                                int rank = -1, int ranks = 1) {
   BackendOptions bo;
+  bo.rank = rank;
+  bo.ranks = ranks;
   bo.device = opt.device;
   bo.cuda_library = opt.cuda_library;
   bo.cublas_library = opt.cublas_library;
@@ -197,7 +200,10 @@ bool replay_device_abandoned() { return engine_detail::g_abandoned.load(); }
 
 Expected<ReplayReport> replay(const Dataflow& df, const ReplayOptions& opt, std::ostream& log) {
   if (Status s = check_options(df, opt); !s) return s.error();
-  if (df.ranks > 1) return replay_ranks(df, opt, log, make_backend);
+  if (df.ranks > 1)
+    return replay_ranks(df, opt, log, [](const ReplayOptions& o, const ReplayPlan& p, std::ostream& l, int rank, int ranks) {
+      return make_backend(o, p, l, rank, ranks);
+    });
   Expected<ReplayPlan> plan = make_plan(df, opt.inputs);
   if (!plan) return plan.error();
   ReplayReport rep;

@@ -3,7 +3,9 @@
 // thread of its own; a collective is made when every rank has reached it (collectives.h), as
 // disco's workers meet in NCCL. Every rank's outputs are compared with the same references:
 // a sharded build's references are the unsharded model's outputs, which every rank must hold
-// after its last collective.
+// after its last collective. On CUDA, rank r opens GPU r when there are as many GPUs as ranks,
+// else every rank shares one GPU (its primary context; each rank its own stream, modules and
+// buffers); the collectives are made on the host either way.
 #include <fmt/format.h>
 
 #include <sstream>
@@ -17,16 +19,31 @@ namespace kdflow {
 using engine_detail::Engine;
 using namespace replay_backend;
 
+namespace {
+
+/// Where the ranks ran, for the report: " (rank r on GPU r)" or " (every rank on GPU 0: 1 GPU
+/// for 2 ranks)"; "" for the CPU back end.
+std::string placement(const std::vector<std::unique_ptr<Backend>>& backends, const ReplayOptions& opt) {
+  if (opt.backend != ReplayBackend::Cuda || backends.empty()) return "";
+  bool same = true;
+  for (const auto& b : backends) same = same && b->info().ordinal == backends[0]->info().ordinal;
+  if (same && backends.size() > 1)
+    return fmt::format(" (every rank on GPU {}: {} GPU{} found for {} ranks)", backends[0]->info().ordinal,
+                       backends[0]->info().device_count, backends[0]->info().device_count == 1 ? "" : "s",
+                       backends.size());
+  std::string gpus;
+  for (const auto& b : backends) gpus += (gpus.empty() ? "" : ", ") + std::to_string(b->info().ordinal);
+  return fmt::format(" (rank r on GPU {}: GPUs {})", opt.device == 0 ? "r" : fmt::format("{} + r", opt.device), gpus);
+}
+
+}  // namespace
+
 Expected<ReplayReport> replay_ranks(const Dataflow& df, const ReplayOptions& opt, std::ostream& log,
                                     const BackendFactory& make_backend) {
   auto usage = [](const std::string& msg) {
     return Error{"kdflow replay: error: a sharded flow (several ranks): " + msg, ExitCode::Usage};
   };
   const int n = df.ranks;
-  if (opt.backend != ReplayBackend::Cpu && !opt.dry_run)
-    return Error{"kdflow replay: error: a sharded flow (several ranks) replays on the CPU back end only so far "
-                 "(--backend cpu); on CUDA the ranks need NCCL or one context each, not implemented yet",
-                 ExitCode::Unavailable};
   if (opt.mode != ReplayMode::Eager) return usage("--mode graph and dag capture one rank's run; replay it eager");
   if (opt.kernel >= 0 || opt.slice_first >= 0) return usage("--kernel and --nodes replay one rank's slice: not yet");
   if (!opt.dump_dir.empty() || !opt.compare_dir.empty()) return usage("--dump-dir and --compare-dumps: not yet");
@@ -56,14 +73,16 @@ Expected<ReplayReport> replay_ranks(const Dataflow& df, const ReplayOptions& opt
   Expected<std::vector<std::optional<NpyArray>>> expected = read_expected(opt);
   if (!expected) return expected.error();
 
+  // Each rank logs to its own stream (its back end too: they run on their threads at once),
+  // printed afterwards with the rank's name.
+  std::vector<std::ostringstream> logs(static_cast<size_t>(n));
   std::vector<std::unique_ptr<Backend>> backends;
   for (int r = 0; r < n; ++r) {
-    Expected<std::unique_ptr<Backend>> b = make_backend(opts[r], reps[r].plan, log);
+    Expected<std::unique_ptr<Backend>> b = make_backend(opts[r], reps[r].plan, logs[r], r, n);
     if (!b) return b.error();
     backends.push_back(b.take());
   }
   CollectiveHub hub(n, opt.time_limit_s);
-  std::vector<std::ostringstream> logs(static_cast<size_t>(n));
   std::vector<Status> status(static_cast<size_t>(n), Status::ok());
   std::vector<int> failed_run(static_cast<size_t>(n), -1);
   {
@@ -99,10 +118,10 @@ Expected<ReplayReport> replay_ranks(const Dataflow& df, const ReplayOptions& opt
   rep.ran = true;
   rep.ranks = n;
   rep.collectives = hub.completed();
-  rep.timing_method += fmt::format("; {} ranks in this process, each on its own {} back end, the collectives made "
-                                   "by kdflow on the host between them ({} in all runs; no NCCL), timed as steps of "
-                                   "rank 0's sequence",
-                                   n, to_string(opt.backend), rep.collectives);
+  rep.timing_method += fmt::format("; {} ranks in this process, each on its own {} back end{}, the collectives "
+                                   "made by kdflow on the host between them ({} in all runs: every rank's send read "
+                                   "back, combined, its receive written; no NCCL), timed as steps of rank 0's sequence",
+                                   n, to_string(opt.backend), placement(backends, opt), rep.collectives);
   rep.checks.clear();
   for (int r = 0; r < n; ++r) compare_outputs(r == 0 ? rep : reps[r], *expected, opt, r, &rep);
   return rep;

@@ -136,8 +136,11 @@ Status Engine::eager() {
   // Gate the timed runs when the back end can and a whole run fits in its launch queue (a
   // launch and a marker per step): else the host, blocked in a launch, could never release it.
   bool fits = caps.queue_depth <= 0 || 2 * n + 2 <= static_cast<size_t>(caps.queue_depth);
-  // Host copies wait for the steps before them: a held queue would never start them.
-  bool gate = caps.gate && caps.asynchronous && !opt_.locate && fits && plan_.host_copies.empty();
+  // Host copies wait for the steps before them: a held queue would never start them. So do
+  // collectives (every step before one finishes, then the ranks meet on the host).
+  bool collectives = std::any_of(plan_.library_calls.begin(), plan_.library_calls.end(),
+                                 [](const PlanLibraryCall& c) { return c.collective.has_value(); });
+  bool gate = caps.gate && caps.asynchronous && !opt_.locate && fits && plan_.host_copies.empty() && !collectives;
   std::vector<std::vector<double>> samples(n);
   std::vector<double> runs_us, gated_runs_us;
   int runs = 1 + opt_.warmup + opt_.repeat;
@@ -220,7 +223,8 @@ Status Engine::eager() {
             ? fmt::format("the run copies data from the host between kernels {} times, each after the kernels "
                           "before it finish",
                           plan_.host_copies.size())
-            : fmt::format("a run of {} steps does not fit in the launch queue", n));
+        : collectives ? "every collective waits for the steps before it, then for the other ranks"
+                      : fmt::format("a run of {} steps does not fit in the launch queue", n));
   if (!caps.asynchronous)
     rep_.timing_method += fmt::format("; the {} back end runs each step when it is queued, so the times are of "
                                       "the host, not of a GPU",

@@ -13,9 +13,9 @@
 
 namespace kdflow {
 
-/// Makes one back end for one rank's plan (engine.cpp's make_backend).
+/// Makes the back end of rank `rank` of `ranks` for its plan (engine.cpp's make_backend).
 using BackendFactory = std::function<Expected<std::unique_ptr<replay_backend::Backend>>(
-    const ReplayOptions&, const ReplayPlan&, std::ostream&)>;
+    const ReplayOptions&, const ReplayPlan&, std::ostream&, int rank, int ranks)>;
 
 /// The expected outputs (opt.expect; "" skips one), read before any device is touched.
 Expected<std::vector<std::optional<NpyArray>>> read_expected(const ReplayOptions& opt);

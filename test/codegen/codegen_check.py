@@ -9,7 +9,9 @@ For one build (`one [options] -- ARGS...`, ARGS as kdflow codegen and replay tak
    is installed) its sources are in the style of its .clang-format;
 3. `run` runs once on the fake driver, and `kdflow replay ARGS --warmup 0 --repeat 1` too,
    each writing the fake's log;
-4. compare_fake_logs.py compares the two logs: the same allocations, uploads and steps;
+4. compare_fake_logs.py compares the two logs: the same allocations, uploads and steps (a
+   sharded build, --ranks N: every rank of the program alike, and each agreeing with its own
+   thread of the replay, which runs every rank on the fake's one device);
 5. with --plant, two pointer arguments of one launch are swapped in run.cpp, the program
    rebuilt and run again: the comparison must now fail (the check can fail).
 
@@ -92,14 +94,15 @@ class Checker:
         rc, out = sh([self.kdflow, "replay", *args, "--dry-run", "-q"])
         m = re.search(r"(\d+) launches", out)
         launches = int(m.group(1)) if m else 0
+        rank_args = []
         if ranks > 1:
-            # kdflow replay runs a sharded flow on the CPU back end only: each rank's steps are
-            # checked against the others' and the flow's count instead.
+            # A sharded program: every rank makes the flow's steps on its own allocations, and
+            # each rank's part agrees with that rank's thread in kdflow replay (below).
             rc, out = sh([sys.executable, COMPARE, plog, "-", "--ranks", str(ranks), "--min-steps", str(launches)])
             if rc != 0:
                 return self.fail(name, out.strip())
             print(f"codegen: ok {name}: {out.strip().replace('compare_fake_logs: ', '')}", flush=True)
-            return True
+            rank_args = ["--ranks", str(ranks)]
         if os.path.exists(rlog):
             os.remove(rlog)
         t = time.time()
@@ -107,15 +110,15 @@ class Checker:
         self.seconds["run"] += time.time() - t
         if rc not in (0, 1, 3):
             return self.fail(name, f"kdflow replay exited {rc}: {out.strip()[-2000:]}")
-        rc, out = sh([sys.executable, COMPARE, plog, rlog, "--runs", "2", "--min-steps", str(launches)])
+        rc, out = sh([sys.executable, COMPARE, plog, rlog, "--runs", "2", "--min-steps", str(launches), *rank_args])
         if rc != 0:
             return self.fail(name, out.strip())
         print(f"codegen: ok {name}: {out.strip().replace('compare_fake_logs: ', '')}", flush=True)
-        if self.plant and not self.planted(name, prog, plog, rlog):
+        if self.plant and not self.planted(name, prog, plog, rlog, rank_args):
             return False
         return True
 
-    def planted(self, name, prog, plog, rlog):
+    def planted(self, name, prog, plog, rlog, rank_args):
         """Two pointer arguments of one launch swapped: the comparison must fail."""
         path = os.path.join(prog, "run.cpp")
         with open(path) as f:
@@ -137,7 +140,7 @@ class Checker:
         if rc != 0:
             return self.fail(name, "the planted program does not build: " + out[-2000:])
         rc, out = self.run_program(prog, plog + ".planted")
-        rc, out = sh([sys.executable, COMPARE, plog + ".planted", rlog, "--runs", "2"])
+        rc, out = sh([sys.executable, COMPARE, plog + ".planted", rlog, "--runs", "2", *rank_args])
         if rc == 0:
             return self.fail(name, "two arguments swapped in run.cpp, and the logs still agree")
         print(f"codegen: ok {name}: the planted swap is found ({out.strip().splitlines()[1].strip()})", flush=True)

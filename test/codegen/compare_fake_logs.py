@@ -9,6 +9,10 @@ every cuBLAS call (operation, sizes, leading dimensions, strides, operands). Dev
 are compared up to the renaming of allocations: a pointer is written a<k>+<offset>, k the
 allocation's rank among the log's cuMemAlloc calls.
 
+A sharded program (`--ranks N`) runs every rank in one thread, one block of allocations each;
+a sharded replay runs each rank on a thread of its own (the fake ends each line of a thread but
+the first with " thread=N"): each rank's part of the program is compared with its thread.
+
 Replay makes `--runs` runs of the sequence (its checked run, then --warmup and --repeat runs);
 the program one (`run --repeat 1`): the replay log's steps are that many copies of the program's.
 
@@ -26,13 +30,31 @@ LAUNCH = re.compile(r"^(cuLaunchKernel(?:Ex)?) name=(\S+) grid=(\S+) block=(\S+)
 GEMM = re.compile(r"^(cublasSgemm\S*) handle=\S+ stream=\S+ (?:workspace=\S+ )?(.*) -> 0")
 
 
+THREAD = re.compile(r" thread=(\d+)$")
+
+
+def read_lines(path):
+    with open(path, errors="replace") as f:
+        return f.read().splitlines()
+
+
+def by_thread(lines):
+    """The fake's lines per calling thread (" thread=N" ends the lines of every thread but the
+    first), the suffix removed."""
+    groups = {}
+    for line in lines:
+        m = THREAD.search(line)
+        groups.setdefault(int(m.group(1)) if m else 0, []).append(line[:m.start()] if m else line)
+    return [groups[k] for k in sorted(groups)]
+
+
 class Log:
-    def __init__(self, path):
+    def __init__(self, path=None, lines=None):
         self.allocs = []   # (base, bytes)
         self.uploads = []  # text
         self.steps = []    # text
-        with open(path, errors="replace") as f:
-            lines = f.read().splitlines()
+        if lines is None:
+            lines = read_lines(path)
         for line in lines:
             m = ALLOC.match(line)
             if m:
@@ -119,6 +141,75 @@ def same_on_every_rank(prog, ranks, min_steps):
     return problems
 
 
+def program_rank(prog, ranks, r):
+    """Rank r's part of a sharded program's log: its block of allocations, the uploads into it
+    and the steps whose first pointer is in it, allocations renamed within the block."""
+    per = len(prog.allocs) // ranks
+
+    def mine(text):
+        first = re.search(r"a(\d+)\+", text)
+        return first is not None and int(first.group(1)) // per == r
+
+    def local(text):
+        return re.sub(r"a(\d+)\+", lambda m: f"a{int(m.group(1)) % per}+" if int(m.group(1)) // per == r
+                      else m.group(0), text)
+
+    part = Log(lines=[])
+    part.allocs = prog.allocs[r * per:(r + 1) * per]
+    part.uploads = [local(u) for u in prog.uploads if mine(u)]
+    part.steps = [local(st) for st in prog.steps if mine(st)]
+    return part
+
+
+def compare(prog, rep, runs, min_steps, who=""):
+    """The problems of replay log `rep` against program log `prog` (one rank's each)."""
+    problems = []
+    d = first_difference([s for _, s in prog.allocs], [s for _, s in rep.allocs], who + "allocation")
+    if d:
+        problems.append(d)
+    n = len(prog.steps)
+    if n < min_steps:
+        problems.append(f"{who}the program made {n} steps, fewer than the {min_steps} of the flow")
+    if len(rep.steps) != runs * n:
+        problems.append(f"{who}replay made {len(rep.steps)} steps in {runs} runs, the program {n} in one")
+    for run in range(runs):
+        d = first_difference(prog.steps, rep.steps[run * n:(run + 1) * n], f"{who}step (replay run {run})")
+        if d:
+            problems.append(d)
+            break
+    # Uploads: the params and inputs, then each run's host copies (replay repeats those).
+    k = len(prog.uploads)
+    d = first_difference(prog.uploads, rep.uploads[:k], who + "upload")
+    if d:
+        problems.append(d)
+    return problems
+
+
+def compare_ranks(prog, replay_path, ranks, runs, min_steps):
+    """A sharded program against a sharded replay (one thread per rank, each thread's lines its
+    rank's): every rank of the program has a replay thread with the same allocations, uploads
+    (its own params shard: how a thread is matched to a rank) and steps."""
+    a = len(prog.allocs)
+    if a % ranks:
+        return [f"the program's {a} allocations do not split over {ranks} ranks"]
+    threads = [Log(lines=g) for g in by_thread(read_lines(replay_path))]
+    threads = [t for t in threads if t.allocs]
+    if len(threads) != ranks:
+        return [f"replay allocated on {len(threads)} threads, not one per rank ({ranks})"]
+    problems = []
+    free = list(range(ranks))
+    for r in range(ranks):
+        part = program_rank(prog, ranks, r)
+        match = [t for t in free if threads[t].uploads[:len(part.uploads)] == part.uploads]
+        if not match:
+            problems.append(f"rank {r}: no replay thread uploads what the program's rank {r} uploads "
+                            f"({len(part.uploads)} uploads)")
+            continue
+        free.remove(match[0])
+        problems += compare(part, threads[match[0]], runs, min_steps, f"rank {r}: ")
+    return problems
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("program_log")
@@ -126,7 +217,8 @@ def main():
     ap.add_argument("--runs", type=int, default=2, help="runs of the sequence in the replay log")
     ap.add_argument("--min-steps", type=int, default=0, help="fail when the program makes fewer steps")
     ap.add_argument("--ranks", type=int, default=1,
-                    help="a sharded program: with replay_log '-', check that every rank makes the same steps")
+                    help="a sharded program: with replay_log '-', check that every rank makes the same steps; "
+                         "with a replay log (one thread per rank), that each rank's thread agrees with it")
     args = ap.parse_args()
     prog = Log(args.program_log)
     if args.replay_log == "-":
@@ -137,26 +229,18 @@ def main():
         print(f"compare_fake_logs: {args.ranks} ranks make the same {len(prog.steps) // args.ranks} steps on their "
               f"own {len(prog.allocs) // args.ranks} allocations")
         return 0
+    if args.ranks > 1:
+        problems = compare_ranks(prog, args.replay_log, args.ranks, args.runs, args.min_steps)
+        if problems:
+            print("compare_fake_logs: " + "\n".join(problems), file=sys.stderr)
+            return 1
+        print(f"compare_fake_logs: every rank of {args.ranks}: {len(prog.allocs) // args.ranks} allocations, "
+              f"{len(prog.uploads) // args.ranks} uploads and {len(prog.steps) // args.ranks} steps agree with "
+              f"its replay thread (replay: {args.runs} runs)")
+        return 0
     rep = Log(args.replay_log)
-    problems = []
-    d = first_difference([s for _, s in prog.allocs], [s for _, s in rep.allocs], "allocation")
-    if d:
-        problems.append(d)
+    problems = compare(prog, rep, args.runs, args.min_steps)
     n = len(prog.steps)
-    if n < args.min_steps:
-        problems.append(f"the program made {n} steps, fewer than the {args.min_steps} of the flow")
-    if len(rep.steps) != args.runs * n:
-        problems.append(f"replay made {len(rep.steps)} steps in {args.runs} runs, the program {n} in one")
-    for run in range(args.runs):
-        d = first_difference(prog.steps, rep.steps[run * n:(run + 1) * n], f"step (replay run {run})")
-        if d:
-            problems.append(d)
-            break
-    # Uploads: the params and inputs, then each run's host copies (replay repeats those).
-    k = len(prog.uploads)
-    d = first_difference(prog.uploads, rep.uploads[:k], "upload")
-    if d:
-        problems.append(d)
     if problems:
         print("compare_fake_logs: " + "\n".join(problems), file=sys.stderr)
         return 1

@@ -45,15 +45,34 @@ using Status = int;
 using CUdeviceptr = unsigned long long;
 constexpr Status kSuccess = 0, kNotInitialized = 1, kInvalidValue = 7, kExecutionFailed = 13;
 
+/// Every exported function holds this (a sharded replay calls from one thread per rank).
+std::recursive_mutex& api_mutex() {
+  static std::recursive_mutex m;
+  return m;
+}
+
+/// Lines go through the fake driver when it is loaded (kdflow_fake_cuda_log: the same
+/// thread numbers, never interleaved with its lines), else straight to the log file.
 void log_line(const char* fmt, ...) {
   const char* path = std::getenv("KDFLOW_FAKE_CUDA_LOG");
   if (!path || !*path) return;
-  FILE* f = std::fopen(path, "a");
-  if (!f) return;
+  char buf[4096];
   va_list ap;
   va_start(ap, fmt);
-  std::vfprintf(f, fmt, ap);
+  std::vsnprintf(buf, sizeof(buf), fmt, ap);
   va_end(ap);
+  using LogFn = void (*)(const char*);
+  LogFn through = nullptr;
+  if (const char* drv = std::getenv("KDFLOW_CUDA_LIBRARY"); drv && *drv)
+    if (void* h = ::dlopen(drv, RTLD_NOW | RTLD_NOLOAD)) {
+      through = reinterpret_cast<LogFn>(::dlsym(h, "kdflow_fake_cuda_log"));
+      ::dlclose(h);
+    }
+  if (through) return through(buf);
+  std::lock_guard<std::recursive_mutex> lock(api_mutex());
+  FILE* f = std::fopen(path, "a");
+  if (!f) return;
+  std::fputs(buf, f);
   std::fputc('\n', f);
   std::fclose(f);
 }
@@ -207,6 +226,7 @@ Status gemm(const char* call, Handle* h, int ta, int tb, int m, int n, int k, co
 extern "C" {
 
 Status cublasCreate_v2(Handle** out) {
+  std::lock_guard<std::recursive_mutex> lock(api_mutex());
   Driver d;
   if (!out) {
     log_line("cublasCreate -> %d error=null_handle_pointer", kInvalidValue);
@@ -230,6 +250,7 @@ Status cublasCreate_v2(Handle** out) {
 }
 
 Status cublasDestroy_v2(Handle* h) {
+  std::lock_guard<std::recursive_mutex> lock(api_mutex());
   Status r = handles().erase(h) ? kSuccess : kNotInitialized;
   if (r == kSuccess) delete h;
   log_line("cublasDestroy handle=%p -> %d", static_cast<void*>(h), r);
@@ -237,6 +258,7 @@ Status cublasDestroy_v2(Handle* h) {
 }
 
 Status cublasSetStream_v2(Handle* h, void* stream) {
+  std::lock_guard<std::recursive_mutex> lock(api_mutex());
   Status r = handles().count(h) ? kSuccess : kNotInitialized;
   if (r == kSuccess) h->stream = stream, h->stream_set = true;
   log_line("cublasSetStream handle=%p stream=%p -> %d", static_cast<void*>(h), stream, r);
@@ -246,6 +268,7 @@ Status cublasSetStream_v2(Handle* h, void* stream) {
 /// The workspace must lie inside one allocation of the fake driver; 256-byte aligned as
 /// cuBLAS requires.
 Status cublasSetWorkspace_v2(Handle* h, void* ws, size_t bytes) {
+  std::lock_guard<std::recursive_mutex> lock(api_mutex());
   Status r = handles().count(h) ? kSuccess : kNotInitialized;
   CUdeviceptr p = reinterpret_cast<CUdeviceptr>(ws);
   const char* why = "";
@@ -258,6 +281,7 @@ Status cublasSetWorkspace_v2(Handle* h, void* ws, size_t bytes) {
 
 Status cublasSgemm_v2(Handle* h, int ta, int tb, int m, int n, int k, const float* alpha, const float* A, int lda,
                       const float* B, int ldb, const float* beta, float* C, int ldc) {
+  std::lock_guard<std::recursive_mutex> lock(api_mutex());
   return gemm("cublasSgemm", h, ta, tb, m, n, k, alpha, reinterpret_cast<CUdeviceptr>(A), lda, 0,
               reinterpret_cast<CUdeviceptr>(B), ldb, 0, beta, reinterpret_cast<CUdeviceptr>(C), ldc, 0, 1);
 }
@@ -265,6 +289,7 @@ Status cublasSgemm_v2(Handle* h, int ta, int tb, int m, int n, int k, const floa
 Status cublasSgemmStridedBatched(Handle* h, int ta, int tb, int m, int n, int k, const float* alpha, const float* A,
                                  int lda, long long sa, const float* B, int ldb, long long sb, const float* beta,
                                  float* C, int ldc, long long sc, int batch) {
+  std::lock_guard<std::recursive_mutex> lock(api_mutex());
   return gemm("cublasSgemmStridedBatched", h, ta, tb, m, n, k, alpha, reinterpret_cast<CUdeviceptr>(A), lda, sa,
               reinterpret_cast<CUdeviceptr>(B), ldb, sb, beta, reinterpret_cast<CUdeviceptr>(C), ldc, sc, batch);
 }

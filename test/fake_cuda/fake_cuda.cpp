@@ -89,6 +89,18 @@
 // recorded into the graph and run at each launch of it. cuGraphAddChildGraphNode embeds a
 // captured graph (with its host work) in a cuGraphCreate'd one.
 //
+// Threads and devices: every entry point is thread-safe (one lock). Each thread has its own
+// current context (cuCtxSetCurrent, cuCtxCreate), and the calls that work in it (allocation,
+// copies, memset, module load, streams, events, launches, cuCtxSynchronize) fail with
+// CUDA_ERROR_INVALID_CONTEXT on a thread without a live one, as the driver's do. Log lines of
+// every thread but the first to log end with " thread=N" (N in order of first line).
+//   KDFLOW_FAKE_CUDA_DEVICES=N         N devices (default 1), each with its own primary context
+//                                      (0xc0 + 0x100 d); memory belongs to the device of the
+//                                      context that allocated it, and a launch whose pointer
+//                                      parameter (PTX-decoded) lies in another device's memory
+//                                      fails with CUDA_ERROR_ILLEGAL_ADDRESS (no peer access).
+//                                      Other state (clocks, faults, hangs) is shared by them.
+//
 // Dynamic shared memory follows the driver's rules: a kernel may use at most
 // 48 KiB − static of dynamic shared memory unless CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 // was raised; raising it beyond the device's opt-in maximum − static fails.
@@ -100,6 +112,7 @@
 #include <functional>
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <new>
 #include <random>
 #include <set>
@@ -117,7 +130,7 @@ using Handle = void*;
 constexpr CUresult kSuccess = 0, kInvalidValue = 1, kInvalidDevice = 101, kNoDevice = 100, kInvalidHandle = 400,
                    kNotFound = 500, kNoBinary = 209, kInvalidImage = 200, kNotReady = 600, kIllegalAddress = 700,
                    kLaunchTimeout = 702, kOutOfMemory = 2, kCaptureUnsupported = 900,
-                   kCaptureInvalidated = 901;
+                   kCaptureInvalidated = 901, kInvalidContext = 201;
 constexpr unsigned long long kDefaultTotalMem = 80ull << 30;
 constexpr int kDefaultSmem = 48 * 1024, kOptinSmem = 232448;
 
@@ -126,22 +139,61 @@ bool env_on(const char* name) {
   return v && *v && std::strcmp(v, "0") != 0;
 }
 
-void log_line(const char* fmt, ...) {
+/// Every entry point holds this while it runs: the driver is thread-safe, and so is the fake
+/// (a sharded replay drives one rank per thread). Recursive: entry points call each other,
+/// and host work queued by the fake cuBLAS runs inside a driver call.
+std::recursive_mutex& api_mutex() {
+  static std::recursive_mutex m;
+  return m;
+}
+#define FAKE_ENTRY std::lock_guard<std::recursive_mutex> fake_entry_lock_(api_mutex())
+
+/// The threads that called the fake, numbered in the order of their first log line: lines of
+/// any thread but the first end with " thread=N", so a test can split a log by thread.
+thread_local int t_thread = -1;
+int g_threads = 0;
+
+void vlog_line(const char* fmt, va_list ap) {
+  std::lock_guard<std::recursive_mutex> lock(api_mutex());
   const char* path = std::getenv("KDFLOW_FAKE_CUDA_LOG");
   if (!path || !*path) return;
   FILE* f = std::fopen(path, "a");
   if (!f) return;
-  va_list ap;
-  va_start(ap, fmt);
+  if (t_thread < 0) t_thread = g_threads++;
   std::vfprintf(f, fmt, ap);
-  va_end(ap);
+  if (t_thread > 0) std::fprintf(f, " thread=%d", t_thread);
   std::fputc('\n', f);
   std::fclose(f);
 }
 
+void log_line(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vlog_line(fmt, ap);
+  va_end(ap);
+}
+
+/// The devices (KDFLOW_FAKE_CUDA_DEVICES, default 1; none with KDFLOW_FAKE_CUDA_NO_DEVICE).
+int device_count() {
+  if (env_on("KDFLOW_FAKE_CUDA_NO_DEVICE")) return 0;
+  const char* v = std::getenv("KDFLOW_FAKE_CUDA_DEVICES");
+  int n = v && *v ? std::atoi(v) : 1;
+  return n < 1 ? 1 : n > 16 ? 16 : n;
+}
+
+/// Contexts: device d's primary context is 0xc0 + 0x100 d, a created one 0xc1 + 0x100 d. Each
+/// thread has its own current context (cuCtxSetCurrent), as the driver keeps it: the calls
+/// that work in the current context fail with CUDA_ERROR_INVALID_CONTEXT on a thread with
+/// none, or with one that was destroyed.
+uintptr_t primary_context(int dev) { return 0xc0u + 0x100u * static_cast<unsigned>(dev); }
+uintptr_t created_context(int dev) { return 0xc1u + 0x100u * static_cast<unsigned>(dev); }
+int context_device(uintptr_t ctx) { return static_cast<int>(ctx >> 8); }
+thread_local uintptr_t t_current = 0;
+
 struct Alloc {
   int index;
   std::vector<unsigned char> mem;
+  int device = 0;  // the device of the context it was allocated in
 };
 
 struct Param {
@@ -203,7 +255,8 @@ struct State {
   std::map<uintptr_t, unsigned> stream_flags;
   std::set<uintptr_t> hung_streams;          // a hung kernel is on it
   std::vector<Pending> pending;              // NULL-stream copies and memsets not yet landed
-  int ctx_refs = 0;
+  std::map<int, int> primary_refs;           // device → cuDevicePrimaryCtxRetain count
+  std::set<uintptr_t> live_contexts;         // retained primary and created contexts
   CUresult sticky = 0;                       // a fault poisons the context until it is destroyed
   std::map<std::string, int> executions;     // per kernel name, in this context
   std::map<uintptr_t, std::vector<GraphNode>> explicit_graphs;  // cuGraphCreate'd: nodes with edges
@@ -243,6 +296,16 @@ State& st() {
 }
 
 uintptr_t new_handle() { return st().next_handle++; }
+
+/// True (and the call logged as failed) when this thread has no live current context.
+bool no_context(const char* call) {
+  if (t_current != 0 && st().live_contexts.count(t_current)) return false;
+  log_line("%s -> %d error=no_current_context_on_this_thread", call, kInvalidContext);
+  return true;
+}
+
+/// The device of this thread's current context.
+int current_device() { return context_device(t_current); }
 
 /// A fresh context: no fault, no hung work, no counts.
 void reset_context() {
@@ -481,10 +544,12 @@ void fill_log(unsigned n, int* options, void** values, int buffer_option, const 
 }
 
 /// Decodes packed parameters against a PTX parameter list; "" when the sizes disagree.
-std::string decode(const std::vector<Param>& params, const std::string& bytes, bool* ok) {
+/// `foreign`: a pointer lies in memory of another device than the current context's.
+std::string decode(const std::vector<Param>& params, const std::string& bytes, bool* ok, bool* foreign) {
   std::string out;
   size_t pos = 0;
   *ok = true;
+  *foreign = false;
   for (const Param& p : params) {
     size_t align = p.align ? p.align : 1;
     pos = (pos + align - 1) / align * align;
@@ -497,7 +562,10 @@ std::string decode(const std::vector<Param>& params, const std::string& bytes, b
     std::string item;
     if (p.size == 8 && p.type[0] != 'f') {
       CUdeviceptr base = 0;
-      if (Alloc* a = find(v, 0, &base)) item = "a" + std::to_string(a->index) + "+" + std::to_string(v - base);
+      if (Alloc* a = find(v, 0, &base)) {
+        item = "a" + std::to_string(a->index) + "+" + std::to_string(v - base);
+        if (a->device != current_device()) *foreign = true;  // no peer access: the kernel would fault
+      }
       else item = p.type + ":" + std::to_string(v);
     } else if (p.type == "f32") {
       float f;
@@ -606,6 +674,7 @@ const char* error_name(CUresult r) {
     case 100: return "CUDA_ERROR_NO_DEVICE";
     case 101: return "CUDA_ERROR_INVALID_DEVICE";
     case 200: return "CUDA_ERROR_INVALID_IMAGE";
+    case 201: return "CUDA_ERROR_INVALID_CONTEXT";
     case 209: return "CUDA_ERROR_NO_BINARY_FOR_GPU";
     case 218: return "CUDA_ERROR_INVALID_PTX";
     case 222: return "CUDA_ERROR_UNSUPPORTED_PTX_VERSION";
@@ -623,30 +692,34 @@ const char* error_name(CUresult r) {
 extern "C" {
 
 CUresult cuInit(unsigned flags) {
+  FAKE_ENTRY;
   CUresult r = env_on("KDFLOW_FAKE_CUDA_NO_DEVICE") ? kNoDevice : kSuccess;
   log_line("cuInit flags=%u -> %d", flags, r);
   return r;
 }
 
 CUresult cuDeviceGet(int* dev, int ordinal) {
-  CUresult r = ordinal == 0 ? kSuccess : kInvalidDevice;
-  if (r == kSuccess) *dev = 0;
+  FAKE_ENTRY;
+  CUresult r = ordinal >= 0 && ordinal < device_count() ? kSuccess : kInvalidDevice;
+  if (r == kSuccess) *dev = ordinal;
   log_line("cuDeviceGet ordinal=%d -> %d", ordinal, r);
   return r;
 }
 
-/// One device (ordinal 0), as cuDeviceGet has it.
+/// KDFLOW_FAKE_CUDA_DEVICES devices (default one), as cuDeviceGet has them.
 CUresult cuDeviceGetCount(int* count) {
+  FAKE_ENTRY;
   if (!count) {
     log_line("cuDeviceGetCount -> %d", kInvalidValue);
     return kInvalidValue;
   }
-  *count = env_on("KDFLOW_FAKE_CUDA_NO_DEVICE") ? 0 : 1;
+  *count = device_count();
   log_line("cuDeviceGetCount -> 0 count=%d", *count);
   return kSuccess;
 }
 
 CUresult cuDeviceGetAttribute(int* value, int attrib, int dev) {
+  FAKE_ENTRY;
   switch (attrib) {
     case 1: *value = 1024; break;     // max threads per block
     case 16: *value = 132; break;     // SMs
@@ -660,6 +733,8 @@ CUresult cuDeviceGetAttribute(int* value, int attrib, int dev) {
 }
 
 CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned flags) {
+  FAKE_ENTRY;
+  if (no_context("cuMemHostAlloc")) return kInvalidContext;
   *p = std::calloc(1, bytes ? bytes : 1);
   st().host_allocs.insert(*p);
   st().host_bytes[*p] = bytes;
@@ -668,6 +743,7 @@ CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned flags) {
 }
 
 CUresult cuMemFreeHost(void* p) {
+  FAKE_ENTRY;
   CUresult r = st().host_allocs.erase(p) ? kSuccess : kInvalidValue;
   st().host_bytes.erase(p);
   if (r == kSuccess) std::free(p);
@@ -676,6 +752,7 @@ CUresult cuMemFreeHost(void* p) {
 }
 
 CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* d, void* p, unsigned flags) {
+  FAKE_ENTRY;
   CUresult r = st().host_allocs.count(p) && flags == 0 ? kSuccess : kInvalidValue;
   if (r == kSuccess) *d = reinterpret_cast<CUdeviceptr>(p);  // unified addressing: the same address
   log_line("cuMemHostGetDevicePointer flags=%u -> %d", flags, r);
@@ -683,6 +760,7 @@ CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* d, void* p, unsigned flags) {
 }
 
 CUresult cuStreamWaitValue32_v2(Handle stream, CUdeviceptr addr, uint32_t value, unsigned flags) {
+  FAKE_ENTRY;
   uintptr_t sh = reinterpret_cast<uintptr_t>(stream);
   void* host = reinterpret_cast<void*>(addr);
   CUresult r = st().sticky ? st().sticky
@@ -699,6 +777,7 @@ CUresult cuStreamWaitValue32_v2(Handle stream, CUdeviceptr addr, uint32_t value,
 }
 
 CUresult cuDeviceTotalMem_v2(size_t* bytes, int dev) {
+  FAKE_ENTRY;
   unsigned long long total = kDefaultTotalMem;
   if (const char* t = std::getenv("KDFLOW_FAKE_CUDA_TOTAL_MEM"); t && *t) total = std::strtoull(t, nullptr, 10);
   *bytes = static_cast<size_t>(total);
@@ -707,51 +786,81 @@ CUresult cuDeviceTotalMem_v2(size_t* bytes, int dev) {
 }
 
 CUresult cuDeviceGetName(char* name, int len, int dev) {
+  FAKE_ENTRY;
   std::snprintf(name, static_cast<size_t>(len), "%s", "kdflow fake CUDA device");
   log_line("cuDeviceGetName device=%d -> 0", dev);
   return kSuccess;
 }
 
 CUresult cuDevicePrimaryCtxRetain(Handle* ctx, int dev) {
+  FAKE_ENTRY;
   if (st().sticky) {
     log_line("cuDevicePrimaryCtxRetain device=%d -> %d", dev, st().sticky);
     return st().sticky;
   }
-  if (st().ctx_refs++ == 0) reset_context();
-  *ctx = reinterpret_cast<Handle>(uintptr_t{0xc0});
-  log_line("cuDevicePrimaryCtxRetain device=%d -> 0 ctx=0xc0", dev);
+  if (dev < 0 || dev >= device_count()) {
+    log_line("cuDevicePrimaryCtxRetain device=%d -> %d", dev, kInvalidDevice);
+    return kInvalidDevice;
+  }
+  State& s = st();
+  if (s.live_contexts.empty()) reset_context();
+  if (s.primary_refs[dev]++ == 0) s.live_contexts.insert(primary_context(dev));
+  *ctx = reinterpret_cast<Handle>(primary_context(dev));
+  log_line("cuDevicePrimaryCtxRetain device=%d -> 0 ctx=0x%lx", dev, static_cast<unsigned long>(primary_context(dev)));
   return kSuccess;
 }
 
 CUresult cuDevicePrimaryCtxRelease_v2(int dev) {
-  if (st().ctx_refs > 0 && --st().ctx_refs == 0) reset_context();  // the primary context is destroyed
-  log_line("cuDevicePrimaryCtxRelease device=%d -> 0", dev);
-  return kSuccess;
+  FAKE_ENTRY;
+  State& s = st();
+  CUresult r = s.primary_refs[dev] > 0 ? kSuccess : kInvalidContext;
+  if (r == kSuccess && --s.primary_refs[dev] == 0) {  // the primary context is destroyed
+    s.live_contexts.erase(primary_context(dev));
+    if (s.live_contexts.empty()) reset_context();
+  }
+  log_line("cuDevicePrimaryCtxRelease device=%d -> %d", dev, r);
+  return r;
 }
 
 CUresult cuCtxCreate_v2(Handle* ctx, unsigned flags, int dev) {
+  FAKE_ENTRY;
   if (st().sticky) {
     log_line("cuCtxCreate flags=%u device=%d -> %d", flags, dev, st().sticky);
     return st().sticky;
   }
+  if (dev < 0 || dev >= device_count()) {
+    log_line("cuCtxCreate flags=%u device=%d -> %d", flags, dev, kInvalidDevice);
+    return kInvalidDevice;
+  }
   reset_context();
-  *ctx = reinterpret_cast<Handle>(uintptr_t{0xc1});
-  log_line("cuCtxCreate flags=%u device=%d -> 0 ctx=0xc1", flags, dev);
+  st().live_contexts.insert(created_context(dev));
+  *ctx = reinterpret_cast<Handle>(created_context(dev));
+  t_current = created_context(dev);  // cuCtxCreate makes it current on this thread
+  log_line("cuCtxCreate flags=%u device=%d -> 0 ctx=0x%lx", flags, dev, static_cast<unsigned long>(created_context(dev)));
   return kSuccess;
 }
 
 CUresult cuCtxDestroy_v2(Handle ctx) {
-  reset_context();
-  log_line("cuCtxDestroy ctx=%p -> 0", ctx);
-  return kSuccess;
+  FAKE_ENTRY;
+  CUresult r = st().live_contexts.erase(reinterpret_cast<uintptr_t>(ctx)) ? kSuccess : kInvalidContext;
+  if (r == kSuccess) reset_context();
+  if (t_current == reinterpret_cast<uintptr_t>(ctx)) t_current = 0;
+  log_line("cuCtxDestroy ctx=%p -> %d", ctx, r);
+  return r;
 }
 
 CUresult cuCtxSetCurrent(Handle ctx) {
-  log_line("cuCtxSetCurrent ctx=%p -> 0", ctx);
-  return kSuccess;
+  FAKE_ENTRY;
+  uintptr_t c = reinterpret_cast<uintptr_t>(ctx);
+  CUresult r = c == 0 || st().live_contexts.count(c) ? kSuccess : kInvalidContext;
+  if (r == kSuccess) t_current = c;
+  log_line("cuCtxSetCurrent ctx=%p -> %d", ctx, r);
+  return r;
 }
 
 CUresult cuCtxSynchronize() {
+  FAKE_ENTRY;
+  if (no_context("cuCtxSynchronize")) return kInvalidContext;
   if (refused_in_capture("cuCtxSynchronize")) return kCaptureUnsupported;
   flush_null_stream();
   drain_gates();
@@ -766,12 +875,14 @@ CUresult cuCtxSynchronize() {
 }
 
 CUresult cuDriverGetVersion(int* version) {
+  FAKE_ENTRY;
   *version = 13000;
   log_line("cuDriverGetVersion -> 0 version=13000");
   return kSuccess;
 }
 
 CUresult cuEventQuery(Handle ev) {
+  FAKE_ENTRY;
   if (refused_in_capture("cuEventQuery")) return kCaptureUnsupported;
   drain_gates();
   uintptr_t e = reinterpret_cast<uintptr_t>(ev);
@@ -785,6 +896,8 @@ CUresult cuEventQuery(Handle ev) {
 }
 
 CUresult cuModuleLoadDataEx(Handle* module, const void* image, unsigned n, int* options, void** values) {
+  FAKE_ENTRY;
+  if (no_context("cuModuleLoadDataEx")) return kInvalidContext;
   if (const char* j = std::getenv("KDFLOW_FAKE_CUDA_JIT_MS"); j && *j)
     std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(j)));
   const unsigned char* p = static_cast<const unsigned char*>(image);
@@ -832,6 +945,7 @@ CUresult cuModuleLoadDataEx(Handle* module, const void* image, unsigned n, int* 
 }
 
 CUresult cuModuleGetFunction(Handle* f, Handle module, const char* name) {
+  FAKE_ENTRY;
   auto it = st().modules.find(reinterpret_cast<uintptr_t>(module));
   CUresult r = kSuccess;
   if (it == st().modules.end()) {
@@ -857,12 +971,14 @@ CUresult cuModuleGetFunction(Handle* f, Handle module, const char* name) {
 }
 
 CUresult cuModuleUnload(Handle module) {
+  FAKE_ENTRY;
   CUresult r = st().modules.erase(reinterpret_cast<uintptr_t>(module)) ? kSuccess : kInvalidHandle;
   log_line("cuModuleUnload module=%p -> %d", module, r);
   return r;
 }
 
 CUresult cuFuncSetAttribute(Handle f, int attrib, int value) {
+  FAKE_ENTRY;
   auto it = st().functions.find(reinterpret_cast<uintptr_t>(f));
   if (it == st().functions.end()) {
     log_line("cuFuncSetAttribute function=%p -> %d", f, kInvalidHandle);
@@ -878,6 +994,7 @@ CUresult cuFuncSetAttribute(Handle f, int attrib, int value) {
 }
 
 CUresult cuFuncGetAttribute(int* value, int attrib, Handle f) {
+  FAKE_ENTRY;
   const Function& fn = st().functions[reinterpret_cast<uintptr_t>(f)];
   *value = 0;
   if (attrib == 0) {
@@ -894,6 +1011,8 @@ CUresult cuFuncGetAttribute(int* value, int attrib, Handle f) {
 }
 
 CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
+  FAKE_ENTRY;
+  if (no_context("cuMemAlloc")) return kInvalidContext;
   if (bytes == 0) {
     log_line("cuMemAlloc bytes=0 -> %d", kInvalidValue);
     return kInvalidValue;
@@ -924,6 +1043,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
     return kOutOfMemory;
   }
   al.index = s.next_index++;
+  al.device = current_device();
   s.allocated += bytes;
   s.allocs[a] = std::move(al);
   *ptr = a;
@@ -932,6 +1052,8 @@ CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
 }
 
 CUresult cuMemFree_v2(CUdeviceptr ptr) {
+  FAKE_ENTRY;
+  if (no_context("cuMemFree")) return kInvalidContext;
   auto& m = st().allocs;
   auto it = m.find(ptr);
   CUresult r = kInvalidValue;
@@ -968,6 +1090,8 @@ static uint64_t fnv1a(const void* p, size_t n) {
 }
 
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
+  FAKE_ENTRY;
+  if (no_context("cuMemcpyHtoD")) return kInvalidContext;
   if (refused_in_capture("cuMemcpyHtoD")) return kCaptureUnsupported;
   CUdeviceptr base = 0;
   Alloc* a = find(dst, bytes, &base);
@@ -996,6 +1120,8 @@ static bool pinned(const void* p, size_t n) {
 /// a captured copy from pageable memory and invalidates the capture); otherwise it runs in
 /// stream order (a pageable source is staged now, as the driver does before returning).
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes, Handle stream) {
+  FAKE_ENTRY;
+  if (no_context("cuMemcpyHtoDAsync")) return kInvalidContext;
   State& s = st();
   uintptr_t sh = reinterpret_cast<uintptr_t>(stream);
   bool captured = s.capturing.count(sh) > 0;
@@ -1033,6 +1159,8 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes, Ha
 }
 
 CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
+  FAKE_ENTRY;
+  if (no_context("cuMemcpyDtoH")) return kInvalidContext;
   if (refused_in_capture("cuMemcpyDtoH")) return kCaptureUnsupported;
   flush_null_stream();  // synchronous, on the NULL stream: after everything queued there
   CUdeviceptr base = 0;
@@ -1045,6 +1173,8 @@ CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
 }
 
 CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t count) {
+  FAKE_ENTRY;
+  if (no_context("cuMemsetD8")) return kInvalidContext;
   if (refused_in_capture("cuMemsetD8")) return kCaptureUnsupported;
   CUdeviceptr base = 0;
   Alloc* a = find(dst, count, &base);
@@ -1061,6 +1191,8 @@ CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t count) {
 CUresult launch_kernel(const char* api, Handle f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                        unsigned bz, unsigned smem, Handle stream, void** kernel_params, void** extra,
                        const std::string& attrs, CUresult refused, const std::string& refused_why) {
+  FAKE_ENTRY;
+  if (no_context(api)) return kInvalidContext;
   State& s = st();
   auto fit = s.functions.find(reinterpret_cast<uintptr_t>(f));
   if (fit == s.functions.end()) {
@@ -1103,12 +1235,15 @@ CUresult launch_kernel(const char* api, Handle f, unsigned gx, unsigned gy, unsi
   }
   if (r == kSuccess && st().sticky) r = st().sticky;
   if (r == kSuccess && m.ptx) {
-    bool ok = true;
+    bool ok = true, foreign = false;
     auto it = m.entries.find(fn.name);
-    if (it != m.entries.end()) args = decode(it->second, l.params, &ok);
+    if (it != m.entries.end()) args = decode(it->second, l.params, &ok, &foreign);
     if (!ok) {
       r = kInvalidValue;
       why = " error=parameter_buffer_does_not_match_the_ptx_signature";
+    } else if (foreign) {
+      r = kIllegalAddress;
+      why = " error=pointer_into_memory_of_another_device";
     }
     if (auto mx = m.maxntid.find(fn.name); mx != m.maxntid.end() && long(bx) * by * bz > mx->second) {
       r = kInvalidValue;
@@ -1148,6 +1283,7 @@ CUresult launch_kernel(const char* api, Handle f, unsigned gx, unsigned gy, unsi
 
 CUresult cuLaunchKernel(Handle f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned smem, Handle stream, void** kernel_params, void** extra) {
+  FAKE_ENTRY;
   return launch_kernel("cuLaunchKernel", f, gx, gy, gz, bx, by, bz, smem, stream, kernel_params, extra, "-", kSuccess,
                        "");
 }
@@ -1170,6 +1306,7 @@ struct LaunchConfig {
 constexpr CUresult kCooperativeTooLarge = 720;  // CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
 
 CUresult cuLaunchKernelEx(const LaunchConfig* c, Handle f, void** kernel_params, void** extra) {
+  FAKE_ENTRY;
   if (!c || (c->num_attrs && !c->attrs)) {
     log_line("cuLaunchKernelEx config=%p -> %d error=null_config_or_attributes", static_cast<const void*>(c),
              kInvalidValue);
@@ -1209,6 +1346,8 @@ CUresult cuLaunchKernelEx(const LaunchConfig* c, Handle f, void** kernel_params,
 }
 
 CUresult cuEventCreate(Handle* ev, unsigned flags) {
+  FAKE_ENTRY;
+  if (no_context("cuEventCreate")) return kInvalidContext;
   uintptr_t h = new_handle();
   st().events[h] = 0;
   *ev = reinterpret_cast<Handle>(h);
@@ -1217,6 +1356,7 @@ CUresult cuEventCreate(Handle* ev, unsigned flags) {
 }
 
 CUresult cuEventRecord(Handle ev, Handle stream) {
+  FAKE_ENTRY;
   uintptr_t e = reinterpret_cast<uintptr_t>(ev), sh = reinterpret_cast<uintptr_t>(stream);
   CUresult r = st().sticky ? st().sticky : st().events.count(e) ? kSuccess : kInvalidHandle;
   if (r == kSuccess) {
@@ -1234,6 +1374,7 @@ CUresult cuEventRecord(Handle ev, Handle stream) {
 }
 
 CUresult cuEventSynchronize(Handle ev) {
+  FAKE_ENTRY;
   if (refused_in_capture("cuEventSynchronize")) return kCaptureUnsupported;
   drain_gates();
   uintptr_t e = reinterpret_cast<uintptr_t>(ev);
@@ -1244,6 +1385,7 @@ CUresult cuEventSynchronize(Handle ev) {
 }
 
 CUresult cuEventElapsedTime(float* ms, Handle a, Handle b) {
+  FAKE_ENTRY;
   drain_gates();
   if (st().sticky || st().pending_events.count(reinterpret_cast<uintptr_t>(a)) ||
       st().pending_events.count(reinterpret_cast<uintptr_t>(b))) {
@@ -1258,12 +1400,15 @@ CUresult cuEventElapsedTime(float* ms, Handle a, Handle b) {
 }
 
 CUresult cuEventDestroy_v2(Handle ev) {
+  FAKE_ENTRY;
   CUresult r = st().events.erase(reinterpret_cast<uintptr_t>(ev)) ? kSuccess : kInvalidHandle;
   log_line("cuEventDestroy event=%p -> %d", ev, r);
   return r;
 }
 
 CUresult cuStreamCreate(Handle* stream, unsigned flags) {
+  FAKE_ENTRY;
+  if (no_context("cuStreamCreate")) return kInvalidContext;
   uintptr_t h = new_handle();
   st().stream_flags[h] = flags;
   *stream = reinterpret_cast<Handle>(h);
@@ -1272,11 +1417,13 @@ CUresult cuStreamCreate(Handle* stream, unsigned flags) {
 }
 
 CUresult cuStreamDestroy_v2(Handle stream) {
+  FAKE_ENTRY;
   log_line("cuStreamDestroy stream=%p -> 0", stream);
   return kSuccess;
 }
 
 CUresult cuStreamBeginCapture_v2(Handle stream, int mode) {
+  FAKE_ENTRY;
   uintptr_t g = new_handle();
   st().capturing[reinterpret_cast<uintptr_t>(stream)] = g;
   st().graphs[g];
@@ -1285,6 +1432,7 @@ CUresult cuStreamBeginCapture_v2(Handle stream, int mode) {
 }
 
 CUresult cuStreamEndCapture(Handle stream, Handle* graph) {
+  FAKE_ENTRY;
   auto& c = st().capturing;
   auto it = c.find(reinterpret_cast<uintptr_t>(stream));
   if (it == c.end()) {
@@ -1307,6 +1455,7 @@ CUresult cuStreamEndCapture(Handle stream, Handle* graph) {
 }
 
 CUresult cuGraphInstantiateWithFlags(Handle* exec, Handle graph, unsigned long long flags) {
+  FAKE_ENTRY;
   auto it = st().graphs.find(reinterpret_cast<uintptr_t>(graph));
   if (it == st().graphs.end()) {
     log_line("cuGraphInstantiate graph=%p -> %d", graph, kInvalidHandle);
@@ -1374,6 +1523,7 @@ CUresult cuGraphInstantiateWithFlags(Handle* exec, Handle graph, unsigned long l
 }
 
 CUresult cuGraphLaunch(Handle exec, Handle stream) {
+  FAKE_ENTRY;
   auto it = st().execs.find(reinterpret_cast<uintptr_t>(exec));
   if (it == st().execs.end()) {
     log_line("cuGraphLaunch exec=%p -> %d", exec, kInvalidHandle);
@@ -1397,6 +1547,8 @@ CUresult cuGraphLaunch(Handle exec, Handle stream) {
 }
 
 CUresult cuGraphCreate(Handle* graph, unsigned flags) {
+  FAKE_ENTRY;
+  if (no_context("cuGraphCreate")) return kInvalidContext;
   uintptr_t g = new_handle();
   st().graphs[g];
   st().explicit_graphs[g];
@@ -1418,6 +1570,7 @@ struct KernelNodeParams {
 
 CUresult cuGraphAddKernelNode_v2(Handle* node, Handle graph, const Handle* deps, size_t ndeps,
                                  const KernelNodeParams* p) {
+  FAKE_ENTRY;
   State& s = st();
   auto g = s.explicit_graphs.find(reinterpret_cast<uintptr_t>(graph));
   auto fit = p ? s.functions.find(reinterpret_cast<uintptr_t>(p->func)) : s.functions.end();
@@ -1461,10 +1614,11 @@ CUresult cuGraphAddKernelNode_v2(Handle* node, Handle graph, const Handle* deps,
       r = kInvalidValue, why = " error=dynamic_shared_memory_above_the_kernel_limit";
     const Module& m = s.modules[fn.module];
     if (r == kSuccess && m.ptx) {
-      bool ok = true;
+      bool ok = true, foreign = false;
       auto it = m.entries.find(fn.name);
-      if (it != m.entries.end()) decode(it->second, n.launch.params, &ok);
+      if (it != m.entries.end()) decode(it->second, n.launch.params, &ok, &foreign);
       if (!ok) r = kInvalidValue, why = " error=parameter_buffer_does_not_match_the_ptx_signature";
+      else if (foreign) r = kIllegalAddress, why = " error=pointer_into_memory_of_another_device";
     }
   }
   if (r == kSuccess) {
@@ -1488,6 +1642,7 @@ CUresult cuGraphAddKernelNode_v2(Handle* node, Handle graph, const Handle* deps,
 /// A kernel node's attribute: the fake knows COOPERATIVE (2) on a kernel node of a graph not
 /// yet instantiated; the grid must fit on the device at once, as for cuLaunchKernelEx.
 CUresult cuGraphKernelNodeSetAttribute(Handle node, int attr, const void* value) {
+  FAKE_ENTRY;
   State& s = st();
   uintptr_t id = reinterpret_cast<uintptr_t>(node);
   GraphNode* n = nullptr;
@@ -1514,6 +1669,7 @@ CUresult cuGraphKernelNodeSetAttribute(Handle node, int attr, const void* value)
 
 /// cuGraphAddChildGraphNode: embeds a copy of `child` (as the driver clones it).
 CUresult cuGraphAddChildGraphNode(Handle* node, Handle graph, const Handle* deps, size_t ndeps, Handle child) {
+  FAKE_ENTRY;
   State& s = st();
   auto g = s.explicit_graphs.find(reinterpret_cast<uintptr_t>(graph));
   auto c = s.graphs.find(reinterpret_cast<uintptr_t>(child));
@@ -1552,6 +1708,7 @@ CUresult cuGraphAddChildGraphNode(Handle* node, Handle graph, const Handle* deps
 }
 
 CUresult cuGraphDestroy(Handle graph) {
+  FAKE_ENTRY;
   st().explicit_graphs.erase(reinterpret_cast<uintptr_t>(graph));
   CUresult r = st().graphs.erase(reinterpret_cast<uintptr_t>(graph)) ? kSuccess : kInvalidHandle;
   log_line("cuGraphDestroy graph=%p -> %d", graph, r);
@@ -1559,17 +1716,20 @@ CUresult cuGraphDestroy(Handle graph) {
 }
 
 CUresult cuGraphExecDestroy(Handle exec) {
+  FAKE_ENTRY;
   CUresult r = st().execs.erase(reinterpret_cast<uintptr_t>(exec)) ? kSuccess : kInvalidHandle;
   log_line("cuGraphExecDestroy exec=%p -> %d", exec, r);
   return r;
 }
 
 CUresult cuGetErrorName(CUresult err, const char** str) {
+  FAKE_ENTRY;
   *str = error_name(err);
   return *str ? kSuccess : kInvalidValue;
 }
 
 CUresult cuGetErrorString(CUresult err, const char** str) {
+  FAKE_ENTRY;
   *str = err == kNoBinary ? "no kernel image is available for execution on the device (fake)"
          : err == kNoDevice ? "no CUDA-capable device is detected (fake)"
                             : "fake driver error";
@@ -1668,6 +1828,7 @@ static const ProcEntry kProcs[] = {
 };
 
 CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, unsigned long long flags, int* status) {
+  FAKE_ENTRY;
   *pfn = nullptr;
   CUresult r = kNotFound;
   int why = 1;  // CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND
@@ -1692,23 +1853,34 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, unsign
 /// Not a driver entry point: tests call it (dlsym) to drop all state, as if the process
 /// that held a hung context had exited.
 void kdflow_fake_cuda_reset() {
+  FAKE_ENTRY;
   // As if the process ended: what it held goes, pinned host memory included.
   for (void* p : st().host_allocs) std::free(p);
   st().host_allocs.clear();
   st() = State{};
   g_hung = false;
+  t_current = 0;
   log_line("kdflow_fake_cuda_reset");
+}
+
+/// Not a driver entry point: the fake cuBLAS writes its lines through this, so they carry
+/// the same thread numbers and never interleave with the driver's.
+void kdflow_fake_cuda_log(const char* line) {
+  FAKE_ENTRY;
+  log_line("%s", line);
 }
 
 /// Not a driver entry point: the fake cuBLAS plants a fault in its queued work (a sticky
 /// error, as a faulting kernel of the library would leave).
 void kdflow_fake_cuda_fault(CUresult r) {
+  FAKE_ENTRY;
   if (st().sticky == 0) st().sticky = r;
   log_line("fault host-work result=%d", r);
 }
 
 /// Not a driver entry point (see the header): host bytes behind [p, p + n), or null.
 unsigned char* kdflow_fake_cuda_host_pointer(CUdeviceptr p, size_t n) {
+  FAKE_ENTRY;
   CUdeviceptr base = 0;
   Alloc* a = find(p, n, &base);
   return a ? a->mem.data() + (p - base) : nullptr;
@@ -1717,6 +1889,7 @@ unsigned char* kdflow_fake_cuda_host_pointer(CUdeviceptr p, size_t n) {
 /// Not a driver entry point (see the header): queues fn(arg) on `stream`. Fails as a launch
 /// would: an unknown stream (not the NULL stream, not created), a sticky fault.
 CUresult kdflow_fake_cuda_enqueue(Handle stream, const char* what, void (*fn)(void*), void* arg) {
+  FAKE_ENTRY;
   State& s = st();
   uintptr_t sh = reinterpret_cast<uintptr_t>(stream);
   CUresult r = s.sticky;
@@ -1731,6 +1904,7 @@ CUresult kdflow_fake_cuda_enqueue(Handle stream, const char* what, void (*fn)(vo
 }
 
 CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, unsigned long long flags) {
+  FAKE_ENTRY;
   return cuGetProcAddress_v2(symbol, pfn, version, flags, nullptr);
 }
 

@@ -120,6 +120,9 @@ class CudaBackend final : public Backend {
     // After a sticky fault or a hang every call may fail or block: leave everything to
     // process exit, which tears the context down.
     if (abandoned_) return;
+    // The context may not be current on this thread (a sharded replay opens each rank on a
+    // thread of its own and destroys it on the main one).
+    if (ctx_) d_.cuCtxSetCurrent(ctx_);
     // Best effort, in reverse order of creation; errors here change nothing for the user.
     if (word_ && d_.cuMemFreeHost) d_.cuMemFreeHost(word_);
     if (exec_) d_.cuGraphExecDestroy(exec_);
@@ -160,8 +163,19 @@ class CudaBackend final : public Backend {
   Status open() override {
     if (CUresult r = d_.cuInit(0); r != CUDA_SUCCESS) return fail(r, "cuInit", ExitCode::Unavailable);
     if (d_.cuDriverGetVersion) d_.cuDriverGetVersion(&driver_version_);
-    if (CUresult r = d_.cuDeviceGet(&device_, opt_.device); r != CUDA_SUCCESS)
-      return fail(r, fmt::format("cuDeviceGet({})", opt_.device), ExitCode::Unavailable);
+    // A sharded replay: rank r on device + r when there are enough devices, else every rank
+    // on `device` (each with its own stream, buffers and modules in the primary context).
+    int ordinal = opt_.device;
+    if (opt_.rank >= 0 && d_.cuDeviceGetCount) {
+      int count = 0;
+      if (d_.cuDeviceGetCount(&count) == CUDA_SUCCESS) {
+        info_.device_count = count;
+        if (count >= opt_.device + opt_.ranks) ordinal = opt_.device + opt_.rank;
+      }
+    }
+    info_.ordinal = ordinal;
+    if (CUresult r = d_.cuDeviceGet(&device_, ordinal); r != CUDA_SUCCESS)
+      return fail(r, fmt::format("cuDeviceGet({})", ordinal), ExitCode::Unavailable);
     char name[256] = {0};
     if (d_.cuDeviceGetName(name, sizeof(name) - 1, device_) != CUDA_SUCCESS) std::strcpy(name, "unknown device");
     int major = 0, minor = 0, optin = 0;
@@ -187,7 +201,7 @@ class CudaBackend final : public Backend {
     if (CUresult r = d_.cuCtxSetCurrent(ctx_); r != CUDA_SUCCESS) return fail(r, "cuCtxSetCurrent");
     if (CUresult r = d_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS)
       return fail(r, "cuStreamCreate");
-    log_ << fmt::format("replay: device {}: {}, driver {}\n", opt_.device, info_.name, d_.library);
+    log_ << fmt::format("replay: device {}: {}, driver {}\n", ordinal, info_.name, d_.library);
     // The gate of timed runs: a host-pinned word, mapped for the device, that the stream waits
     // on (cuStreamWaitValue32_v2, GEQ) until the host writes it once a run is queued.
     if (d_.cuMemHostAlloc && d_.cuMemHostGetDevicePointer && d_.cuStreamWaitValue32 && d_.cuMemFreeHost) {

@@ -85,6 +85,7 @@ Expected<Driver> load_driver(const std::string& override_path) {
   Entry entries[] = {
       {"cuInit", 2000, "cuInit", true, reinterpret_cast<void**>(&d.cuInit)},
       {"cuDeviceGet", 2000, "cuDeviceGet", true, reinterpret_cast<void**>(&d.cuDeviceGet)},
+      {"cuDeviceGetCount", 2000, "cuDeviceGetCount", false, reinterpret_cast<void**>(&d.cuDeviceGetCount)},
       {"cuDeviceGetAttribute", 2000, "cuDeviceGetAttribute", true, reinterpret_cast<void**>(&d.cuDeviceGetAttribute)},
       {"cuDeviceGetName", 2000, "cuDeviceGetName", true, reinterpret_cast<void**>(&d.cuDeviceGetName)},
       {"cuDeviceTotalMem", 3020, "cuDeviceTotalMem_v2", false, reinterpret_cast<void**>(&d.cuDeviceTotalMem)},

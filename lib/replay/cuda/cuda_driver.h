@@ -132,6 +132,7 @@ struct Driver {
 
   CUresult (*cuInit)(unsigned flags) = nullptr;
   CUresult (*cuDeviceGet)(CUdevice* dev, int ordinal) = nullptr;
+  CUresult (*cuDeviceGetCount)(int* count) = nullptr;  ///< optional: a sharded replay places ranks with it
   CUresult (*cuDeviceGetAttribute)(int* value, int attrib, CUdevice dev) = nullptr;
   CUresult (*cuDeviceGetName)(char* name, int len, CUdevice dev) = nullptr;
   CUresult (*cuDeviceTotalMem)(size_t* bytes, CUdevice dev) = nullptr;                          // _v2, optional

@@ -451,6 +451,7 @@ TEST_CASE("the fake cuBLAS is as strict as the real one on handles, leading dime
   auto mem_alloc = reinterpret_cast<MemAlloc>(::dlsym(drv, "cuMemAlloc_v2"));
   auto stream_create = reinterpret_cast<StreamCreate>(::dlsym(drv, "cuStreamCreate"));
   REQUIRE((create && set_stream && sgemm && mem_alloc && stream_create));
+  REQUIRE(test::fake_cuda_context(drv));
   unsigned long long a = 0, b = 0, cbuf = 0;
   REQUIRE(mem_alloc(&a, 4 * 6) == 0);     // 2 × 3
   REQUIRE(mem_alloc(&b, 4 * 12) == 0);    // 3 × 4

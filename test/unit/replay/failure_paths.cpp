@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "kdflow/emit/emit.h"
 #include "kdflow/ir/dataflow_json.h"
@@ -264,6 +265,7 @@ TEST_CASE("hostile flows: a buffer claiming more bytes than its shape, or more t
     REQUIRE(h);
     auto alloc = reinterpret_cast<int (*)(unsigned long long*, size_t)>(::dlsym(h, "cuMemAlloc_v2"));
     REQUIRE(alloc);
+    REQUIRE(test::fake_cuda_context(h));
     unsigned long long p = 0;
     CHECK(alloc(&p, size_t{1} << 50) == 2);  // CUDA_ERROR_OUT_OF_MEMORY
   }
@@ -414,6 +416,51 @@ TEST_CASE("issue 23 (9): cuBLAS loading a second CUDA driver beside KDFLOW_CUDA_
   CHECK(::dlopen(other.c_str(), RTLD_NOW | RTLD_NOLOAD) == nullptr);
 }
 
+// The fake keeps a current context per thread, as the driver does (cuda.h: "the context is
+// bound to the calling CPU thread"): work on a thread with none, or with a context that was
+// destroyed, fails with CUDA_ERROR_INVALID_CONTEXT. A sharded replay relies on it: each rank
+// makes its context current on its own thread.
+TEST_CASE("the fake driver refuses work on a thread with no current context; devices have their own", "[replay]") {
+  Fakes fake;
+  void* h = ::dlopen(KDFLOW_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(h);
+  auto alloc = reinterpret_cast<int (*)(unsigned long long*, size_t)>(::dlsym(h, "cuMemAlloc_v2"));
+  auto set = reinterpret_cast<int (*)(void*)>(::dlsym(h, "cuCtxSetCurrent"));
+  auto retain = reinterpret_cast<int (*)(void**, int)>(::dlsym(h, "cuDevicePrimaryCtxRetain"));
+  auto release = reinterpret_cast<int (*)(int)>(::dlsym(h, "cuDevicePrimaryCtxRelease_v2"));
+  auto count = reinterpret_cast<int (*)(int*)>(::dlsym(h, "cuDeviceGetCount"));
+  REQUIRE((alloc && set && retain && release && count));
+  unsigned long long p = 0;
+  CHECK(alloc(&p, 256) == 201);  // no context on this thread yet
+  REQUIRE(test::fake_cuda_context(h));
+  CHECK(alloc(&p, 256) == 0);
+  int other = -1;
+  std::thread([&] { other = alloc(&p, 256); }).join();
+  CHECK(other == 201);  // the other thread has none of its own
+  std::thread([&] {
+    void* ctx = nullptr;
+    other = retain(&ctx, 0) == 0 && set(ctx) == 0 ? alloc(&p, 256) : -2;
+  }).join();
+  CHECK(other == 0);
+  CHECK(set(reinterpret_cast<void*>(uintptr_t{0xdead})) == 201);  // not a context
+  CHECK(fake.count("error=no_current_context_on_this_thread") == 2);
+  CHECK(fake.count(" thread=1") > 0);  // the other threads' lines say which thread
+  int n = 0;
+  CHECK(count(&n) == 0);
+  CHECK(n == 1);
+  {
+    Env devices("KDFLOW_FAKE_CUDA_DEVICES", "2");
+    CHECK(count(&n) == 0);
+    CHECK(n == 2);
+    void* ctx = nullptr;
+    CHECK(retain(&ctx, 1) == 0);
+    CHECK(reinterpret_cast<uintptr_t>(ctx) == 0x1c0);
+    CHECK(retain(&ctx, 2) == 101);  // CUDA_ERROR_INVALID_DEVICE
+    CHECK(release(1) == 0);
+    CHECK(release(1) == 201);  // released once more than retained
+  }
+}
+
 // The fake refuses during stream capture what the real driver refuses there, and the
 // capture is then invalidated.
 TEST_CASE("the fake driver refuses allocations, synchronous copies and event queries during capture",
@@ -427,6 +474,7 @@ TEST_CASE("the fake driver refuses allocations, synchronous copies and event que
   auto alloc = reinterpret_cast<int (*)(unsigned long long*, size_t)>(::dlsym(h, "cuMemAlloc_v2"));
   auto sync = reinterpret_cast<int (*)()>(::dlsym(h, "cuCtxSynchronize"));
   REQUIRE((create && begin && end && alloc && sync));
+  REQUIRE(test::fake_cuda_context(h));
   void* stream = nullptr;
   REQUIRE(create(&stream, 1) == 0);
   void* graph = nullptr;

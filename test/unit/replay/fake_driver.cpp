@@ -1969,15 +1969,70 @@ TEST_CASE("host copies: eager uploads between steps, graph and dag copy nodes fr
   }
 }
 
-// A sharded flow (test/fixtures/tp_mlp) on the CUDA back end: not replayed yet, which is said in
-// one line before the driver is opened (exit 69); its plan is every rank's (--dry-run).
-TEST_CASE("replay: a sharded flow on CUDA is refused in one line, --dry-run plans it", "[sharded]") {
+// A sharded flow (test/fixtures/tp_mlp, TVM 0.27, 2 ranks) on the CUDA back end: every rank on
+// a thread of its own, in the one device's primary context or (two devices) each on its own,
+// the allreduce made on the host between them. The fake runs no kernel, so both ranks' outputs
+// differ from the references (exit 1): what is checked is what each rank asked of the driver.
+TEST_CASE("replay: a sharded flow on CUDA runs every rank, on one device or one each", "[sharded]") {
   Env lib("KDFLOW_CUDA_LIBRARY", KDFLOW_FAKE_CUDA);
   const std::string dir = test::source_dir() + "/test/fixtures/tp_mlp";
-  test::RunResult r = test::run_kdflow({"replay", dir, "-q"});
-  CHECK(r.exit_code == 69);
-  CHECK(r.err.find("replays on the CPU back end only so far") != std::string::npos);
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  const std::string log_path = test::temp_dir() + "/fake.log";
+  Env log("KDFLOW_FAKE_CUDA_LOG", log_path);
+  auto lines = [&](const std::string& start) {
+    std::vector<std::string> out;
+    std::ifstream f(log_path);
+    for (std::string line; std::getline(f, line);)
+      if (line.rfind(start, 0) == 0) out.push_back(line);
+    return out;
+  };
+  auto on_thread = [](const std::vector<std::string>& v, const std::string& tag) {
+    return std::count_if(v.begin(), v.end(), [&](const std::string& l) {
+      return tag.empty() ? l.find(" thread=") == std::string::npos : l.find(" thread=" + tag) != std::string::npos;
+    });
+  };
+  SECTION("one device: both ranks on GPU 0") {
+    test::RunResult r = test::run_kdflow({"replay", dir, "--warmup", "1", "--repeat", "2"});
+    CHECK(r.exit_code == 1);  // the fake computes nothing: both ranks' outputs differ
+    CHECK(r.out.find("every rank on GPU 0: 1 GPU found for 2 ranks") != std::string::npos);
+    CHECK(r.out.find("the collectives made by kdflow on the host between them (4 in all runs") != std::string::npos);
+    CHECK(r.out.find("r0:0") != std::string::npos);
+    CHECK(r.out.find("r1:0") != std::string::npos);
+    CHECK(r.out.find("not gated (every collective waits for the steps before it") != std::string::npos);
+    // Each rank's back end logs under its name, never interleaved with the other's.
+    CHECK(r.err.find("rank 0: replay: device 0: kdflow fake CUDA device") != std::string::npos);
+    CHECK(r.err.find("rank 1: replay: device 0: kdflow fake CUDA device") != std::string::npos);
+    // Two threads, each with the primary context current, its own stream, its 7 allocations
+    // and 5 launches per run (4: checked, warm-up, 2 timed), the 4 collectives' receives written back.
+    std::vector<std::string> allocs = lines("cuMemAlloc bytes="), launches = lines("cuLaunchKernel");
+    CHECK(lines("cuDevicePrimaryCtxRetain device=0 -> 0").size() == 2);
+    CHECK(lines("cuStreamCreate").size() == 2);
+    CHECK(allocs.size() == 14);
+    CHECK(launches.size() == 40);
+    CHECK(lines("cuCtxSetCurrent ctx=0xc0 -> 0").size() >= 2);
+    size_t tagged = on_thread(allocs, "1") + on_thread(allocs, "2");
+    CHECK(tagged >= 7);  // at least one rank is not the first thread to call the fake
+    for (const std::string& l : lines("")) CHECK(l.find("error=no_current_context") == std::string::npos);
+  }
+  SECTION("two devices: rank r on GPU r, each in its own context and memory") {
+    Env devices("KDFLOW_FAKE_CUDA_DEVICES", "2");
+    test::RunResult r = test::run_kdflow({"replay", dir, "--warmup", "0", "--repeat", "1"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.out.find("rank r on GPU r: GPUs 0, 1") != std::string::npos);
+    CHECK(r.err.find("rank 1: replay: device 1: kdflow fake CUDA device") != std::string::npos);
+    CHECK(lines("cuDevicePrimaryCtxRetain device=0 -> 0").size() == 1);
+    CHECK(lines("cuDevicePrimaryCtxRetain device=1 -> 0").size() == 1);
+    CHECK(lines("cuCtxSetCurrent ctx=0x1c0 -> 0").size() >= 1);
+    CHECK(lines("cuLaunchKernel").size() == 20);
+    CHECK(lines("cuDevicePrimaryCtxRelease device=1 -> 0").size() == 1);
+  }
+  SECTION("a rank that faults stops every rank, in one line") {
+    Env fault("KDFLOW_FAKE_CUDA_FAULT", "matmul_kernel@1");
+    test::RunResult r = test::run_kdflow({"replay", dir, "--warmup", "0", "--repeat", "1", "-q"});
+    CHECK(r.exit_code == 70);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.err.find("rank ") != std::string::npos);
+    CHECK(r.err.find("CUDA_ERROR_ILLEGAL_ADDRESS") != std::string::npos);
+  }
   test::RunResult d = test::run_kdflow({"replay", dir, "--dry-run"});
   CHECK(d.exit_code == 0);
   CHECK(d.out.find("runtime.disco.allreduce node 7 after kernel 3: allreduce sum 256 float32 (1024 bytes)") !=
