@@ -420,7 +420,7 @@ TEST_CASE("issue 23 (9): cuBLAS loading a second CUDA driver beside KDFLOW_CUDA_
 // bound to the calling CPU thread"): work on a thread with none, or with a context that was
 // destroyed, fails with CUDA_ERROR_INVALID_CONTEXT. A sharded replay relies on it: each rank
 // makes its context current on its own thread.
-TEST_CASE("the fake driver refuses work on a thread with no current context; devices have their own", "[replay]") {
+TEST_CASE("the fake driver refuses work on a thread with no current context, and devices have their own", "[replay]") {
   Fakes fake;
   void* h = ::dlopen(KDFLOW_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
   REQUIRE(h);
