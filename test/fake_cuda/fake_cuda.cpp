@@ -242,7 +242,7 @@ struct GraphNode {
 
 struct State {
   std::map<CUdeviceptr, Alloc> allocs;  // base address → memory
-  CUdeviceptr next_addr = 0x100000000ull;
+  CUdeviceptr next_addr = 0x7f0000000000ull;
   int next_index = 0;
   uintptr_t next_handle = 0x1000;
   std::map<uintptr_t, Module> modules;
@@ -1030,7 +1030,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
     return kOutOfMemory;
   }
   if (s.allocs.empty()) {  // each replay in a process sees the same addresses and indices
-    s.next_addr = 0x100000000ull;
+    s.next_addr = 0x7f0000000000ull;
     s.next_index = 0;
   }
   CUdeviceptr a = s.next_addr;
