@@ -33,8 +33,10 @@
 #   --codegen         also write each sample's, model's and session's program with kdflow codegen,
 #                     build it with CMake, run it (eager with --timing, and --graph) and compare
 #                     its outputs with TVM's (docs/codegen.md)
-#   --sharded DIR=FLOW  (repeatable) a tensor-parallel build's program (kdflow codegen; replay runs
-#                     sharded flows on the CPU back end only): every rank on this machine's GPUs
+#   --sharded DIR[=FLOW]  (repeatable) a tensor-parallel build: kdflow replay (eager; rank r on GPU
+#                     r when there are as many GPUs as ranks, else every rank on one) and, with
+#                     --codegen, its program; every rank's outputs against the unsharded model's
+#                     (without FLOW, kdflow extracts DIR itself: this machine needs clang)
 # Exit status: 0 all runs passed; 1 a run failed or (without --allow-mismatch) an output
 # differed; 64 usage; 69 the build tools are missing.
 set -u
@@ -87,7 +89,7 @@ while [ $# -gt 0 ]; do
       MODELS="$MODELS $2"; shift 2 ;;
     --codegen) CODEGEN=1; shift ;;
     --sharded)
-      [ $# -ge 2 ] && [ "${2#*=}" != "$2" ] || usage "--sharded needs DIR=FLOW"
+      [ $# -ge 2 ] || usage "--sharded needs DIR[=FLOW]"
       SHARDED="$SHARDED $2"; shift 2 ;;
     -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
     *) usage "unknown option $1" ;;
@@ -163,7 +165,7 @@ replay_row() {
   [ -z "$DEVICE" ] && DEVICE=$(sed -n 's/^replay: device [0-9]*: //p' "$base.err" | head -1)
   # Outputs: the check table's rows are "index file max_abs max_rel mismatches result".
   local outs ksum launches e2e result nodes
-  outs=$(awk 'f && $1 !~ /^[0-9]+$/ { f = 0 }
+  outs=$(awk 'f && $1 !~ /^(r[0-9]+:)?[0-9]+$/ { f = 0 }
               f && NF >= 6 { n++; if ($6 != "ok") bad++; if ($3 + 0 > a) a = $3 + 0; if ($4 + 0 > r) r = $4 + 0 }
               $1 == "output" && $2 == "expected" { f = 1 }
               END { if (!n) print "none compared"; else printf "%s (%g / %g)\n", bad ? bad "/" n " MISMATCH" : n "/" n " ok", a, r }' "$base.txt")
@@ -265,12 +267,17 @@ for pair in $MODELS; do
   [ "$CODEGEN" = 1 ] && codegen_row "$m (build)" "$OUT/build.$m" "$dir" --flow "$flow"
 done
 
-# --- tensor-parallel builds: their programs only (replay runs sharded flows on the CPU) -------
+# --- tensor-parallel builds: replay (eager: every rank on its thread) and their programs ------
 for pair in $SHARDED; do
-  dir=${pair%%=*}; flow=${pair#*=}
-  T=""; grep -q '"dtype": "float16"' "$flow" && T="--rtol 0.05 --atol 0.05"
+  dir=${pair%%=*}; F=""; T=""
+  if [ "$pair" != "$dir" ]; then
+    F="--flow ${pair#*=}"
+    grep -q '"dtype": "float16"' "${pair#*=}" && T="--rtol 0.05 --atol 0.05"
+  fi
   # shellcheck disable=SC2086
-  NO_GRAPH=1 codegen_row "$(basename "$dir") (sharded)" "$OUT/sharded.$(basename "$dir")" "$dir" --flow "$flow" $T
+  replay_row "$(basename "$dir") (sharded)" eager "$OUT/sharded.$(basename "$dir").eager" "$dir" $F --warmup 2 $T
+  # shellcheck disable=SC2086
+  [ "$CODEGEN" = 1 ] && NO_GRAPH=1 codegen_row "$(basename "$dir") (sharded)" "$OUT/sharded.$(basename "$dir")" "$dir" $F $T
 done
 
 # --- LLM sessions: eager, graph and dag (the KV cache's host copies as copy nodes) ------------
