@@ -178,6 +178,13 @@ Expected<ReplaySetup> setup_replay(const ReplayCommand& cmd, std::ostream& err) 
   if (cmd.backend == "cuda") opt.backend = ReplayBackend::Cuda;
   else if (cmd.backend == "cpu") opt.backend = ReplayBackend::Cpu;
   else return usage(fmt::format("--backend {}: expected cuda or cpu", cmd.backend));
+  if (cmd.collectives == "auto") opt.collectives = CollectiveMode::Auto;
+  else if (cmd.collectives == "host") opt.collectives = CollectiveMode::Host;
+  else if (cmd.collectives == "nccl") opt.collectives = CollectiveMode::Nccl;
+  else return usage(fmt::format("--collectives {}: expected auto, host or nccl", cmd.collectives));
+  if (cmd.collectives != "auto" && opt.backend == ReplayBackend::Cpu)
+    return usage("--collectives chooses who makes a sharded flow's collectives on CUDA; the CPU back end makes them "
+                 "on the host (drop it)");
   if (!cmd.trace.empty() && cmd.dry_run) return usage("--trace needs a run; drop --dry-run");
   if (!cmd.timing_json.empty() && cmd.dry_run) return usage("--timing-json needs a run; drop --dry-run");
   if (!(cmd.time_limit >= 0) && cmd.time_limit != -1) return usage("--time-limit must be 0 or more");

@@ -52,6 +52,10 @@
 #include "kdflow/support/diag.h"
 #include "kdflow/replay/replay.h"
 
+namespace kdflow::nccl {
+class Communicators;  // cuda/nccl.h
+}
+
 namespace kdflow::replay_backend {
 
 /// A device address: CUdeviceptr for CUDA, a host address for the CPU back end. 0 is none.
@@ -80,6 +84,9 @@ struct Capabilities {
   bool dag = true;           ///< build_graph(chain = false): independent steps may run concurrently
   bool library_calls = true; ///< library_call() (cuBLAS matmul / batch_matmul or a CPU reference GEMM)
   bool guard_pages = false;  ///< alloc() can place a buffer against an inaccessible page (CPU --guard)
+  /// collective(): the back end queues a sharded flow's collectives itself (CUDA: NCCL), in
+  /// stream order; false: the engine makes them on the host between the ranks.
+  bool device_collectives = false;
   /// Most launches queued without a wait before launch() itself blocks (CUDA: the launch
   /// queue, about 1000 on current drivers); 0: no limit known. The engine waits in between.
   int queue_depth = 0;
@@ -170,6 +177,9 @@ struct BackendOptions {
   /// with at least device + ranks devices rank r opens device + r, else every rank `device`.
   int rank = -1;
   int ranks = 1;
+  /// CUDA, a sharded replay with one GPU per rank: the replay's NCCL communicators (rank
+  /// `rank`'s is this back end's); null: the engine makes the collectives on the host.
+  std::shared_ptr<nccl::Communicators> nccl;
 };
 
 class Backend {
@@ -213,6 +223,17 @@ class Backend {
   virtual Fault library_call(size_t call_index) = 0;
   /// Everything queued has finished (or the first fault).
   virtual Fault synchronize() = 0;
+  /// caps().device_collectives: queues collective `call` (a sharded flow's; `send`/`recv`
+  /// the device addresses of its operands, 0 where this rank has none) in stream order. The
+  /// engine has made sure every rank reached the same call. Default: none.
+  virtual Fault collective(const PlanLibraryCall& call, DevicePtr send, DevicePtr recv) {
+    (void)call, (void)send, (void)recv;
+    Fault f;
+    f.code = -1;
+    f.api = "collective";
+    f.text = std::string("the ") + name() + " back end makes no collectives itself";
+    return f;
+  }
 
   // Markers (caps().timing; the CPU back end may take host time stamps). make_markers(n)
   // replaces the pool; record(m) queues marker m; poll(m) says whether the work before it
@@ -273,6 +294,9 @@ Error fault_error(const std::string& library, const Fault& f, const std::string&
 /// The CUDA driver back end (lib/replay/cuda/). Loads libcuda (and libcublas when
 /// opt.library_calls); no driver → ExitCode::Unavailable.
 Expected<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& opt, std::ostream& log);
+/// The devices the CUDA driver has (cuDeviceGetCount), for placing a sharded replay's ranks
+/// before any back end opens. No driver → ExitCode::Unavailable.
+Expected<int> cuda_device_count(const BackendOptions& opt);
 /// The CPU back end (lib/replay/cpu/); until it is built, ExitCode::Unavailable
 /// ("the CPU back end is not built into this kdflow").
 Expected<std::unique_ptr<Backend>> make_cpu_backend(const BackendOptions& opt, std::ostream& log);

@@ -139,14 +139,39 @@ Status CollectiveHub::compute() {
                    ExitCode::DataError};
     return Status::ok();
   };
+  auto sent = [&](int r) {
+    const CollectiveTurn& t = turns_[static_cast<size_t>(r)];
+    return t.on_device ? t.send_bytes : t.send.size();
+  };
   auto want_send = [&](int r) -> Status {
     const CollectiveTurn& t = turns_[static_cast<size_t>(r)];
-    if (t.send.size() != c.bytes)
-      return Error{fmt::format("{}: rank {} sends {} bytes, not the {} the flow states", turn_text(t), r, t.send.size(),
+    if (sent(r) != c.bytes)
+      return Error{fmt::format("{}: rank {} sends {} bytes, not the {} the flow states", turn_text(t), r, sent(r),
                                c.bytes),
                    ExitCode::DataError};
     return Status::ok();
   };
+  // On the devices (NCCL): the sizes every rank declares, checked as the host's exchange
+  // checks what it is handed; no data passes through the hub.
+  const bool device_kind = k == "allreduce" || k == "allgather" || k == "broadcast_from_worker0" ||
+                           k == "scatter_from_worker0" || k == "gather_to_worker0";
+  if (t0.on_device && device_kind) {
+    const uint64_t n = static_cast<uint64_t>(ranks_);
+    if (k == "scatter_from_worker0" && c.bytes % n != 0)
+      return Error{fmt::format("{}: {} bytes do not split evenly over {} ranks", turn_text(t0), c.bytes, ranks_),
+                   ExitCode::DataError};
+    const uint64_t delivered = k == "allreduce" || k == "broadcast_from_worker0" ? c.bytes
+                               : k == "scatter_from_worker0"                      ? c.bytes / n
+                                                                                  : c.bytes * n;
+    for (int r = 0; r < ranks_; ++r) {
+      const bool sends = k == "allreduce" || k == "allgather" || k == "gather_to_worker0" || r == 0;
+      if (sends)
+        if (Status s = want_send(r); !s) return s;
+      if (k == "gather_to_worker0" && r > 0) continue;
+      if (Status s = want_recv(r, delivered); !s) return s;
+    }
+    return Status::ok();
+  }
   if (k == "allreduce") {
     std::vector<const std::string*> in;
     for (int r = 0; r < ranks_; ++r) {

@@ -24,6 +24,11 @@ struct CollectiveTurn {
   const Collective* what = nullptr;
   std::string send;           ///< the bytes it sends (empty where it sends nothing)
   uint64_t recv_bytes = 0;    ///< the size of its recv buffer (0: none)
+  /// The back ends make the collective on their devices (NCCL): the hub checks that every
+  /// rank reached the same call with consistent sizes (`send_bytes` instead of `send`) and
+  /// delivers nothing.
+  bool on_device = false;
+  uint64_t send_bytes = 0;    ///< on_device: the size of what it sends (0: nothing)
 };
 
 class CollectiveHub {

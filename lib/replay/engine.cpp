@@ -87,10 +87,11 @@ using namespace replay_backend;
 using namespace engine_detail;
 
 Expected<std::unique_ptr<Backend>> make_backend(const ReplayOptions& opt, const ReplayPlan& plan, std::ostream& log,
-                                                int rank = -1, int ranks = 1) {
+                                                const RankSetup& rank = {}) {
   BackendOptions bo;
-  bo.rank = rank;
-  bo.ranks = ranks;
+  bo.rank = rank.rank;
+  bo.ranks = rank.ranks;
+  bo.nccl = rank.nccl;
   bo.device = opt.device;
   bo.cuda_library = opt.cuda_library;
   bo.cublas_library = opt.cublas_library;
@@ -201,9 +202,8 @@ bool replay_device_abandoned() { return engine_detail::g_abandoned.load(); }
 Expected<ReplayReport> replay(const Dataflow& df, const ReplayOptions& opt, std::ostream& log) {
   if (Status s = check_options(df, opt); !s) return s.error();
   if (df.ranks > 1)
-    return replay_ranks(df, opt, log, [](const ReplayOptions& o, const ReplayPlan& p, std::ostream& l, int rank, int ranks) {
-      return make_backend(o, p, l, rank, ranks);
-    });
+    return replay_ranks(df, opt, log, [](const ReplayOptions& o, const ReplayPlan& p, std::ostream& l,
+                                         const RankSetup& r) { return make_backend(o, p, l, r); });
   Expected<ReplayPlan> plan = make_plan(df, opt.inputs);
   if (!plan) return plan.error();
   ReplayReport rep;

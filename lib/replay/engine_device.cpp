@@ -278,10 +278,22 @@ Fault Engine::collective(size_t i) {
     return f;
   };
   if (!hub_) return fault("a collective outside a replay of every rank");
-  if (Fault f = b_.synchronize(); !f.ok()) return f;
   CollectiveTurn turn;
   turn.call = p.call;
   turn.what = &*p.collective;
+  // NCCL on the devices: every rank first meets the others on the host (the same call, sizes
+  // that agree: a rank that stopped or went elsewhere stops every rank here, not in a kernel
+  // waiting on the GPU for ever), then queues the collective in its stream's order.
+  if (b_.caps().device_collectives) {
+    turn.on_device = true;
+    turn.send_bytes = p.a.buffer >= 0 ? p.a.bytes : 0;
+    turn.recv_bytes = p.c.buffer >= 0 ? p.c.bytes : 0;
+    std::string none;
+    if (Status s = hub_->exchange(rank_, std::move(turn), &none); !s) return fault(s.error().message);
+    return b_.collective(p, p.a.buffer >= 0 ? bases_[p.a.allocation] + p.a.offset : 0,
+                         p.c.buffer >= 0 ? bases_[p.c.allocation] + p.c.offset : 0);
+  }
+  if (Fault f = b_.synchronize(); !f.ok()) return f;
   if (p.a.buffer >= 0) {
     turn.send.assign(p.a.bytes, '\0');
     if (p.a.bytes)

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cuda/nccl.h"
 #include "engine_internal.h"
 #include "replay_ranks.h"
 
@@ -34,6 +35,13 @@ std::string placement(const std::vector<std::unique_ptr<Backend>>& backends, con
   std::string gpus;
   for (const auto& b : backends) gpus += (gpus.empty() ? "" : ", ") + std::to_string(b->info().ordinal);
   return fmt::format(" (rank r on GPU {}: GPUs {})", opt.device == 0 ? "r" : fmt::format("{} + r", opt.device), gpus);
+}
+
+/// "2.23.4" for ncclGetVersion's 22304 (2.9+: major × 10000 + minor × 100 + patch).
+std::string nccl_version(int v) {
+  if (v <= 0) return "(version unknown)";
+  if (v >= 10000) return fmt::format("{}.{}.{}", v / 10000, v / 100 % 100, v % 100);
+  return fmt::format("{}.{}.{}", v / 1000, v / 100 % 10, v % 100);
 }
 
 }  // namespace
@@ -73,12 +81,45 @@ Expected<ReplayReport> replay_ranks(const Dataflow& df, const ReplayOptions& opt
   Expected<std::vector<std::optional<NpyArray>>> expected = read_expected(opt);
   if (!expected) return expected.error();
 
+  // Who makes the collectives on CUDA: NCCL when there is a GPU per rank (its communicators
+  // made here, before any rank's thread, so none can wait for a rank that failed to start),
+  // else kdflow on the host.
+  RankSetup setup;
+  setup.ranks = n;
+  std::string why_host;  // the report's reason for host collectives on CUDA
+  if (opt.backend == ReplayBackend::Cuda) {
+    BackendOptions probe;
+    probe.cuda_library = opt.cuda_library;
+    Expected<int> count = cuda_device_count(probe);
+    if (!count) return count.error();
+    const bool enough = *count >= opt.device + n;
+    const bool want = opt.collectives != CollectiveMode::Host;
+    if (opt.collectives == CollectiveMode::Nccl && !enough)
+      return Error{fmt::format("kdflow replay: error: --collectives nccl needs a GPU per rank: {} ranks from GPU {}, "
+                               "and the machine has {} GPU{} (NCCL refuses two ranks on one GPU)",
+                               n, opt.device, *count, *count == 1 ? "" : "s"),
+                   ExitCode::Unavailable};
+    if (want && enough) {
+      Expected<nccl::Library> lib = nccl::load_nccl(opt.nccl_library);
+      Expected<std::shared_ptr<nccl::Communicators>> comms =
+          lib ? nccl::Communicators::make(lib.take(), n, opt.device) : Expected<std::shared_ptr<nccl::Communicators>>(lib.error());
+      if (!comms && opt.collectives == CollectiveMode::Nccl) return comms.error();
+      if (comms) setup.nccl = comms.take();
+      else why_host = "NCCL is not available: " + comms.error().message;
+    } else {
+      why_host = !want ? "--collectives host"
+                       : fmt::format("{} GPU{} for {} ranks: NCCL needs a GPU per rank", *count, *count == 1 ? "" : "s", n);
+    }
+  }
+
   // Each rank logs to its own stream (its back end too: they run on their threads at once),
   // printed afterwards with the rank's name.
   std::vector<std::ostringstream> logs(static_cast<size_t>(n));
   std::vector<std::unique_ptr<Backend>> backends;
   for (int r = 0; r < n; ++r) {
-    Expected<std::unique_ptr<Backend>> b = make_backend(opts[r], reps[r].plan, logs[r], r, n);
+    RankSetup mine = setup;
+    mine.rank = r;
+    Expected<std::unique_ptr<Backend>> b = make_backend(opts[r], reps[r].plan, logs[r], mine);
     if (!b) return b.error();
     backends.push_back(b.take());
   }
@@ -93,6 +134,8 @@ Expected<ReplayReport> replay_ranks(const Dataflow& df, const ReplayOptions& opt
         engine.set_rank(&hub, r);
         status[r] = engine.run();
         failed_run[r] = engine.failed_run();
+        // The other ranks may wait in a collective on their GPUs: NCCL's abort stops them.
+        if (!status[r] && setup.nccl) setup.nccl->abort();
         hub.abort(r, status[r] ? "it finished every run" : status[r].error().message);
       });
     for (std::thread& t : threads) t.join();
@@ -118,10 +161,20 @@ Expected<ReplayReport> replay_ranks(const Dataflow& df, const ReplayOptions& opt
   rep.ran = true;
   rep.ranks = n;
   rep.collectives = hub.completed();
-  rep.timing_method += fmt::format("; {} ranks in this process, each on its own {} back end{}, the collectives "
-                                   "made by kdflow on the host between them ({} in all runs: every rank's send read "
-                                   "back, combined, its receive written; no NCCL), timed as steps of rank 0's sequence",
-                                   n, to_string(opt.backend), placement(backends, opt), rep.collectives);
+  if (setup.nccl)
+    rep.timing_method += fmt::format(
+        "; {} ranks in this process, each on its own {} back end{}, the collectives made by NCCL {} ({}) on each "
+        "rank's stream in order ({} in all runs, every rank having reached the same call first), timed as steps of "
+        "rank 0's sequence",
+        n, to_string(opt.backend), placement(backends, opt), nccl_version(setup.nccl->lib().version),
+        setup.nccl->lib().library, rep.collectives);
+  else
+    rep.timing_method += fmt::format("; {} ranks in this process, each on its own {} back end{}, the collectives "
+                                     "made by kdflow on the host between them ({} in all runs: every rank's send read "
+                                     "back, combined, its receive written; no NCCL{}), timed as steps of rank 0's "
+                                     "sequence",
+                                     n, to_string(opt.backend), placement(backends, opt), rep.collectives,
+                                     why_host.empty() ? "" : ": " + why_host);
   rep.checks.clear();
   for (int r = 0; r < n; ++r) compare_outputs(r == 0 ? rep : reps[r], *expected, opt, r, &rep);
   return rep;

@@ -137,7 +137,7 @@ Status Engine::eager() {
   // launch and a marker per step): else the host, blocked in a launch, could never release it.
   bool fits = caps.queue_depth <= 0 || 2 * n + 2 <= static_cast<size_t>(caps.queue_depth);
   // Host copies wait for the steps before them: a held queue would never start them. So do
-  // collectives (every step before one finishes, then the ranks meet on the host).
+  // collectives made on the host, and every collective waits for the other ranks to reach it.
   bool collectives = std::any_of(plan_.library_calls.begin(), plan_.library_calls.end(),
                                  [](const PlanLibraryCall& c) { return c.collective.has_value(); });
   bool gate = caps.gate && caps.asynchronous && !opt_.locate && fits && plan_.host_copies.empty() && !collectives;
@@ -223,7 +223,7 @@ Status Engine::eager() {
             ? fmt::format("the run copies data from the host between kernels {} times, each after the kernels "
                           "before it finish",
                           plan_.host_copies.size())
-        : collectives ? "every collective waits for the steps before it, then for the other ranks"
+        : collectives ? "the ranks meet at every collective"
                       : fmt::format("a run of {} steps does not fit in the launch queue", n));
   if (!caps.asynchronous)
     rep_.timing_method += fmt::format("; the {} back end runs each step when it is queued, so the times are of "

@@ -13,9 +13,16 @@
 
 namespace kdflow {
 
-/// Makes the back end of rank `rank` of `ranks` for its plan (engine.cpp's make_backend).
+/// Which rank a back end is, and what makes its collectives (null: the host).
+struct RankSetup {
+  int rank = -1;
+  int ranks = 1;
+  std::shared_ptr<nccl::Communicators> nccl;
+};
+
+/// Makes the back end of one rank for its plan (engine.cpp's make_backend).
 using BackendFactory = std::function<Expected<std::unique_ptr<replay_backend::Backend>>(
-    const ReplayOptions&, const ReplayPlan&, std::ostream&, int rank, int ranks)>;
+    const ReplayOptions&, const ReplayPlan&, std::ostream&, const RankSetup&)>;
 
 /// The expected outputs (opt.expect; "" skips one), read before any device is touched.
 Expected<std::vector<std::optional<NpyArray>>> read_expected(const ReplayOptions& opt);

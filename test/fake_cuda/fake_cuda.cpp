@@ -253,6 +253,7 @@ struct State {
   std::set<uintptr_t> pending_events;        // recorded after work that never finishes
   double clock_us = 0;
   std::map<uintptr_t, unsigned> stream_flags;
+  std::map<uintptr_t, int> stream_device;    // stream → device of the context it was created in
   std::set<uintptr_t> hung_streams;          // a hung kernel is on it
   std::vector<Pending> pending;              // NULL-stream copies and memsets not yet landed
   std::map<int, int> primary_refs;           // device → cuDevicePrimaryCtxRetain count
@@ -1411,6 +1412,7 @@ CUresult cuStreamCreate(Handle* stream, unsigned flags) {
   if (no_context("cuStreamCreate")) return kInvalidContext;
   uintptr_t h = new_handle();
   st().stream_flags[h] = flags;
+  st().stream_device[h] = current_device();
   *stream = reinterpret_cast<Handle>(h);
   log_line("cuStreamCreate flags=%u -> 0 stream=0x%lx", flags, static_cast<unsigned long>(h));
   return kSuccess;
@@ -1861,6 +1863,30 @@ void kdflow_fake_cuda_reset() {
   g_hung = false;
   t_current = 0;
   log_line("kdflow_fake_cuda_reset");
+}
+
+/// Not a driver entry point: the device of this thread's current context (-1: none), for the
+/// fake NCCL.
+int kdflow_fake_cuda_current_device() {
+  FAKE_ENTRY;
+  return t_current != 0 && st().live_contexts.count(t_current) ? current_device() : -1;
+}
+
+/// Not a driver entry point: the device whose memory holds [p, p + n) in one allocation, or -1.
+int kdflow_fake_cuda_pointer_device(CUdeviceptr p, size_t n) {
+  FAKE_ENTRY;
+  Alloc* a = find(p, n);
+  return a ? a->device : -1;
+}
+
+/// Not a driver entry point: the device of a stream's context (-1: not a stream; the NULL
+/// stream: the current context's device).
+int kdflow_fake_cuda_stream_device(Handle stream) {
+  FAKE_ENTRY;
+  uintptr_t sh = reinterpret_cast<uintptr_t>(stream);
+  if (sh == 0) return t_current != 0 ? current_device() : -1;
+  auto it = st().stream_device.find(sh);
+  return it == st().stream_device.end() ? -1 : it->second;
 }
 
 /// Not a driver entry point: the fake cuBLAS writes its lines through this, so they carry

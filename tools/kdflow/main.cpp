@@ -198,6 +198,11 @@ int main(int argc, char** argv) {
                      "cuda (the CUDA driver: cubin/fatbin/PTX) or cpu (the host CPU: compiles device.cu)")
       ->check(CLI::IsMember({"cuda", "cpu"}))
       ->capture_default_str();
+  replay->add_option("--collectives", rp.collectives,
+                     "A sharded flow on CUDA: auto (NCCL when there is a GPU per rank and NCCL loads, else kdflow "
+                     "on the host), host, or nccl (NCCL or exit 69; $KDFLOW_NCCL_LIBRARY, else libnccl.so.2)")
+      ->check(CLI::IsMember({"auto", "host", "nccl"}))
+      ->capture_default_str();
   replay->add_option("--warmup", rp.warmup, "Warm-up runs")->capture_default_str();
   replay->add_option("--repeat", rp.repeat, "Timed runs")->capture_default_str();
   replay->add_option("--jobs,-j", rp.jobs,

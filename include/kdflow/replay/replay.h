@@ -185,6 +185,9 @@ ModuleFormat detect_module_format(std::string_view bytes);
 enum class ReplayBackend { Cuda, Cpu };
 const char* to_string(ReplayBackend b);  ///< "cuda" | "cpu"
 
+/// Who makes a sharded flow's collectives on CUDA (--collectives).
+enum class CollectiveMode { Auto, Host, Nccl };
+
 struct ReplayOptions {
   ReplayInputs inputs;
   ReplayBackend backend = ReplayBackend::Cuda;
@@ -229,6 +232,11 @@ struct ReplayOptions {
   /// rank order, replacing inputs.packed_params for that rank. Every rank runs in this process
   /// with its own back end and buffers; the collectives are made between them (collectives.h).
   std::vector<std::string> rank_params;
+  /// A sharded flow on CUDA: who makes the collectives. Auto: NCCL when the machine has a GPU
+  /// per rank and NCCL loads, else kdflow on the host (the report says why); Host: kdflow on
+  /// the host; Nccl: NCCL or exit 69.
+  CollectiveMode collectives = CollectiveMode::Auto;
+  std::string nccl_library;          ///< empty: $KDFLOW_NCCL_LIBRARY, else libnccl.so.2
 };
 
 struct KernelTime {
@@ -403,6 +411,7 @@ struct ReplayCommand {
   bool allow_unverified = false;     ///< --allow-unverified: exit 0 when no comparison could have failed
   std::string mode = "eager";        ///< --mode eager|graph|dag
   std::string backend = "cuda";      ///< --backend cuda|cpu
+  std::string collectives = "auto";  ///< --collectives auto|host|nccl (a sharded flow on CUDA)
   std::string timing_json;           ///< --timing-json FILE
   double time_limit = -1;            ///< --time-limit SECONDS (0: none; unset (< 0): kDefaultTimeLimit*)
   int warmup = 1;                    ///< --warmup N

@@ -28,6 +28,7 @@
 #include "../backend.h"
 #include "cublas.h"
 #include "cuda_driver.h"
+#include "nccl.h"
 #include "kdflow/formats/device_module.h"
 
 namespace kdflow::replay_backend {
@@ -157,6 +158,7 @@ class CudaBackend final : public Backend {
     c.graphs = true;
     c.dag = d_.cuGraphCreate && d_.cuGraphAddKernelNode;
     c.library_calls = blas_.has_value();
+    c.device_collectives = opt_.nccl != nullptr;
     return c;
   }
 
@@ -391,6 +393,61 @@ class CudaBackend final : public Backend {
     f.api = p.batched ? "cublasSgemmStridedBatched" : "cublasSgemm_v2";
     f.text = blas_->describe(r);
     return f;
+  }
+
+  /// A sharded flow's collective through NCCL on this rank's stream, as TVM's disco makes it
+  /// (src/runtime/extra/disco/nccl/nccl.cc): allreduce, allgather and broadcast as NCCL's
+  /// collectives; scatter and gather as a group of sends and receives with rank 0.
+  Fault collective(const PlanLibraryCall& p, DevicePtr send, DevicePtr recv) override {
+    const nccl::Library& n = opt_.nccl->lib();
+    nccl::ncclComm_t comm = opt_.nccl->comm(opt_.rank);
+    const Collective& c = *p.collective;
+    auto ptr = [](DevicePtr x) { return reinterpret_cast<void*>(static_cast<uintptr_t>(x)); };
+    auto failed = [&](nccl::ncclResult_t r, const std::string& api) {
+      Fault f;
+      f.code = r == 0 ? -1 : r;
+      f.api = api;
+      f.text = r == 0 ? "not a collective NCCL makes" : n.describe(r, comm);
+      return f;
+    };
+    const int dtype = nccl::nccl_dtype(c.dtype);
+    if (dtype < 0) return failed(0, fmt::format("{} of {} values (NCCL has no such type)", c.kind, c.dtype));
+    const uint64_t size = c.elements > 0 ? c.bytes / static_cast<uint64_t>(c.elements) : 0;
+    if (size == 0) return failed(0, fmt::format("{} of {} elements", c.kind, c.elements));
+    const int ranks = opt_.ranks, rank = opt_.rank;
+    const size_t count = static_cast<size_t>(c.elements);
+    CUstream s = stream_;
+    nccl::ncclResult_t r = nccl::ncclSuccess;
+    if (c.kind == "allreduce") {
+      int op = nccl::nccl_op(c.reduce_op);
+      if (op < 0) return failed(0, "allreduce " + c.reduce_op);
+      r = n.ncclAllReduce(ptr(send), ptr(recv), count, dtype, op, comm, s);
+      return r ? failed(r, "ncclAllReduce") : Fault::none();
+    }
+    if (c.kind == "allgather") {
+      r = n.ncclAllGather(ptr(send), ptr(recv), count, dtype, comm, s);
+      return r ? failed(r, "ncclAllGather") : Fault::none();
+    }
+    if (c.kind == "broadcast_from_worker0") {
+      r = n.ncclBroadcast(rank == 0 ? ptr(send) : nullptr, ptr(recv), count, dtype, 0, comm, s);
+      return r ? failed(r, "ncclBroadcast") : Fault::none();
+    }
+    if (c.kind == "scatter_from_worker0" || c.kind == "gather_to_worker0") {
+      // scatter: rank 0's send split in `ranks` pieces, piece i to rank i; gather: the reverse.
+      const bool scatter = c.kind == "scatter_from_worker0";
+      const size_t piece = scatter ? count / static_cast<size_t>(ranks) : count;
+      const uint64_t piece_bytes = piece * size;
+      if ((r = n.ncclGroupStart())) return failed(r, "ncclGroupStart");
+      if (rank == 0)
+        for (int i = 0; i < ranks && !r; ++i)
+          r = scatter ? n.ncclSend(ptr(send + piece_bytes * static_cast<uint64_t>(i)), piece, dtype, i, comm, s)
+                      : n.ncclRecv(ptr(recv + piece_bytes * static_cast<uint64_t>(i)), piece, dtype, i, comm, s);
+      if (!r) r = scatter ? n.ncclRecv(ptr(recv), piece, dtype, 0, comm, s) : n.ncclSend(ptr(send), piece, dtype, 0, comm, s);
+      nccl::ncclResult_t end = n.ncclGroupEnd();
+      if (r) return failed(r, scatter ? "ncclSend/ncclRecv of a scatter" : "ncclSend/ncclRecv of a gather");
+      return end ? failed(end, "ncclGroupEnd") : Fault::none();
+    }
+    return failed(0, "runtime.disco." + c.kind);
   }
 
   Fault synchronize() override {
@@ -880,6 +937,19 @@ class CudaBackend final : public Backend {
 };
 
 }  // namespace
+
+Expected<int> cuda_device_count(const BackendOptions& opt) {
+  Expected<Driver> driver = load_driver(opt.cuda_library);
+  if (!driver) return driver.error();
+  const Driver& d = *driver;
+  if (CUresult r = d.cuInit(0); r != CUDA_SUCCESS)
+    return file_error(d.library, fmt::format("cuInit failed: {}", d.describe(r)), ExitCode::Unavailable);
+  int count = 1;  // a driver without cuDeviceGetCount: one device is all replay may assume
+  if (d.cuDeviceGetCount)
+    if (CUresult r = d.cuDeviceGetCount(&count); r != CUDA_SUCCESS)
+      return file_error(d.library, fmt::format("cuDeviceGetCount failed: {}", d.describe(r)), ExitCode::Unavailable);
+  return count;
+}
 
 Expected<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& opt, std::ostream& log) {
   Expected<Driver> driver = load_driver(opt.cuda_library);

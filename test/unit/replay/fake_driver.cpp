@@ -1997,7 +1997,7 @@ TEST_CASE("replay: a sharded flow on CUDA runs every rank, on one device or one 
     CHECK(r.out.find("the collectives made by kdflow on the host between them (4 in all runs") != std::string::npos);
     CHECK(r.out.find("r0:0") != std::string::npos);
     CHECK(r.out.find("r1:0") != std::string::npos);
-    CHECK(r.out.find("not gated (every collective waits for the steps before it") != std::string::npos);
+    CHECK(r.out.find("not gated (the ranks meet at every collective)") != std::string::npos);
     // Each rank's back end logs under its name, never interleaved with the other's.
     CHECK(r.err.find("rank 0: replay: device 0: kdflow fake CUDA device") != std::string::npos);
     CHECK(r.err.find("rank 1: replay: device 0: kdflow fake CUDA device") != std::string::npos);
@@ -2024,6 +2024,61 @@ TEST_CASE("replay: a sharded flow on CUDA runs every rank, on one device or one 
     CHECK(lines("cuCtxSetCurrent ctx=0x1c0 -> 0").size() >= 1);
     CHECK(lines("cuLaunchKernel").size() == 20);
     CHECK(lines("cuDevicePrimaryCtxRelease device=1 -> 0").size() == 1);
+  }
+  SECTION("two devices and NCCL: the collectives on each rank's stream, through one communicator per rank") {
+    Env devices("KDFLOW_FAKE_CUDA_DEVICES", "2");
+    Env nccl("KDFLOW_NCCL_LIBRARY", KDFLOW_FAKE_NCCL);
+    test::RunResult r = test::run_kdflow({"replay", dir, "--warmup", "1", "--repeat", "2"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.out.find("the collectives made by NCCL 2.23.4") != std::string::npos);
+    CHECK(r.out.find("rank r on GPU r: GPUs 0, 1") != std::string::npos);
+    CHECK(lines("ncclCommInitAll ranks=2 -> 0").size() == 1);
+    // One allreduce per run (4 runs) on each rank, each matched once both ranks made it.
+    std::vector<std::string> calls = lines("ncclAllReduce");
+    CHECK(calls.size() == 8);
+    for (const std::string& l : calls) CHECK(l.find("count=256 dtype=7 op=0") != std::string::npos);
+    CHECK(lines("nccl-matched seq=").size() == 4);
+    CHECK(lines("nccl-mismatch").empty());
+    CHECK(lines("ncclCommDestroy rank=").size() == 2);
+    // No collective went through the host: each rank uploads its params and input (3 copies)
+    // and reads back its output once; the host's collectives add a read and a write per rank
+    // and run (14 and 10, below).
+    CHECK(lines("cuMemcpyHtoD ").size() == 6);
+    CHECK(lines("cuMemcpyDtoH ").size() == 2);
+    // --collectives host keeps them on the host even with NCCL at hand.
+    std::remove(log_path.c_str());
+    test::RunResult h = test::run_kdflow({"replay", dir, "--warmup", "1", "--repeat", "2", "--collectives", "host"});
+    CHECK(h.exit_code == 1);
+    CHECK(h.out.find("no NCCL: --collectives host") != std::string::npos);
+    CHECK(lines("ncclCommInitAll").empty());
+    CHECK(lines("cuMemcpyHtoD ").size() == 14);
+    CHECK(lines("cuMemcpyDtoH ").size() == 10);
+  }
+  SECTION("--collectives nccl needs a GPU per rank and NCCL, else exit 69 in one line") {
+    Env nccl("KDFLOW_NCCL_LIBRARY", KDFLOW_FAKE_NCCL);
+    test::RunResult r = test::run_kdflow({"replay", dir, "--collectives", "nccl", "-q"});
+    CHECK(r.exit_code == 69);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.err.find("needs a GPU per rank: 2 ranks from GPU 0, and the machine has 1 GPU") != std::string::npos);
+    Env devices("KDFLOW_FAKE_CUDA_DEVICES", "2");
+    Env none("KDFLOW_NCCL_LIBRARY", "/nonexistent/libnccl.so.2");
+    test::RunResult n = test::run_kdflow({"replay", dir, "--collectives", "nccl", "-q"});
+    CHECK(n.exit_code == 69);
+    CHECK(n.err.find("cannot load NCCL") != std::string::npos);
+    // auto falls back to the host, and says why.
+    test::RunResult a = test::run_kdflow({"replay", dir, "--warmup", "0", "--repeat", "1"});
+    CHECK(a.exit_code == 1);
+    CHECK(a.out.find("no NCCL: NCCL is not available: ") != std::string::npos);
+  }
+  SECTION("with NCCL, a rank that faults aborts every communicator and stops every rank") {
+    Env devices("KDFLOW_FAKE_CUDA_DEVICES", "2");
+    Env nccl("KDFLOW_NCCL_LIBRARY", KDFLOW_FAKE_NCCL);
+    Env fault("KDFLOW_FAKE_CUDA_FAULT", "matmul_kernel@1");
+    test::RunResult r = test::run_kdflow({"replay", dir, "--warmup", "0", "--repeat", "1", "-q"});
+    CHECK(r.exit_code == 70);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(lines("ncclCommAbort rank=").size() == 2);
+    CHECK(lines("ncclCommDestroy").empty());
   }
   SECTION("a rank that faults stops every rank, in one line") {
     Env fault("KDFLOW_FAKE_CUDA_FAULT", "matmul_kernel@1");
