@@ -161,6 +161,7 @@ Expected<ReplayReport> replay_ranks(const Dataflow& df, const ReplayOptions& opt
   rep.ran = true;
   rep.ranks = n;
   rep.collectives = hub.completed();
+  rep.collectives_by = setup.nccl ? "nccl" : "host";
   if (setup.nccl)
     rep.timing_method += fmt::format(
         "; {} ranks in this process, each on its own {} back end{}, the collectives made by NCCL {} ({}) on each "

@@ -454,6 +454,11 @@ std::string timing_json(const ReplayReport& r, const Dataflow& df) {
     checks.push_back(std::move(o));
   }
   root["checks"] = std::move(checks);
+  if (r.ranks > 1) {
+    root["ranks"] = r.ranks;
+    root["collectives"] = r.collectives;
+    root["collectives_by"] = r.collectives_by;
+  }
   if (r.node_tensors_compared > 0 || r.node_difference) {
     root["nodes_compared"] = r.node_tensors_compared;
     root["nodes_uninformative"] = r.node_tensors_uninformative;

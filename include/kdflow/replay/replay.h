@@ -345,6 +345,8 @@ struct ReplayReport {
   /// in `checks`, each with its rank; `results` are rank 0's).
   int ranks = 1;
   uint64_t collectives = 0;
+  /// Who made them: "nccl" (on each rank's stream) or "host" (kdflow, between the ranks).
+  std::string collectives_by;
   /// No guard violation and every check passed.
   bool passed() const;
 };

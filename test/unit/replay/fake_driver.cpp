@@ -2028,9 +2028,15 @@ TEST_CASE("replay: a sharded flow on CUDA runs every rank, on one device or one 
   SECTION("two devices and NCCL: the collectives on each rank's stream, through one communicator per rank") {
     Env devices("KDFLOW_FAKE_CUDA_DEVICES", "2");
     Env nccl("KDFLOW_NCCL_LIBRARY", KDFLOW_FAKE_NCCL);
-    test::RunResult r = test::run_kdflow({"replay", dir, "--warmup", "1", "--repeat", "2"});
+    const std::string timing = test::temp_dir() + "/timing.json";
+    test::RunResult r = test::run_kdflow({"replay", dir, "--warmup", "1", "--repeat", "2", "--timing-json", timing});
     CHECK(r.exit_code == 1);
     CHECK(r.out.find("the collectives made by NCCL 2.23.4") != std::string::npos);
+    nlohmann::json t = nlohmann::json::parse(test::slurp(timing));
+    CHECK(t["ranks"] == 2);
+    CHECK(t["collectives"] == 4);
+    CHECK(t["collectives_by"] == "nccl");
+    CHECK(t["checks"].size() == 2);
     CHECK(r.out.find("rank r on GPU r: GPUs 0, 1") != std::string::npos);
     CHECK(lines("ncclCommInitAll ranks=2 -> 0").size() == 1);
     // One allreduce per run (4 runs) on each rank, each matched once both ranks made it.
