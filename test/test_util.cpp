@@ -110,6 +110,16 @@ Child run_child(const std::function<void()>& body) {
   return c;
 }
 
+Env::Env(const char* name, const std::string& value) : name_(name) {
+  if (const char* old = std::getenv(name)) old_ = old;
+  ::setenv(name, value.c_str(), 1);
+}
+
+Env::~Env() {
+  if (old_) ::setenv(name_, old_->c_str(), 1);
+  else ::unsetenv(name_);
+}
+
 bool fake_cuda_context(void* handle, int device) {
   auto retain = reinterpret_cast<int (*)(void**, int)>(::dlsym(handle, "cuDevicePrimaryCtxRetain"));
   auto set = reinterpret_cast<int (*)(void*)>(::dlsym(handle, "cuCtxSetCurrent"));

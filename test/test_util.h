@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,19 @@ struct Child {
   std::string err;
 };
 Child run_child(const std::function<void()>& body);
+
+/// Sets an environment variable for one scope, restoring the old value (or its absence) after.
+class Env {
+ public:
+  Env(const char* name, const std::string& value);
+  ~Env();
+  Env(const Env&) = delete;
+  Env& operator=(const Env&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
 
 /// The fake CUDA driver opened with `handle` (dlopen): device `device`'s primary context
 /// retained and made current on this thread, as a program does before it allocates (the fake,

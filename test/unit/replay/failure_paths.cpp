@@ -24,21 +24,7 @@ using namespace kdflow;
 
 namespace {
 
-class Env {
- public:
-  Env(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~Env() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using test::Env;
 
 /// Drops the fake driver's state, as the end of the process would (a sticky fault included).
 void reset_fake() {

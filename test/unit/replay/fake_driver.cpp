@@ -29,22 +29,7 @@ using namespace kdflow;
 
 namespace {
 
-/// Sets an environment variable for one scope, restoring the old value after.
-class Env {
- public:
-  Env(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~Env() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using test::Env;
 
 /// One line of the fake's log: `name k=v ... -> result k=v ...`.
 struct Call {

@@ -16,21 +16,7 @@
 
 namespace {
 
-class Env {
- public:
-  Env(const char* name, const std::string& value) : name_(name) {
-    if (const char* v = std::getenv(name)) old_ = v;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~Env() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using kdflow::test::Env;
 
 template <typename F>
 F sym(void* h, const char* name) {
