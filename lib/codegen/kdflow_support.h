@@ -408,8 +408,12 @@ struct Gpu {
     d->check(d->cuMemAlloc(&p, bytes ? bytes : 4), (std::string("cuMemAlloc of ") + what).c_str());
     return p;
   }
+  /// On the work stream, after what is queued there: cuMemcpyHtoD would run on the legacy NULL
+  /// stream, which the work stream (non-blocking) does not wait for. The driver stages the
+  /// pageable source before returning, so `src` may go at once.
   void upload(CUdeviceptr dst, const void* src, uint64_t bytes, const char* what) {
-    d->check(d->cuMemcpyHtoD(dst, src, bytes), (std::string("cuMemcpyHtoD of ") + what).c_str());
+    if (!bytes) return;
+    d->check(d->cuMemcpyHtoDAsync(dst, src, bytes, stream), (std::string("cuMemcpyHtoDAsync of ") + what).c_str());
   }
   std::string download(CUdeviceptr src, uint64_t bytes, const char* what) {
     std::string out(bytes, '\0');

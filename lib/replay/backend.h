@@ -207,6 +207,11 @@ class Backend {
   virtual Fault alloc(uint64_t bytes, DevicePtr* out) = 0;
   virtual void free(DevicePtr p) = 0;
   virtual Fault upload(DevicePtr dst, const void* src, uint64_t bytes) = 0;
+  /// An upload between steps (a session's host copy, a collective's receive on the host):
+  /// queued on the work queue after what is queued there, so the steps queued after it see the
+  /// bytes; `src` may be reused as soon as it returns. Default: upload() (a back end whose
+  /// queue runs in order on the host).
+  virtual Fault upload_ordered(DevicePtr dst, const void* src, uint64_t bytes) { return upload(dst, src, bytes); }
   virtual Fault download(void* dst, DevicePtr src, uint64_t bytes) = 0;
   virtual Fault memset(DevicePtr dst, unsigned char value, uint64_t bytes) = 0;
 

@@ -303,7 +303,8 @@ Fault Engine::collective(size_t i) {
   std::string recv;
   if (Status s = hub_->exchange(rank_, std::move(turn), &recv); !s) return fault(s.error().message);
   if (p.c.buffer >= 0 && !recv.empty())
-    if (Fault f = b_.upload(bases_[p.c.allocation] + p.c.offset, recv.data(), recv.size()); !f.ok()) return f;
+    if (Fault f = b_.upload_ordered(bases_[p.c.allocation] + p.c.offset, recv.data(), recv.size()); !f.ok())
+      return f;
   return Fault::none();
 }
 

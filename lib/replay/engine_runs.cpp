@@ -37,7 +37,7 @@ Status Engine::host_copies_before(int run, size_t s) {
   }
   for (size_t c : copies_before_[s]) {
     const PlanHostCopy& h = plan_.host_copies[c];
-    if (Fault f = b_.upload(bases_[h.allocation] + h.offset, h.data.data(), h.data.size()); !f.ok())
+    if (Fault f = b_.upload_ordered(bases_[h.allocation] + h.offset, h.data.data(), h.data.size()); !f.ok())
       return fail(f, fmt::format(" of host copy {} (node {}, {} bytes)", h.copy, h.node, h.data.size()));
   }
   return Status::ok();

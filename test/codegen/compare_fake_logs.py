@@ -25,6 +25,11 @@ import sys
 
 ALLOC = re.compile(r"^cuMemAlloc bytes=(\d+) -> 0 ptr=0x([0-9a-f]+)")
 HTOD = re.compile(r"^cuMemcpyHtoD dst=0x([0-9a-f]+) bytes=(\d+) -> 0 .*fnv=0x([0-9a-f]+)")
+# An upload on a stream (cuMemcpyHtoDAsync) counts where it lands, in stream order.
+LANDS = re.compile(r"^memcpy-lands dst=0x([0-9a-f]+) bytes=(\d+) index=\S+ fnv=0x([0-9a-f]+)")
+# A launch that may run before a NULL-stream copy or memset lands: the bytes it reads are not
+# those of the flow.
+RACING = re.compile(r"^cuLaunchKernel.* racing=([1-9]\d*)")
 LAUNCH = re.compile(r"^(cuLaunchKernel(?:Ex)?) name=(\S+) grid=(\S+) block=(\S+) smem=(\d+) .*captured=0 "
                     r"param_bytes=(\d+) params=([0-9a-f]*) .*attrs=(\S+) -> 0")
 GEMM = re.compile(r"^(cublasSgemm\S*) handle=\S+ stream=\S+ (?:workspace=\S+ )?(.*) -> 0")
@@ -59,8 +64,9 @@ class Log:
             m = ALLOC.match(line)
             if m:
                 self.allocs.append((int(m.group(2), 16), int(m.group(1))))
+        self.racing = [line for line in lines if RACING.match(line)]
         for line in lines:
-            m = HTOD.match(line)
+            m = HTOD.match(line) or LANDS.match(line)
             if m:
                 self.uploads.append(f"upload {m.group(2)} bytes to {self.where(int(m.group(1), 16))} "
                                     f"fnv={m.group(3)}")
@@ -155,6 +161,7 @@ def program_rank(prog, ranks, r):
                       else m.group(0), text)
 
     part = Log(lines=[])
+    part.racing = prog.racing
     part.allocs = prog.allocs[r * per:(r + 1) * per]
     part.uploads = [local(u) for u in prog.uploads if mine(u)]
     part.steps = [local(st) for st in prog.steps if mine(st)]
@@ -177,6 +184,10 @@ def compare(prog, rep, runs, min_steps, who=""):
         if d:
             problems.append(d)
             break
+    for name, log in (("program", prog), ("replay", rep)):
+        if log.racing:
+            problems.append(f"{who}{len(log.racing)} launches of the {name} may run before a copy lands: "
+                            f"{log.racing[0][:160]}")
     # Uploads: the params and inputs, then each run's host copies (replay repeats those).
     k = len(prog.uploads)
     d = first_difference(prog.uploads, rep.uploads[:k], who + "upload")

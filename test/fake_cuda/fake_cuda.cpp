@@ -78,7 +78,8 @@
 // complete after they return; the fake defers them until something orders them: a
 // cuCtxSynchronize, a synchronous cuMemcpyDtoH, or work on the NULL stream or on a blocking
 // stream (created without CU_STREAM_NON_BLOCKING). A kernel launched on a non-blocking stream
-// runs *before* pending NULL-stream work lands (the launch line says racing=N), so it sees
+// runs *before* pending NULL-stream work lands (the launch line says racing=N: the pending
+// operations that write an allocation its parameters point into), so it sees
 // stale memory and deferred writes land on top of what it wrote.
 //
 // Host work for the fake cuBLAS (test/fake_cublas): two exported functions that are not
@@ -601,6 +602,25 @@ void flush_null_stream() {
   }
   if (!s.pending.empty()) log_line("null-stream work landed: %zu operations", s.pending.size());
   s.pending.clear();
+}
+
+/// The NULL-stream copies and memsets not yet landed that write an allocation a launch's
+/// parameters point into (every 8-byte-aligned word inside an allocation counts as a pointer):
+/// the kernel may read those bytes before they land. Work pending on other allocations (another
+/// rank's, in a sharded replay) cannot reach it.
+size_t racing_with(const std::string& params) {
+  std::set<CUdeviceptr> bases;
+  for (size_t at = 0; at + 8 <= params.size(); at += 8) {
+    CUdeviceptr v = 0, base = 0;
+    std::memcpy(&v, params.data() + at, 8);
+    if (find(v, 0, &base)) bases.insert(base);
+  }
+  size_t n = 0;
+  for (const Pending& p : st().pending) {
+    CUdeviceptr base = 0;
+    if (find(p.dst, 0, &base) && bases.count(base)) ++n;
+  }
+  return n;
 }
 
 /// What a launch does when it "runs" on `stream`: advance the clock, maybe overrun a
@@ -1254,7 +1274,7 @@ CUresult launch_kernel(const char* api, Handle f, unsigned gx, unsigned gy, unsi
   uintptr_t sh = reinterpret_cast<uintptr_t>(stream);
   bool captured = s.capturing.count(sh) > 0;
   if (r == kSuccess && !captured && blocking_stream(sh)) flush_null_stream();
-  size_t racing = captured ? 0 : s.pending.size();
+  size_t racing = captured ? 0 : racing_with(l.params);
   log_line("%s name=%s grid=%u,%u,%u block=%u,%u,%u smem=%u stream=0x%lx captured=%d param_bytes=%zu "
            "params=%s args=%s racing=%zu attrs=%s -> %d%s",
            api, fn.name.c_str(), gx, gy, gz, bx, by, bz, smem, static_cast<unsigned long>(sh), captured ? 1 : 0,

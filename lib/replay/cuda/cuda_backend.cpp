@@ -260,6 +260,22 @@ class CudaBackend final : public Backend {
     return Fault::none();
   }
 
+  /// cuMemcpyHtoD runs on the legacy NULL stream, which the work stream (non-blocking) does not
+  /// wait for: a kernel queued after it could read the buffer before the copy lands. So an
+  /// upload between steps goes on the work stream itself (pageable source: the driver stages
+  /// it before returning), or, on a driver without the async copy, is waited for.
+  Fault upload_ordered(DevicePtr dst, const void* src, uint64_t bytes) override {
+    if (bytes == 0) return Fault::none();
+    if (d_.cuMemcpyHtoDAsync) {
+      if (CUresult r = d_.cuMemcpyHtoDAsync(dst, src, bytes, stream_); r != CUDA_SUCCESS)
+        return fault(r, "cuMemcpyHtoDAsync");
+      return Fault::none();
+    }
+    if (CUresult r = d_.cuMemcpyHtoD(dst, src, bytes); r != CUDA_SUCCESS) return fault(r, "cuMemcpyHtoD");
+    if (CUresult r = d_.cuCtxSynchronize(); r != CUDA_SUCCESS) return fault(r, "cuCtxSynchronize");
+    return Fault::none();
+  }
+
   Fault download(void* dst, DevicePtr src, uint64_t bytes) override {
     if (bytes == 0) return Fault::none();
     if (CUresult r = d_.cuMemcpyDtoH(dst, src, bytes); r != CUDA_SUCCESS) return fault(r, "cuMemcpyDtoH");

@@ -1883,16 +1883,19 @@ TEST_CASE("host copies: eager uploads between steps, graph and dag copy nodes fr
     auto rep = replay(df, opt, log);
     INFO(log.str());
     REQUIRE(rep);
-    // Eager runs (1 checked + 1 warm-up + 2 timed): each copy uploaded once per run, the first
-    // between kernel 2's and kernel 3's launches, the second after the last kernel.
+    // Eager runs (1 checked + 1 warm-up + 2 timed): each copy queued once per run on the work
+    // stream (not the NULL stream, which the work stream does not wait for) and landing in its
+    // order: the first between kernel 2 and kernel 3, the second after the last kernel. No
+    // launch may run before a copy lands (racing=0).
     std::vector<Call> all = fake.calls();
     int runs = 0;
     std::string order;
     for (const Call& c : all) {
+      if (c.name == "cuStreamBeginCapture" || c.name == "cuGraphCreate") break;  // graphs: checked below
       if (c.name == "cuLaunchKernel" && c.at("captured") == "0")
         order += c.at("name") == df.kernels[a].name ? "A" : c.at("name") == df.kernels[a + 1].name ? "B" : "k";
-      if (c.name == "cuMemcpyHtoD" && c.at("fnv") == f_mid) order += "M";
-      if (c.name == "cuMemcpyHtoD" && c.at("fnv") == f_last) {
+      if (c.name == "memcpy-lands" && c.at("fnv") == f_mid) order += "M";
+      if (c.name == "memcpy-lands" && c.at("fnv") == f_last) {
         order += "L";
         ++runs;
       }
@@ -1900,8 +1903,16 @@ TEST_CASE("host copies: eager uploads between steps, graph and dag copy nodes fr
     CHECK(runs == 4);
     const std::string one_run = std::string(a, 'k') + "AMB" + std::string(n - a - 2, 'k') + "L";
     CHECK(order == one_run + one_run + one_run + one_run);
-    std::vector<Call> async = fake.calls("cuMemcpyHtoDAsync");
-    std::vector<Call> lands = fake.calls("memcpy-lands");
+    for (const Call& c : fake.calls("cuLaunchKernel")) CHECK(c.num("racing") == 0);
+    std::vector<Call> async, lands, eager_async;
+    bool graphs = false;
+    for (const Call& c : all) {
+      graphs = graphs || c.name == "cuStreamBeginCapture" || c.name == "cuGraphCreate";
+      if (c.name == "cuMemcpyHtoDAsync") (c.at("captured") == "1" ? async : eager_async).push_back(c);
+      if (c.name == "memcpy-lands" && graphs) lands.push_back(c);
+    }
+    REQUIRE(eager_async.size() == 8);
+    for (const Call& c : eager_async) CHECK((c.result == 0 && c.at("pinned") == "0"));
     if (mode == ReplayMode::Eager) {
       CHECK(async.empty());
       CHECK(lands.empty());
@@ -1925,7 +1936,7 @@ TEST_CASE("host copies: eager uploads between steps, graph and dag copy nodes fr
       // In the captured sequence: after kernel 2, before kernel 3; the other after kernel 5.
       std::string seq;
       for (const Call& c : all)
-        if ((c.name == "cuLaunchKernel" && c.at("captured") == "1") || c.name == "cuMemcpyHtoDAsync")
+        if ((c.name == "cuLaunchKernel" || c.name == "cuMemcpyHtoDAsync") && c.at("captured") == "1")
           seq += c.name == "cuMemcpyHtoDAsync" ? "C" : "k";
       CHECK(seq == std::string(a + 1, 'k') + "C" + std::string(n - a - 1, 'k') + "C");
     } else {
@@ -1997,6 +2008,8 @@ TEST_CASE("replay: a sharded flow on CUDA runs every rank, on one device or one 
     size_t tagged = on_thread(allocs, "1") + on_thread(allocs, "2");
     CHECK(tagged >= 7);  // at least one rank is not the first thread to call the fake
     for (const std::string& l : lines("")) CHECK(l.find("error=no_current_context") == std::string::npos);
+    // The allreduce's result is written on each rank's stream, before the kernel that reads it.
+    for (const std::string& l : launches) CHECK(l.find(" racing=0 ") != std::string::npos);
   }
   SECTION("two devices: rank r on GPU r, each in its own context and memory") {
     Env devices("KDFLOW_FAKE_CUDA_DEVICES", "2");
@@ -2033,8 +2046,9 @@ TEST_CASE("replay: a sharded flow on CUDA runs every rank, on one device or one 
     CHECK(lines("ncclCommDestroy rank=").size() == 2);
     // No collective went through the host: each rank uploads its params and input (3 copies)
     // and reads back its output once; the host's collectives add a read and a write per rank
-    // and run (14 and 10, below).
+    // and run (below).
     CHECK(lines("cuMemcpyHtoD ").size() == 6);
+    CHECK(lines("cuMemcpyHtoDAsync ").empty());
     CHECK(lines("cuMemcpyDtoH ").size() == 2);
     // --collectives host keeps them on the host even with NCCL at hand.
     std::remove(log_path.c_str());
@@ -2042,7 +2056,8 @@ TEST_CASE("replay: a sharded flow on CUDA runs every rank, on one device or one 
     CHECK(h.exit_code == 1);
     CHECK(h.out.find("no NCCL: --collectives host") != std::string::npos);
     CHECK(lines("ncclCommInitAll").empty());
-    CHECK(lines("cuMemcpyHtoD ").size() == 14);
+    CHECK(lines("cuMemcpyHtoD ").size() == 6);
+    CHECK(lines("cuMemcpyHtoDAsync ").size() == 8);  // each rank's receive, on its stream, each run
     CHECK(lines("cuMemcpyDtoH ").size() == 10);
   }
   SECTION("--collectives nccl needs a GPU per rank and NCCL, else exit 69 in one line") {
@@ -2064,7 +2079,9 @@ TEST_CASE("replay: a sharded flow on CUDA runs every rank, on one device or one 
   SECTION("with NCCL, a rank that faults aborts every communicator and stops every rank") {
     Env devices("KDFLOW_FAKE_CUDA_DEVICES", "2");
     Env nccl("KDFLOW_NCCL_LIBRARY", KDFLOW_FAKE_NCCL);
-    Env fault("KDFLOW_FAKE_CUDA_FAULT", "matmul_kernel@1");
+    // add_kernel runs after the allreduce: both ranks have opened their device by then (a
+    // fault while the other still retains its context would fail that retain, exit 69).
+    Env fault("KDFLOW_FAKE_CUDA_FAULT", "add_kernel@1");
     test::RunResult r = test::run_kdflow({"replay", dir, "--warmup", "0", "--repeat", "1", "-q"});
     CHECK(r.exit_code == 70);
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
@@ -2072,7 +2089,9 @@ TEST_CASE("replay: a sharded flow on CUDA runs every rank, on one device or one 
     CHECK(lines("ncclCommDestroy").empty());
   }
   SECTION("a rank that faults stops every rank, in one line") {
-    Env fault("KDFLOW_FAKE_CUDA_FAULT", "matmul_kernel@1");
+    // add_kernel runs after the allreduce: both ranks have opened their device by then (a
+    // fault while the other still retains its context would fail that retain, exit 69).
+    Env fault("KDFLOW_FAKE_CUDA_FAULT", "add_kernel@1");
     test::RunResult r = test::run_kdflow({"replay", dir, "--warmup", "0", "--repeat", "1", "-q"});
     CHECK(r.exit_code == 70);
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
