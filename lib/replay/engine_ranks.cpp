@@ -100,15 +100,16 @@ Expected<ReplayReport> replay_ranks(const Dataflow& df, const ReplayOptions& opt
                                n, opt.device, *count, *count == 1 ? "" : "s"),
                    ExitCode::Unavailable};
     if (want && enough) {
+      using Comms = std::shared_ptr<nccl::Communicators>;
       Expected<nccl::Library> lib = nccl::load_nccl(opt.nccl_library);
-      Expected<std::shared_ptr<nccl::Communicators>> comms =
-          lib ? nccl::Communicators::make(lib.take(), n, opt.device) : Expected<std::shared_ptr<nccl::Communicators>>(lib.error());
+      Expected<Comms> comms = lib ? nccl::Communicators::make(lib.take(), n, opt.device) : Expected<Comms>(lib.error());
       if (!comms && opt.collectives == CollectiveMode::Nccl) return comms.error();
       if (comms) setup.nccl = comms.take();
       else why_host = "NCCL is not available: " + comms.error().message;
     } else {
       why_host = !want ? "--collectives host"
-                       : fmt::format("{} GPU{} for {} ranks: NCCL needs a GPU per rank", *count, *count == 1 ? "" : "s", n);
+                       : fmt::format("{} GPU{} for {} ranks: NCCL needs a GPU per rank", *count,
+                                     *count == 1 ? "" : "s", n);
     }
   }
 

@@ -63,10 +63,12 @@ bool driver(Driver* d) {
   void* h = ::dlopen(path, RTLD_NOW | RTLD_NOLOAD);
   if (!h) return false;
   d->log = reinterpret_cast<void (*)(const char*)>(::dlsym(h, "kdflow_fake_cuda_log"));
-  d->host_pointer = reinterpret_cast<unsigned char* (*)(CUdeviceptr, size_t)>(::dlsym(h, "kdflow_fake_cuda_host_pointer"));
+  d->host_pointer =
+      reinterpret_cast<unsigned char* (*)(CUdeviceptr, size_t)>(::dlsym(h, "kdflow_fake_cuda_host_pointer"));
   d->pointer_device = reinterpret_cast<int (*)(CUdeviceptr, size_t)>(::dlsym(h, "kdflow_fake_cuda_pointer_device"));
   d->stream_device = reinterpret_cast<int (*)(void*)>(::dlsym(h, "kdflow_fake_cuda_stream_device"));
-  d->enqueue = reinterpret_cast<int (*)(void*, const char*, void (*)(void*), void*)>(::dlsym(h, "kdflow_fake_cuda_enqueue"));
+  d->enqueue =
+      reinterpret_cast<int (*)(void*, const char*, void (*)(void*), void*)>(::dlsym(h, "kdflow_fake_cuda_enqueue"));
   d->device_count = reinterpret_cast<int (*)(int*)>(::dlsym(h, "cuDeviceGetCount"));
   ::dlclose(h);  // balances the NOLOAD reference; the engine still holds it
   return d->log && d->host_pointer && d->pointer_device && d->stream_device && d->enqueue && d->device_count;
@@ -92,11 +94,22 @@ void log_line(const char* fmt, ...) {
 
 size_t type_size(int dtype) {
   switch (dtype) {
-    case 0: case 1: return 1;                // int8, uint8
-    case 2: case 3: case 7: return 4;        // int32, uint32, float32
-    case 4: case 5: case 8: return 8;        // int64, uint64, float64
-    case 6: case 9: return 2;                // float16, bfloat16
-    default: return 0;
+    case 0:
+    case 1:
+      return 1;  // int8, uint8
+    case 2:
+    case 3:
+    case 7:
+      return 4;  // int32, uint32, float32
+    case 4:
+    case 5:
+    case 8:
+      return 8;  // int64, uint64, float64
+    case 6:
+    case 9:
+      return 2;  // float16, bfloat16
+    default:
+      return 0;
   }
 }
 
@@ -116,8 +129,10 @@ struct Op {
   std::vector<P2P> p2p;  // group
   std::string text() const {
     char b[160];
-    if (what == "group") std::snprintf(b, sizeof(b), "a group of %zu sends and receives", p2p.size());
-    else std::snprintf(b, sizeof(b), "%s count=%zu dtype=%d op=%d root=%d", what.c_str(), count, dtype, op, root);
+    if (what == "group")
+      std::snprintf(b, sizeof(b), "a group of %zu sends and receives", p2p.size());
+    else
+      std::snprintf(b, sizeof(b), "%s count=%zu dtype=%d op=%d root=%d", what.c_str(), count, dtype, op, root);
     return b;
   }
 };
@@ -125,7 +140,7 @@ struct Op {
 struct Clique {
   int n = 0;
   std::map<size_t, std::vector<std::unique_ptr<Op>>> pending;  // seq → each rank's op (null: not yet)
-  std::string failure;  // set once: every later call fails with it
+  std::string failure;                                         // set once: every later call fails with it
 };
 
 struct Comm {
@@ -151,7 +166,7 @@ Result fail(Result r, const std::string& why) {
 
 float half_to_float(uint16_t h) {
   uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-  float v = exp == 0 ? std::ldexp(static_cast<float>(man), -24)
+  float v = exp == 0    ? std::ldexp(static_cast<float>(man), -24)
             : exp == 31 ? (man ? NAN : INFINITY)
                         : std::ldexp(static_cast<float>(man | 0x400), static_cast<int>(exp) - 25);
   return sign ? -v : v;
@@ -175,33 +190,109 @@ uint16_t float_to_half(float f) {
 /// Element i of a buffer of `dtype`, as a double; and back.
 double get(const unsigned char* p, int dtype, size_t i) {
   switch (dtype) {
-    case 0: return static_cast<int8_t>(p[i]);
-    case 1: return p[i];
-    case 2: { int32_t v; std::memcpy(&v, p + 4 * i, 4); return v; }
-    case 3: { uint32_t v; std::memcpy(&v, p + 4 * i, 4); return v; }
-    case 4: { int64_t v; std::memcpy(&v, p + 8 * i, 8); return static_cast<double>(v); }
-    case 5: { uint64_t v; std::memcpy(&v, p + 8 * i, 8); return static_cast<double>(v); }
-    case 6: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return half_to_float(v); }
-    case 7: { float v; std::memcpy(&v, p + 4 * i, 4); return v; }
-    case 8: { double v; std::memcpy(&v, p + 8 * i, 8); return v; }
-    case 9: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); uint32_t x = uint32_t{v} << 16; float f; std::memcpy(&f, &x, 4); return f; }
-    default: return 0;
+    case 0:
+      return static_cast<int8_t>(p[i]);
+    case 1:
+      return p[i];
+    case 2: {
+      int32_t v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    case 3: {
+      uint32_t v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    case 4: {
+      int64_t v;
+      std::memcpy(&v, p + 8 * i, 8);
+      return static_cast<double>(v);
+    }
+    case 5: {
+      uint64_t v;
+      std::memcpy(&v, p + 8 * i, 8);
+      return static_cast<double>(v);
+    }
+    case 6: {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      return half_to_float(v);
+    }
+    case 7: {
+      float v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    case 8: {
+      double v;
+      std::memcpy(&v, p + 8 * i, 8);
+      return v;
+    }
+    case 9: {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      uint32_t x = uint32_t{v} << 16;
+      float f;
+      std::memcpy(&f, &x, 4);
+      return f;
+    }
+    default:
+      return 0;
   }
 }
 void put(unsigned char* p, int dtype, size_t i, double d) {
   switch (dtype) {
-    case 0: p[i] = static_cast<unsigned char>(static_cast<int8_t>(d)); break;
-    case 1: p[i] = static_cast<unsigned char>(d); break;
-    case 2: { int32_t v = static_cast<int32_t>(d); std::memcpy(p + 4 * i, &v, 4); break; }
-    case 3: { uint32_t v = static_cast<uint32_t>(d); std::memcpy(p + 4 * i, &v, 4); break; }
-    case 4: { int64_t v = static_cast<int64_t>(d); std::memcpy(p + 8 * i, &v, 8); break; }
-    case 5: { uint64_t v = static_cast<uint64_t>(d); std::memcpy(p + 8 * i, &v, 8); break; }
-    case 6: { uint16_t v = float_to_half(static_cast<float>(d)); std::memcpy(p + 2 * i, &v, 2); break; }
-    case 7: { float v = static_cast<float>(d); std::memcpy(p + 4 * i, &v, 4); break; }
-    case 8: std::memcpy(p + 8 * i, &d, 8); break;
-    case 9: { float f = static_cast<float>(d); uint32_t x; std::memcpy(&x, &f, 4); x += 0x7fff + ((x >> 16) & 1);
-              uint16_t v = static_cast<uint16_t>(x >> 16); std::memcpy(p + 2 * i, &v, 2); break; }
-    default: break;
+    case 0:
+      p[i] = static_cast<unsigned char>(static_cast<int8_t>(d));
+      break;
+    case 1:
+      p[i] = static_cast<unsigned char>(d);
+      break;
+    case 2: {
+      int32_t v = static_cast<int32_t>(d);
+      std::memcpy(p + 4 * i, &v, 4);
+      break;
+    }
+    case 3: {
+      uint32_t v = static_cast<uint32_t>(d);
+      std::memcpy(p + 4 * i, &v, 4);
+      break;
+    }
+    case 4: {
+      int64_t v = static_cast<int64_t>(d);
+      std::memcpy(p + 8 * i, &v, 8);
+      break;
+    }
+    case 5: {
+      uint64_t v = static_cast<uint64_t>(d);
+      std::memcpy(p + 8 * i, &v, 8);
+      break;
+    }
+    case 6: {
+      uint16_t v = float_to_half(static_cast<float>(d));
+      std::memcpy(p + 2 * i, &v, 2);
+      break;
+    }
+    case 7: {
+      float v = static_cast<float>(d);
+      std::memcpy(p + 4 * i, &v, 4);
+      break;
+    }
+    case 8:
+      std::memcpy(p + 8 * i, &d, 8);
+      break;
+    case 9: {
+      float f = static_cast<float>(d);
+      uint32_t x;
+      std::memcpy(&x, &f, 4);
+      x += 0x7fff + ((x >> 16) & 1);
+      uint16_t v = static_cast<uint16_t>(x >> 16);
+      std::memcpy(p + 2 * i, &v, 2);
+      break;
+    }
+    default:
+      break;
   }
 }
 
@@ -210,8 +301,8 @@ std::string disagreement(const std::vector<std::unique_ptr<Op>>& ops) {
   const Op& a = *ops[0];
   for (size_t r = 1; r < ops.size(); ++r) {
     const Op& b = *ops[r];
-    bool same = a.what == b.what && (a.what == "group" ||
-                                     (a.count == b.count && a.dtype == b.dtype && a.op == b.op && a.root == b.root));
+    bool same = a.what == b.what &&
+                (a.what == "group" || (a.count == b.count && a.dtype == b.dtype && a.op == b.op && a.root == b.root));
     if (!same) return "rank 0 made " + a.text() + " but rank " + std::to_string(r) + " made " + b.text();
   }
   if (a.what != "group") return "";
@@ -227,9 +318,8 @@ std::string disagreement(const std::vector<std::unique_ptr<Op>>& ops) {
              std::to_string(key.second) + ", which receives " + std::to_string(other.size());
     for (size_t i = 0; i < list.size(); ++i)
       if (list[i]->count != other[i]->count || list[i]->dtype != other[i]->dtype)
-        return "rank " + std::to_string(key.first) + " sends " + std::to_string(list[i]->count) +
-               " elements to rank " + std::to_string(key.second) + ", which receives " +
-               std::to_string(other[i]->count);
+        return "rank " + std::to_string(key.first) + " sends " + std::to_string(list[i]->count) + " elements to rank " +
+               std::to_string(key.second) + ", which receives " + std::to_string(other[i]->count);
   }
   for (const auto& [key, list] : recvs)
     if (sends[key].size() != list.size())
@@ -259,7 +349,8 @@ void perform(const Driver& d, const std::vector<std::unique_ptr<Op>>& ops) {
   const size_t size = type_size(a.dtype), bytes = a.count * size;
   if (a.what == "broadcast") {
     std::vector<unsigned char> root(bytes);
-    if (unsigned char* p = d.host_pointer(ops[static_cast<size_t>(a.root)]->send, bytes)) std::memcpy(root.data(), p, bytes);
+    if (unsigned char* p = d.host_pointer(ops[static_cast<size_t>(a.root)]->send, bytes))
+      std::memcpy(root.data(), p, bytes);
     for (size_t r = 0; r < n; ++r)
       if (unsigned char* p = d.host_pointer(ops[r]->recv, bytes)) std::memcpy(p, root.data(), bytes);
     return;
@@ -278,11 +369,16 @@ void perform(const Driver& d, const std::vector<std::unique_ptr<Op>>& ops) {
     const unsigned char* p = d.host_pointer(ops[r]->send, bytes);
     for (size_t i = 0; i < a.count; ++i) {
       double v = p ? get(p, a.dtype, i) : 0;
-      if (r == 0) acc[i] = v;
-      else if (a.op == 0 || a.op == 4) acc[i] += v;
-      else if (a.op == 1) acc[i] *= v;
-      else if (a.op == 2) acc[i] = std::max(acc[i], v);
-      else if (a.op == 3) acc[i] = std::min(acc[i], v);
+      if (r == 0)
+        acc[i] = v;
+      else if (a.op == 0 || a.op == 4)
+        acc[i] += v;
+      else if (a.op == 1)
+        acc[i] *= v;
+      else if (a.op == 2)
+        acc[i] = std::max(acc[i], v);
+      else if (a.op == 3)
+        acc[i] = std::min(acc[i], v);
     }
   }
   if (a.op == 4)
@@ -314,8 +410,8 @@ Result check_buffer(const Driver& d, const Comm* c, CUdeviceptr p, size_t bytes,
     return fail(kInvalidArgument, std::string(api) + ": the " + which + " buffer (" + std::to_string(bytes) +
                                       " bytes) is not inside one device allocation");
   if (dev != c->device)
-    return fail(kInvalidArgument, std::string(api) + ": the " + which + " buffer is on device " +
-                                      std::to_string(dev) + ", the communicator on device " + std::to_string(c->device));
+    return fail(kInvalidArgument, std::string(api) + ": the " + which + " buffer is on device " + std::to_string(dev) +
+                                      ", the communicator on device " + std::to_string(c->device));
   return kSuccess;
 }
 
@@ -353,7 +449,8 @@ Result collective(const char* api, std::unique_ptr<Op> op, Comm* c, void* stream
   Result r = driver(&d) ? kSuccess : fail(kSystemError, std::string(api) + ": the fake CUDA driver is not loaded");
   if (r == kSuccess) r = check_comm(c, stream, d, api);
   const size_t size = type_size(op->dtype);
-  if (r == kSuccess && size == 0) r = fail(kInvalidArgument, std::string(api) + ": data type " + std::to_string(op->dtype));
+  if (r == kSuccess && size == 0)
+    r = fail(kInvalidArgument, std::string(api) + ": data type " + std::to_string(op->dtype));
   if (r == kSuccess && op->what == "allreduce" && (op->op < 0 || op->op > 4))
     r = fail(kInvalidArgument, std::string(api) + ": reduction " + std::to_string(op->op));
   if (r == kSuccess && t_group_depth > 0)
@@ -365,7 +462,9 @@ Result collective(const char* api, std::unique_ptr<Op> op, Comm* c, void* stream
     const size_t bytes = op->count * size;
     const bool sends = op->what != "broadcast" || c->rank == op->root;
     if (sends) r = check_buffer(d, c, op->send, bytes, api, "send");
-    if (r == kSuccess) r = check_buffer(d, c, op->recv, op->what == "allgather" ? bytes * static_cast<size_t>(n) : bytes, api, "receive");
+    if (r == kSuccess)
+      r = check_buffer(d, c, op->recv, op->what == "allgather" ? bytes * static_cast<size_t>(n) : bytes, api,
+                       "receive");
   }
   char head[256];
   std::snprintf(head, sizeof(head), "%s rank=%d seq=%zu count=%zu dtype=%d op=%d root=%d send=0x%llx recv=0x%llx", api,
@@ -382,8 +481,10 @@ Result p2p(const char* api, bool send, CUdeviceptr buf, size_t count, int dtype,
   Driver d;
   Result r = driver(&d) ? kSuccess : fail(kSystemError, std::string(api) + ": the fake CUDA driver is not loaded");
   if (r == kSuccess) r = check_comm(c, stream, d, api);
-  if (r == kSuccess && type_size(dtype) == 0) r = fail(kInvalidArgument, std::string(api) + ": data type " + std::to_string(dtype));
-  if (r == kSuccess && (peer < 0 || peer >= c->clique->n)) r = fail(kInvalidArgument, std::string(api) + ": peer " + std::to_string(peer));
+  if (r == kSuccess && type_size(dtype) == 0)
+    r = fail(kInvalidArgument, std::string(api) + ": data type " + std::to_string(dtype));
+  if (r == kSuccess && (peer < 0 || peer >= c->clique->n))
+    r = fail(kInvalidArgument, std::string(api) + ": peer " + std::to_string(peer));
   if (r == kSuccess) r = check_buffer(d, c, buf, count * type_size(dtype), api, send ? "send" : "receive");
   if (r == kSuccess && t_group_depth > 0 && t_group_comm && t_group_comm != c)
     r = fail(kInvalidUsage, std::string(api) + ": a group of one thread spans two communicators (the fake models one)");
@@ -422,11 +523,16 @@ Result ncclGetVersion(int* version) {
 
 const char* ncclGetErrorString(Result r) {
   switch (r) {
-    case 0: return "no error";
-    case 2: return "unhandled system error";
-    case 4: return "invalid argument";
-    case 5: return "invalid usage";
-    default: return "unknown result";
+    case 0:
+      return "no error";
+    case 2:
+      return "unhandled system error";
+    case 4:
+      return "invalid argument";
+    case 5:
+      return "invalid usage";
+    default:
+      return "unknown result";
   }
 }
 
@@ -474,7 +580,8 @@ Result ncclCommAbort(ncclComm* comm) {
   Comm* c = reinterpret_cast<Comm*>(comm);
   Result r = live().erase(c) ? kSuccess : fail(kInvalidArgument, "ncclCommAbort: not a live communicator");
   if (r == kSuccess) {
-    if (c->clique->failure.empty()) c->clique->failure = "rank " + std::to_string(c->rank) + "'s communicator was aborted";
+    if (c->clique->failure.empty())
+      c->clique->failure = "rank " + std::to_string(c->rank) + "'s communicator was aborted";
     log_line("ncclCommAbort rank=%d -> 0", c->rank);
     delete c;
   } else {

@@ -458,7 +458,8 @@ class CudaBackend final : public Backend {
         for (int i = 0; i < ranks && !r; ++i)
           r = scatter ? n.ncclSend(ptr(send + piece_bytes * static_cast<uint64_t>(i)), piece, dtype, i, comm, s)
                       : n.ncclRecv(ptr(recv + piece_bytes * static_cast<uint64_t>(i)), piece, dtype, i, comm, s);
-      if (!r) r = scatter ? n.ncclRecv(ptr(recv), piece, dtype, 0, comm, s) : n.ncclSend(ptr(send), piece, dtype, 0, comm, s);
+      if (!r)
+        r = scatter ? n.ncclRecv(ptr(recv), piece, dtype, 0, comm, s) : n.ncclSend(ptr(send), piece, dtype, 0, comm, s);
       nccl::ncclResult_t end = n.ncclGroupEnd();
       if (r) return failed(r, scatter ? "ncclSend/ncclRecv of a scatter" : "ncclSend/ncclRecv of a gather");
       return end ? failed(end, "ncclGroupEnd") : Fault::none();

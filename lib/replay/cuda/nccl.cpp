@@ -9,9 +9,9 @@
 namespace kdflow::nccl {
 
 std::string Library::describe(ncclResult_t r, ncclComm_t comm) const {
-  static const char* const names[] = {"ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError",
-                                      "ncclInternalError",   "ncclInvalidArgument",    "ncclInvalidUsage",
-                                      "ncclRemoteError",     "ncclInProgress"};
+  static const char* const names[] = {"ncclSuccess",       "ncclUnhandledCudaError", "ncclSystemError",
+                                      "ncclInternalError", "ncclInvalidArgument",    "ncclInvalidUsage",
+                                      "ncclRemoteError",   "ncclInProgress"};
   std::string name = r >= 0 && r < 8 ? names[r] : "NCCL result";
   std::string text = fmt::format("{} ({})", name, r);
   if (ncclGetErrorString)

@@ -26,7 +26,7 @@ inline constexpr ncclResult_t ncclSuccess = 0;
 struct Library {
   std::string library;  ///< what was dlopen()ed
   void* handle = nullptr;
-  int version = 0;      ///< ncclGetVersion: 22304 is 2.23.4
+  int version = 0;  ///< ncclGetVersion: 22304 is 2.23.4
   ncclResult_t (*ncclGetVersion)(int* version) = nullptr;
   ncclResult_t (*ncclCommInitAll)(ncclComm_t* comms, int ndev, const int* devlist) = nullptr;
   ncclResult_t (*ncclCommDestroy)(ncclComm_t comm) = nullptr;
