@@ -19,7 +19,10 @@
 //       (ncclInvalidUsage, the reason from ncclGetLastError) and every later call of any rank.
 //       When they agree the fake moves the data in the fake driver's memory, as NCCL would:
 //       reductions of float16, bfloat16, float32, float64, int32, int64 and uint8 (sum, prod,
-//       max, min, avg), gathers, broadcasts and the group's pairs.
+//       max, min, avg), gathers, broadcasts and the group's pairs. It moves them when the last
+//       rank makes its call, not when every rank's stream reaches the operation: the fake driver
+//       runs stream work at once unless a stream is held behind a gate or captured, which a
+//       sharded replay never does with its collectives (a limit of the fake, said here).
 //   ncclCommDestroy / ncclCommAbort  the communicator is dead afterwards; once a communicator
 //       was aborted, every call on its clique fails.
 //
