@@ -190,113 +190,73 @@ uint16_t float_to_half(float f) {
   return static_cast<uint16_t>(sign | (exp << 10) | man);
 }
 
+/// Element i of an array of T at p, and back (unaligned: offsets into device memory).
+template <typename T>
+T load(const unsigned char* p, size_t i) {
+  T v;
+  std::memcpy(&v, p + sizeof(T) * i, sizeof(T));
+  return v;
+}
+template <typename T>
+void store(unsigned char* p, size_t i, T v) {
+  std::memcpy(p + sizeof(T) * i, &v, sizeof(T));
+}
+
+float bfloat16_to_float(uint16_t h) {
+  uint32_t x = uint32_t{h} << 16;
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+uint16_t float_to_bfloat16(float f) {  // round to nearest even
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  x += 0x7fff + ((x >> 16) & 1);
+  return static_cast<uint16_t>(x >> 16);
+}
+
+// clang-format off
 /// Element i of a buffer of `dtype`, as a double; and back.
 double get(const unsigned char* p, int dtype, size_t i) {
   switch (dtype) {
-    case 0:
-      return static_cast<int8_t>(p[i]);
-    case 1:
-      return p[i];
-    case 2: {
-      int32_t v;
-      std::memcpy(&v, p + 4 * i, 4);
-      return v;
-    }
-    case 3: {
-      uint32_t v;
-      std::memcpy(&v, p + 4 * i, 4);
-      return v;
-    }
-    case 4: {
-      int64_t v;
-      std::memcpy(&v, p + 8 * i, 8);
-      return static_cast<double>(v);
-    }
-    case 5: {
-      uint64_t v;
-      std::memcpy(&v, p + 8 * i, 8);
-      return static_cast<double>(v);
-    }
-    case 6: {
-      uint16_t v;
-      std::memcpy(&v, p + 2 * i, 2);
-      return half_to_float(v);
-    }
-    case 7: {
-      float v;
-      std::memcpy(&v, p + 4 * i, 4);
-      return v;
-    }
-    case 8: {
-      double v;
-      std::memcpy(&v, p + 8 * i, 8);
-      return v;
-    }
-    case 9: {
-      uint16_t v;
-      std::memcpy(&v, p + 2 * i, 2);
-      uint32_t x = uint32_t{v} << 16;
-      float f;
-      std::memcpy(&f, &x, 4);
-      return f;
-    }
-    default:
-      return 0;
+    case 0: return load<int8_t>(p, i);
+    case 1: return load<uint8_t>(p, i);
+    case 2: return load<int32_t>(p, i);
+    case 3: return load<uint32_t>(p, i);
+    case 4: return static_cast<double>(load<int64_t>(p, i));
+    case 5: return static_cast<double>(load<uint64_t>(p, i));
+    case 6: return half_to_float(load<uint16_t>(p, i));
+    case 7: return load<float>(p, i);
+    case 8: return load<double>(p, i);
+    case 9: return bfloat16_to_float(load<uint16_t>(p, i));
+    default: return 0;
   }
 }
 void put(unsigned char* p, int dtype, size_t i, double d) {
   switch (dtype) {
-    case 0:
-      p[i] = static_cast<unsigned char>(static_cast<int8_t>(d));
-      break;
-    case 1:
-      p[i] = static_cast<unsigned char>(d);
-      break;
-    case 2: {
-      int32_t v = static_cast<int32_t>(d);
-      std::memcpy(p + 4 * i, &v, 4);
-      break;
-    }
-    case 3: {
-      uint32_t v = static_cast<uint32_t>(d);
-      std::memcpy(p + 4 * i, &v, 4);
-      break;
-    }
-    case 4: {
-      int64_t v = static_cast<int64_t>(d);
-      std::memcpy(p + 8 * i, &v, 8);
-      break;
-    }
-    case 5: {
-      uint64_t v = static_cast<uint64_t>(d);
-      std::memcpy(p + 8 * i, &v, 8);
-      break;
-    }
-    case 6: {
-      uint16_t v = float_to_half(static_cast<float>(d));
-      std::memcpy(p + 2 * i, &v, 2);
-      break;
-    }
-    case 7: {
-      float v = static_cast<float>(d);
-      std::memcpy(p + 4 * i, &v, 4);
-      break;
-    }
-    case 8:
-      std::memcpy(p + 8 * i, &d, 8);
-      break;
-    case 9: {
-      float f = static_cast<float>(d);
-      uint32_t x;
-      std::memcpy(&x, &f, 4);
-      x += 0x7fff + ((x >> 16) & 1);
-      uint16_t v = static_cast<uint16_t>(x >> 16);
-      std::memcpy(p + 2 * i, &v, 2);
-      break;
-    }
-    default:
-      break;
+    case 0: return store(p, i, static_cast<int8_t>(d));
+    case 1: return store(p, i, static_cast<uint8_t>(d));
+    case 2: return store(p, i, static_cast<int32_t>(d));
+    case 3: return store(p, i, static_cast<uint32_t>(d));
+    case 4: return store(p, i, static_cast<int64_t>(d));
+    case 5: return store(p, i, static_cast<uint64_t>(d));
+    case 6: return store(p, i, float_to_half(static_cast<float>(d)));
+    case 7: return store(p, i, static_cast<float>(d));
+    case 8: return store(p, i, d);
+    case 9: return store(p, i, float_to_bfloat16(static_cast<float>(d)));
+    default: return;
   }
+}
+// clang-format on
+
+/// A group's messages by (sender, receiver): each rank's sends and receives, in call order.
+using Messages = std::map<std::pair<int, int>, std::vector<const Op::P2P*>>;
+std::pair<Messages, Messages> pair_up(const std::vector<std::unique_ptr<Op>>& ops) {
+  Messages sends, recvs;
+  for (size_t r = 0; r < ops.size(); ++r)
+    for (const Op::P2P& p : ops[r]->p2p)
+      (p.send ? sends[{static_cast<int>(r), p.peer}] : recvs[{p.peer, static_cast<int>(r)}]).push_back(&p);
+  return {sends, recvs};
 }
 
 /// Why the ranks' k-th operations do not agree ("" when they do).
@@ -310,10 +270,7 @@ std::string disagreement(const std::vector<std::unique_ptr<Op>>& ops) {
   }
   if (a.what != "group") return "";
   // Each send of s to d pairs with one receive of d from s, in order, of the same count and type.
-  std::map<std::pair<int, int>, std::vector<const Op::P2P*>> sends, recvs;
-  for (size_t r = 0; r < ops.size(); ++r)
-    for (const Op::P2P& p : ops[r]->p2p)
-      (p.send ? sends[{static_cast<int>(r), p.peer}] : recvs[{p.peer, static_cast<int>(r)}]).push_back(&p);
+  auto [sends, recvs] = pair_up(ops);
   for (const auto& [key, list] : sends) {
     const auto& other = recvs[key];
     if (other.size() != list.size())
@@ -336,10 +293,7 @@ void perform(const Driver& d, const std::vector<std::unique_ptr<Op>>& ops) {
   const Op& a = *ops[0];
   const size_t n = ops.size();
   if (a.what == "group") {
-    std::map<std::pair<int, int>, std::vector<const Op::P2P*>> sends, recvs;
-    for (size_t r = 0; r < n; ++r)
-      for (const Op::P2P& p : ops[r]->p2p)
-        (p.send ? sends[{static_cast<int>(r), p.peer}] : recvs[{p.peer, static_cast<int>(r)}]).push_back(&p);
+    auto [sends, recvs] = pair_up(ops);
     for (const auto& [key, list] : sends)
       for (size_t i = 0; i < list.size(); ++i) {
         size_t bytes = list[i]->count * type_size(list[i]->dtype);

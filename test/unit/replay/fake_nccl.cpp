@@ -114,31 +114,27 @@ TEST_CASE("the fake NCCL is as strict as NCCL and moves the data as NCCL does", 
     CHECK(allreduce(p(in[0]), p(out[0]), 4, kFloat32, kSum, comms[0], stream[0]) == kInvalidUsage);
   }
   SECTION("a scatter from rank 0 as a group of sends and receives: pairs checked, data moved") {
-    on(0);
-    CHECK(group_start() == 0);
-    CHECK(send(p(in[0]), 2, kFloat32, 0, comms[0], stream[0]) == 0);
-    CHECK(send(p(in[0] + 8), 2, kFloat32, 1, comms[0], stream[0]) == 0);
-    CHECK(recv(p(out[0]), 2, kFloat32, 0, comms[0], stream[0]) == 0);
-    CHECK(group_end() == 0);
-    on(1);
-    CHECK(group_start() == 0);
-    CHECK(recv(p(out[1]), 2, kFloat32, 0, comms[1], stream[1]) == 0);
-    CHECK(group_end() == 0);
+    // Rank 0 sends two floats to each rank (itself included); rank 1 receives `count` of them.
+    // Returns rank 1's ncclGroupEnd.
+    auto scatter = [&](size_t count) {
+      on(0);
+      CHECK(group_start() == 0);
+      CHECK(send(p(in[0]), 2, kFloat32, 0, comms[0], stream[0]) == 0);
+      CHECK(send(p(in[0] + 8), 2, kFloat32, 1, comms[0], stream[0]) == 0);
+      CHECK(recv(p(out[0]), 2, kFloat32, 0, comms[0], stream[0]) == 0);
+      CHECK(group_end() == 0);
+      on(1);
+      CHECK(group_start() == 0);
+      CHECK(recv(p(out[1]), count, kFloat32, 0, comms[1], stream[1]) == 0);
+      return group_end();
+    };
+    CHECK(scatter(2) == 0);
     float got[2] = {0, 0};
     REQUIRE(dtoh(got, out[1], sizeof(got)) == 0);
     CHECK(got[0] == 3.0f);  // rank 0's third and fourth values
     CHECK(got[1] == 4.0f);
     // The next scatter: rank 1 expects 1 element where rank 0 sends 2.
-    on(0);
-    CHECK(group_start() == 0);
-    CHECK(send(p(in[0]), 2, kFloat32, 0, comms[0], stream[0]) == 0);
-    CHECK(send(p(in[0] + 8), 2, kFloat32, 1, comms[0], stream[0]) == 0);
-    CHECK(recv(p(out[0]), 2, kFloat32, 0, comms[0], stream[0]) == 0);
-    CHECK(group_end() == 0);
-    on(1);
-    CHECK(group_start() == 0);
-    CHECK(recv(p(out[1]), 1, kFloat32, 0, comms[1], stream[1]) == 0);
-    CHECK(group_end() == kInvalidUsage);
+    CHECK(scatter(1) == kInvalidUsage);
     CHECK(std::string(last_error(comms[1])).find("sends 2 elements to rank 1, which receives 1") != std::string::npos);
   }
   CHECK(destroy(comms[0]) == 0);
