@@ -123,6 +123,9 @@ struct ModuleAlternatives {
   /// Per kernel name, the grids of the plan's launches of it (the CPU back end batches the
   /// blocks of a one-thread kernel by them).
   std::map<std::string, std::set<std::array<uint32_t, 3>>> grids;
+  /// Per kernel name, the block shapes of the plan's launches of it (the CPU back end compiles
+  /// a kernel launched with one shape for that shape).
+  std::map<std::string, std::set<std::array<uint32_t, 3>>> blocks;
 };
 
 /// Everything launch(i) needs for plan launch i.

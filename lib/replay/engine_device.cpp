@@ -97,12 +97,13 @@ Status Engine::load_modules() {
   if (groups.empty())
     return file_error(label(), "no device module: pass --module FILE (a cubin, fatbin or PTX)", ExitCode::NoInput);
   std::map<std::string, std::set<uint64_t>> threads;
-  std::map<std::string, std::set<std::array<uint32_t, 3>>> grids;
+  std::map<std::string, std::set<std::array<uint32_t, 3>>> grids, blocks;
   for (const PlanLaunch& l : plan_.launches) {
     threads[l.name].insert(uint64_t{l.block[0]} * l.block[1] * l.block[2]);
     grids[l.name].insert({l.grid[0], l.grid[1], l.grid[2]});
+    blocks[l.name].insert({l.block[0], l.block[1], l.block[2]});
   }
-  for (ModuleAlternatives& g : groups) g.block_threads = threads, g.grids = grids;
+  for (ModuleAlternatives& g : groups) g.block_threads = threads, g.grids = grids, g.blocks = blocks;
   return b_.load_modules(groups, &rep_.module, &rep_.module_format);
 }
 

@@ -23,6 +23,9 @@ struct BlockTile {
   unsigned w = 0, h = 0;
 };
 
+/// A block's threads in x, y, z.
+using BlockShape = std::array<uint32_t, 3>;
+
 /// The batch for a one-thread kernel launched with `grids`: the w x h tile (w dividing grid.x;
 /// h > 1 only where w is all of grid.x, dividing grid.y) of at most 64 blocks that fills the
 /// most vectors of `vector_lanes` floats (a partly filled one counted by its share); none
@@ -37,6 +40,7 @@ struct CpuKernel {
   unsigned params = 0;              ///< parameters of the kernel function
   bool fibers = false;              ///< it synchronises (barrier or warp collective): fibers
   bool block_loop = false;          ///< region fission: barriers split it into loops over the threads
+  bool plain_loop = false;          ///< of those, one with no barrier: the block is one loop over its threads
   bool one_thread = false;          ///< of those, compiled for one-thread blocks only (barriers do nothing)
   BlockTile tile;                   ///< of those, compiled for batches of blocks (tile.w x tile.h per call)
   std::string unbatched_why;        ///< given a tile but compiled one block per call: why
@@ -77,15 +81,20 @@ class CpuDevice {
   /// `one_thread`: kernels launched only with one-thread blocks, compiled for that alone (their
   /// barriers do nothing); a launch of one with more threads stops in one line. `tiles`: of
   /// them, those to compile for batches of blocks, where their code allows (CpuKernel::tile).
+  /// `blocks`: kernels launched with one block shape only (of more than one thread), each
+  /// compiled for that shape where it runs as thread loops (a launch with another shape stops
+  /// in one line).
   Expected<int> compile_module(const std::string& source, const std::string& label,
                                const std::set<std::string>& one_thread = {},
-                               const std::map<std::string, BlockTile>& tiles = {});
+                               const std::map<std::string, BlockTile>& tiles = {},
+                               const std::map<std::string, BlockShape>& blocks = {});
   /// The source compile_module() compiles first for `source`: region fission's rewrite
   /// (region_fission.h), "" when no kernel changed. Nothing is compiled or added to the JIT;
   /// a clang error leaves the source unchanged (""), as compile_module then reports it.
   Expected<std::string> rewritten_source(const std::string& source, const std::string& label,
                                          const std::set<std::string>& one_thread = {},
-                                         const std::map<std::string, BlockTile>& tiles = {}) const;
+                                         const std::map<std::string, BlockTile>& tiles = {},
+                                         const std::map<std::string, BlockShape>& blocks = {}) const;
   /// Whether module `module` came from the compile cache, and what happened to the cache.
   CpuModuleOrigin origin(int module) const;
   /// Every kernel of module `module` (not yet linked: entry is null), by name.

@@ -146,7 +146,11 @@ class CpuBackend : public Backend {
         if (auto g = alt.grids.find(name); g != alt.grids.end())
           if (cpu::BlockTile t = cpu::choose_block_tile(g->second, device_->vector_lanes()); t.w) tiles[name] = t;
       }
-      auto id = device_->compile_module(text, src->path, one_thread, tiles);
+      // Kernels launched with one block shape of several threads: compiled for that shape.
+      std::map<std::string, cpu::BlockShape> blocks;
+      for (const auto& [name, shapes] : alt.blocks)
+        if (shapes.size() == 1 && !one_thread.count(name)) blocks[name] = *shapes.begin();
+      auto id = device_->compile_module(text, src->path, one_thread, tiles, blocks);
       if (progress_.enabled) print_terminal_progress(&progress_, 1, 1, "");
       if (!id) return id.error();
       module_ids_.push_back(*id);
@@ -155,7 +159,7 @@ class CpuBackend : public Backend {
       std::vector<cpu::CpuKernel> ks = device_->kernels(*id);
       size_t fibers = 0, fissioned = 0, one = 0, batched = 0;
       for (const cpu::CpuKernel& k : ks)
-        fibers += k.fibers, fissioned += k.block_loop && !k.one_thread, one += k.one_thread && !k.tile.w,
+        fibers += k.fibers, fissioned += k.block_loop && !k.one_thread && !k.plain_loop, one += k.one_thread && !k.tile.w,
             batched += k.tile.w > 0;
       // "loaded from the compile cache" (a hit, key named) or "compiled for the host" (bench/ reads both).
       log_ << fmt::format("replay: cpu: {} {} in {:.2f} s: {} kernels: {} synchronise and run "
@@ -260,7 +264,8 @@ class CpuBackend : public Backend {
                                                           (p.kernel.unbatched_why.empty()
                                                                ? std::string()
                                                                : " (not batched: " + p.kernel.unbatched_why + ")")
-                              : p.kernel.block_loop ? std::string("as thread loops between barriers")
+                              : p.kernel.block_loop && !p.kernel.plain_loop
+                                  ? std::string("as thread loops between barriers")
                                                     : std::string("as a loop"));
       }
       p.launch = &pl;

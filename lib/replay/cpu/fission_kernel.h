@@ -17,6 +17,7 @@
 #include <clang/Basic/SourceManager.h>
 
 #include "fission_ast.h"
+#include "kdflow/replay/cpu_kernels.h"
 #include "uniformity.h"
 
 namespace kdflow::cpu::fission {
@@ -37,6 +38,9 @@ class Kernel {
   /// being inside one, so that the compiler vectorises the innermost work across blocks.
   /// "" with why() set where the kernel does not qualify (it is then compiled as one thread).
   std::string run_batched(unsigned w, unsigned h, bool masked_tail);
+
+  /// Compile for blocks of this shape only (the plan launches no other).
+  void fix_block(const BlockShape& shape) { block_ = shape; }
 
   const std::string& why() const { return why_; }
   bool has_barrier() const { return !barriers_.empty() || !shuffles_.empty() || saw_collective_; }
@@ -217,6 +221,7 @@ class Kernel {
   std::set<const VarDecl*, BySource> locals_;                           ///< candidates named in one region only
   std::map<const VarDecl*, std::set<int>, BySource> regions_of_;
   int region_count_ = 0;
+  BlockShape block_{0, 0, 0};                  ///< the one shape it is launched with; 0s: any
   unsigned batch_w_ = 0, batch_h_ = 0;          ///< a batch of blocks (run_batched); 0: a block's threads
   bool masked_tail_ = false;                  ///< the lanes past the last full vector as one masked vector
   std::vector<const VarDecl*> batch_shared_;  ///< its __shared__ variables, one per lane

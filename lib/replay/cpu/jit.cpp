@@ -163,17 +163,18 @@ class CompileAction : public clang::EmitLLVMOnlyAction {
 class FissionAction : public clang::ASTFrontendAction {
  public:
   FissionAction(const std::set<std::string>& one_thread, const std::map<std::string, BlockTile>& tiles,
-                unsigned vector_lanes, FissionOutcome* out)
-      : one_thread_(one_thread), tiles_(tiles), vector_lanes_(vector_lanes), out_(out) {}
+                const std::map<std::string, BlockShape>& blocks, unsigned vector_lanes, FissionOutcome* out)
+      : one_thread_(one_thread), tiles_(tiles), blocks_(blocks), vector_lanes_(vector_lanes), out_(out) {}
 
  protected:
   std::unique_ptr<clang::ASTConsumer> CreateASTConsumer(clang::CompilerInstance& ci, llvm::StringRef) override {
-    return make_fission_consumer(ci, one_thread_, tiles_, vector_lanes_, out_);
+    return make_fission_consumer(ci, one_thread_, tiles_, blocks_, vector_lanes_, out_);
   }
 
  private:
   const std::set<std::string>& one_thread_;
   const std::map<std::string, BlockTile>& tiles_;
+  const std::map<std::string, BlockShape>& blocks_;
   unsigned vector_lanes_;
   FissionOutcome* out_;
 };
@@ -348,7 +349,7 @@ struct CompiledModule {
   std::map<std::string, CpuKernel> kernels;
 };
 
-constexpr uint64_t kPayloadFormat = 1;
+constexpr uint64_t kPayloadFormat = 2;
 
 /// A cache entry's payload (compile_cache.h stores and verifies the bytes): the kernels as
 /// compile_module found them, then the object files.
@@ -360,7 +361,7 @@ std::string encode_module(const CompiledModule& c) {
     w.bytes(name);
     w.u64(k.params);
     w.u64(k.static_shared);
-    w.u64(uint64_t{k.fibers} | uint64_t{k.block_loop} << 1 | uint64_t{k.one_thread} << 2);
+    w.u64(uint64_t{k.fibers} | uint64_t{k.block_loop} << 1 | uint64_t{k.one_thread} << 2 | uint64_t{k.plain_loop} << 3);
     w.u64(k.tile.w);
     w.u64(k.tile.h);
     w.bytes(k.unbatched_why);
@@ -384,7 +385,7 @@ std::string decode_module(std::string_view payload, int id, CompiledModule* out)
     if (!r.bytes(&k.name) || !r.u64(&params) || !r.u64(&shared) || !r.u64(&flags) || !r.u64(&w) || !r.u64(&h) ||
         !r.bytes(&k.unbatched_why) || !r.bytes(&k.fibers_why))
       return "its payload is malformed";
-    if (k.name.empty() || params > 4096 || flags > 7 || w > 4096 || h > 4096 || out->kernels.count(k.name))
+    if (k.name.empty() || params > 4096 || flags > 15 || w > 4096 || h > 4096 || out->kernels.count(k.name))
       return "its payload is malformed";
     k.module = id;
     k.params = static_cast<unsigned>(params);
@@ -392,6 +393,7 @@ std::string decode_module(std::string_view payload, int id, CompiledModule* out)
     k.fibers = flags & 1;
     k.block_loop = flags & 2;
     k.one_thread = flags & 4;
+    k.plain_loop = flags & 8;
     k.tile.w = static_cast<unsigned>(w);
     k.tile.h = static_cast<unsigned>(h);
     out->kernels[k.name] = k;
@@ -421,12 +423,13 @@ struct HostTarget {
 
 CacheKey module_key(const HostTarget& d, const std::string& source, const std::string& path,
                     const std::set<std::string>& one_thread, const std::map<std::string, BlockTile>& tiles,
-                    bool rewrite, unsigned partitions) {
+                    const std::map<std::string, BlockShape>& blocks, bool rewrite, unsigned partitions) {
   CacheKey key;
-  std::string features, threads, tiled, prelude;
+  std::string features, threads, tiled, shaped, prelude;
   for (const std::string& f : d.features) features += f + ",";
   for (const std::string& k : one_thread) threads += k + ",";
   for (const auto& [k, t] : tiles) tiled += fmt::format("{}:{}x{},", k, t.w, t.h);
+  for (const auto& [k, b] : blocks) shaped += fmt::format("{}:{}x{}x{},", k, b[0], b[1], b[2]);
   for (const auto& [name, text] : prelude_headers()) prelude += name + "\n" + text + "\n";
   const char* batch = std::getenv("KDFLOW_CPU_BATCH");
   key.add("format", "kdflow CPU compile cache 1")
@@ -442,6 +445,7 @@ CacheKey module_key(const HostTarget& d, const std::string& source, const std::s
       .add("KDFLOW_CPU_BATCH", batch ? batch : "")
       .add("one_thread", threads)
       .add("tiles", tiled)
+      .add("blocks", shaped)
       .add("path", path)
       .add("prelude", prelude)
       .add("source", source);
@@ -584,11 +588,12 @@ static Expected<llvm::orc::JITDylib*> link_module(llvm::orc::LLJIT& jit, const s
 
 Expected<std::string> CpuDevice::rewritten_source(const std::string& source, const std::string& label,
                                                   const std::set<std::string>& one_thread,
-                                                  const std::map<std::string, BlockTile>& tiles) const {
+                                                  const std::map<std::string, BlockTile>& tiles,
+                                                  const std::map<std::string, BlockShape>& blocks) const {
   const Impl& d = *impl_;
   const std::string path = std::string(kSourceDir) + "/module" + std::to_string(d.modules.size()) + ".cc";
   FissionOutcome fission;
-  FissionAction fa(one_thread, tiles, d.vector_lanes, &fission);
+  FissionAction fa(one_thread, tiles, blocks, d.vector_lanes, &fission);
   Expected<bool> ran = run_clang(source, path, label, d.triple, d.cpu, d.features, fa);
   if (!ran) return ran.error();
   return fission.source;
@@ -596,7 +601,8 @@ Expected<std::string> CpuDevice::rewritten_source(const std::string& source, con
 
 Expected<int> CpuDevice::compile_module(const std::string& source, const std::string& label,
                                         const std::set<std::string>& one_thread,
-                                        const std::map<std::string, BlockTile>& tiles) {
+                                        const std::map<std::string, BlockTile>& tiles,
+                                        const std::map<std::string, BlockShape>& blocks) {
   Impl& d = *impl_;
   const int id = static_cast<int>(d.modules.size());
   const std::string path = std::string(kSourceDir) + "/module" + std::to_string(id) + ".cc";
@@ -611,7 +617,7 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
   std::optional<CacheKey> key;
   if (d.cache) {
     key = module_key(HostTarget{d.triple, d.cpu, d.features, d.vector_lanes}, source, path, one_thread, tiles,
-                     rewrite, partitions);
+                     blocks, rewrite, partitions);
     info.origin.key = key->hex();
     std::string why;
     if (!d.cache->usable()) {
@@ -645,9 +651,9 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
   FissionOutcome fission;
   auto run_fission = [&](const std::map<std::string, BlockTile>& with_tiles) {
     fission = FissionOutcome{};
-    FissionAction fa(one_thread, with_tiles, d.vector_lanes, &fission);
+    FissionAction fa(one_thread, with_tiles, blocks, d.vector_lanes, &fission);
     run_clang(source, path, label, d.triple, d.cpu, d.features, fa);  // errors: the compile below reports them
-    if (fission.source.empty()) fission.kernels.clear();
+    if (fission.source.empty()) fission.kernels.clear(), fission.plain.clear();
   };
   if (rewrite) run_fission(tiles);
 
@@ -677,6 +683,7 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
       for (const std::string& k : fission.kernels)
         fission.kept[k] = "its rewrite into thread loops did not compile (" + diag.first() + ")";
       fission.kernels.clear();
+      fission.plain.clear();
       fission.one_thread.clear();
       fission.batched.clear();
       continue;
@@ -794,6 +801,7 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
     k.block_loop = std::find(fission.kernels.begin(), fission.kernels.end(), name) != fission.kernels.end();
     if (auto kept = fission.kept.find(name); kept != fission.kept.end()) k.fibers_why = kept->second;
     k.one_thread = std::find(fission.one_thread.begin(), fission.one_thread.end(), name) != fission.one_thread.end();
+    k.plain_loop = std::find(fission.plain.begin(), fission.plain.end(), name) != fission.plain.end();
     if (auto b = fission.batched.find(name); b != fission.batched.end()) k.tile = b->second;
     if (auto u = fission.unbatched.find(name); u != fission.unbatched.end()) k.unbatched_why = u->second;
     if (k.block_loop && k.fibers)

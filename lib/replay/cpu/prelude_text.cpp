@@ -75,6 +75,8 @@ unsigned int __kdflow_warp_vote(int mode, int pred) __attribute__((nothrow));
 void __kdflow_trap(void) __attribute__((nothrow, noreturn));
 // A kernel compiled for one-thread blocks (region_fission.h) launched with more.
 void __kdflow_unplanned_block(void) __attribute__((nothrow, noreturn));
+// A kernel compiled for the plan's one block shape (region_fission.h) launched with another.
+void __kdflow_unplanned_shape(void) __attribute__((nothrow, noreturn));
 void* memcpy(void*, const void*, size_t);
 void* memset(void*, int, size_t);
 void* memmove(void*, const void*, size_t);

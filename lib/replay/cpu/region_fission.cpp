@@ -154,7 +154,15 @@ bool Kernel::find_splits() {
                            static_cast<int>(shuffles_.size())};
   });
   if (!ok) return false;
-  if (barriers_.empty() && shuffles_.empty()) return masks_.empty() ? false : fail("an __activemask() with no shuffle");
+  // No split point: the whole body one region, one loop over the block's threads (instead of a
+  // call of the kernel per thread), where the rest of the checks allow. The body counts as
+  // holding a split point, so that its declarations are planned as a barrier kernel's are
+  // (__shared__ ones outside the loop, the others inside it).
+  if (barriers_.empty() && shuffles_.empty()) {
+    if (!masks_.empty()) return fail("an __activemask() with no shuffle");
+    marked_.insert(body_);
+    return true;
+  }
   for (const CallExpr* b : barriers_) {
     if (!isa_and_nonnull<CompoundStmt>(pm_->getParent(b)))
       return fail("a __syncthreads() that is not a statement of its own");
@@ -729,8 +737,13 @@ std::string Kernel::loop(const Region& r) {
            in + "{\n" + r.text + "}\n" + out + "}\n";
   std::string mask;
   if (!masks_.empty()) mask = "auto __kd_amask = [__kd_t, __kd_nt] { return __kdflow_lanes_live(__kd_t, __kd_nt); };\n";
-  return copies + "for (unsigned __kd_t = 0; __kd_t < __kd_nt; ++__kd_t) {\n"
-         "const uint3 __kd_tidx = {__kd_t % __kd_bx, (__kd_t / __kd_bx) % __kd_by, __kd_t / (__kd_bx * __kd_by)};\n" +
+  // One loop per dimension: what depends on threadIdx.y only is computed once per row.
+  return copies +
+         "for (unsigned __kd_tz = 0; __kd_tz < __kd_bz; ++__kd_tz)\n"
+         "for (unsigned __kd_ty = 0; __kd_ty < __kd_by; ++__kd_ty)\n"
+         "for (unsigned __kd_tx = 0; __kd_tx < __kd_bx; ++__kd_tx) {\n"
+         "const unsigned __kd_t = (__kd_tz * __kd_by + __kd_ty) * __kd_bx + __kd_tx;\n"
+         "const uint3 __kd_tidx = {__kd_tx, __kd_ty, __kd_tz};\n" +
          mask + in + "{\n" + r.text + "}\n" + out + "}\n";
 }
 
@@ -801,8 +814,16 @@ std::string Kernel::emit_compound(const CompoundStmt* c, bool top) {
     return out + emit_compound(c, false) + "}\n";
   }
   if (top) {
-    out += "const unsigned __kd_bx = blockDim.x, __kd_by = blockDim.y, "
-           "__kd_nt = blockDim.x * blockDim.y * blockDim.z;\n";
+    // The block's shape: the plan's one shape as constants (the thread loops' trip counts, and
+    // every threadIdx a constant's range, for the optimiser), else the launch's.
+    if (block_[0])
+      out += fmt::format("if (blockDim.x != {0}u || blockDim.y != {1}u || blockDim.z != {2}u) "
+                         "__kdflow_unplanned_shape();\n"
+                         "constexpr unsigned __kd_bx = {0}, __kd_by = {1}, __kd_bz = {2}, __kd_nt = {3};\n",
+                         block_[0], block_[1], block_[2], uint64_t{block_[0]} * block_[1] * block_[2]);
+    else
+      out += "const unsigned __kd_bx = blockDim.x, __kd_by = blockDim.y, __kd_bz = blockDim.z, "
+             "__kd_nt = __kd_bx * __kd_by * __kd_bz;\n";
     auto array = [&](const std::string& name, const std::string& type) {
       out += fmt::format("using {}_t = {};\n{}_t* {} = ({}_t*)__kdflow_private(sizeof({}_t) * __kd_nt, alignof({}_t));\n",
                          name, type, name, name, name, name, name);
@@ -890,8 +911,9 @@ using fission::Kernel;
 class FissionConsumer : public ASTConsumer {
  public:
   FissionConsumer(CompilerInstance& ci, const std::set<std::string>& one_thread,
-                  const std::map<std::string, BlockTile>& tiles, unsigned vector_lanes, FissionOutcome* out)
-      : ci_(ci), one_thread_(one_thread), tiles_(tiles), vector_lanes_(vector_lanes), out_(out) {}
+                  const std::map<std::string, BlockTile>& tiles, const std::map<std::string, BlockShape>& blocks,
+                  unsigned vector_lanes, FissionOutcome* out)
+      : ci_(ci), one_thread_(one_thread), tiles_(tiles), blocks_(blocks), vector_lanes_(vector_lanes), out_(out) {}
 
   void HandleTranslationUnit(ASTContext& ctx) override {
     if (ci_.getDiagnostics().hasErrorOccurred()) return;
@@ -938,11 +960,13 @@ class FissionConsumer : public ASTConsumer {
       }
       out_->unbatched[name] = b.why();
     }
+    if (auto b = blocks_.find(name); !one && b != blocks_.end()) k.fix_block(b->second);
     std::string body = k.run(one);
     if (!body.empty()) {
       bodies->emplace_back(f, std::move(body));
       out_->kernels.push_back(name);
       if (one) out_->one_thread.push_back(name);
+      if (!k.has_barrier()) out_->plain.push_back(name);
     } else if (k.has_barrier()) {
       out_->kept[name] = k.why();
     }
@@ -951,6 +975,7 @@ class FissionConsumer : public ASTConsumer {
   CompilerInstance& ci_;
   const std::set<std::string>& one_thread_;
   const std::map<std::string, BlockTile>& tiles_;
+  const std::map<std::string, BlockShape>& blocks_;
   unsigned vector_lanes_;
   FissionOutcome* out_;
 };
@@ -960,8 +985,9 @@ class FissionConsumer : public ASTConsumer {
 std::unique_ptr<clang::ASTConsumer> make_fission_consumer(clang::CompilerInstance& ci,
                                                           const std::set<std::string>& one_thread,
                                                           const std::map<std::string, BlockTile>& tiles,
+                                                          const std::map<std::string, BlockShape>& blocks,
                                                           unsigned vector_lanes, FissionOutcome* out) {
-  return std::make_unique<FissionConsumer>(ci, one_thread, tiles, vector_lanes, out);
+  return std::make_unique<FissionConsumer>(ci, one_thread, tiles, blocks, vector_lanes, out);
 }
 
 

@@ -14,7 +14,12 @@
 // scope and named in more than one region become per-thread arrays in block-private memory
 // (__kdflow_private); a barrier ends one thread loop and starts the next; a shuffle ends one
 // loop with every thread's value stored and the next reads the source lane's; __activemask()
-// is the warp's existing lanes. A region may not let a thread see another's store to shared
+// is the warp's existing lanes. The thread loops are one loop per dimension (z, y, x), so that
+// what depends on threadIdx.y alone is computed once per row; for a kernel the plan launches
+// with one block shape, that shape is compiled in as constants (a launch with another stops in
+// one line). A kernel with no split point at all, where the same checks pass, becomes one such
+// loop over the block's threads instead of a call of the kernel per thread.
+// A region may not let a thread see another's store to shared
 // memory: a shared variable both read and written in one region qualifies only when every
 // thread reads it before it writes it (the reads then come from a copy taken as the region
 // starts, what a warp's lanes in step read: TVM's cumsum, tree reductions); otherwise the
@@ -48,6 +53,7 @@ namespace kdflow::cpu {
 struct FissionOutcome {
   std::string source;                       ///< the rewritten module ("" when no kernel changed)
   std::vector<std::string> kernels;         ///< kernels now run as thread loops between barriers
+  std::vector<std::string> plain;           ///< of them, those with no barrier: one loop over the block's threads
   std::vector<std::string> one_thread;      ///< of them, those compiled for one-thread blocks only
   std::map<std::string, BlockTile> batched; ///< of those, the ones compiled for batches of blocks
   std::map<std::string, std::string> unbatched;  ///< one-thread kernels given a tile but not batched, and why
@@ -59,10 +65,13 @@ struct FissionOutcome {
 /// `one_thread`: kernels the plan launches only with one-thread blocks; each is compiled for
 /// that alone (the body as written, barriers doing nothing), whatever its structure.
 /// `tiles`: of those, the ones to compile for batches of blocks where their code allows;
+/// `blocks`: kernels launched with one block shape only, whose thread loops are compiled for
+/// it (constant trip counts; a launch with another shape stops in one line);
 /// `vector_lanes`: floats in the host's widest vector (16: masked vectors are cheap).
 std::unique_ptr<clang::ASTConsumer> make_fission_consumer(clang::CompilerInstance& ci,
                                                           const std::set<std::string>& one_thread,
                                                           const std::map<std::string, BlockTile>& tiles,
+                                                          const std::map<std::string, BlockShape>& blocks,
                                                           unsigned vector_lanes, FissionOutcome* out);
 
 }  // namespace kdflow::cpu

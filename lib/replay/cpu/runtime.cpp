@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -305,6 +306,11 @@ static void kdflow_unplanned_block() {
   kdflow::cpu::fail_here("compiled for one-thread blocks (as the plan launches it), launched with more (a kdflow bug)");
 }
 
+static void kdflow_unplanned_shape() {
+  kdflow::cpu::fail_here("compiled for the one block shape the plan launches it with, launched with another (a kdflow "
+                         "bug)");
+}
+
 // A kernel run as thread loops: the block's per-thread copies of a local alive across a
 // barrier (region_fission.h), at most kMaxPrivateBytes per block in all.
 static void* kdflow_private(unsigned long bytes, unsigned long align) {
@@ -363,6 +369,7 @@ const std::vector<std::pair<const char*, void*>>& runtime_symbols() {
       {"__kdflow_warp_vote", reinterpret_cast<void*>(&kdflow_warp_vote)},
       {"__kdflow_trap", reinterpret_cast<void*>(&kdflow_trap)},
       {"__kdflow_unplanned_block", reinterpret_cast<void*>(&kdflow_unplanned_block)},
+      {"__kdflow_unplanned_shape", reinterpret_cast<void*>(&kdflow_unplanned_shape)},
       {"__kdflow_private", reinterpret_cast<void*>(&kdflow_private)},
       {"memcpy", reinterpret_cast<void*>(&::memcpy)},
       {"memset", reinterpret_cast<void*>(&::memset)},
@@ -520,6 +527,24 @@ std::string BlockRunner::run_block(KernelEntry entry, void** args, const LaunchS
 
 // --- WorkerPool -------------------------------------------------------------------------------
 
+namespace {
+
+/// Polls `ready` for up to about 200 us (a launch queued right after the last one comes in
+/// far less); whether it became true. The caller then sleeps on its condition variable.
+template <typename Ready>
+bool spin_until(Ready ready) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+  for (unsigned i = 1;; ++i) {
+    if (ready()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if (i % 64 == 0 && std::chrono::steady_clock::now() >= until) return false;
+  }
+}
+
+}  // namespace
+
 WorkerPool::WorkerPool(unsigned threads) {
   if (threads == 0) threads = 1;
   current_ = std::make_unique<std::atomic<uint64_t>[]>(threads);
@@ -531,7 +556,7 @@ WorkerPool::WorkerPool(unsigned threads) {
 WorkerPool::~WorkerPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   wake_.notify_all();
   for (std::thread& t : threads_) t.join();
@@ -561,28 +586,32 @@ void WorkerPool::work(unsigned index) {
   // fiber's small stack. Without one a fault still kills the process, only without its line.
   (void)prepare_thread_for_faults();
   uint64_t seen = 0;
+  // A generation this worker takes part in (active_ is stored before generation_).
+  auto called = [&] { return generation_.load() != seen && index <= active_.load(); };
   for (;;) {
-    {
+    if (!spin_until([&] { return stop_.load() || called(); })) {
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      wake_.wait(lock, [&] { return stop_.load() || called(); });
     }
+    if (stop_.load()) return;
+    seen = generation_.load();
     run_blocks(index);
-    {
+    if (busy_.fetch_sub(1) == 1) {
       std::lock_guard<std::mutex> lock(mu_);
-      if (--busy_ == 0) done_.notify_all();
+      done_.notify_all();
     }
   }
 }
 
 std::string WorkerPool::run(KernelEntry entry, void** args, const LaunchShape& shape) {
+  const uint64_t blocks = items(shape);
+  const unsigned helpers = static_cast<unsigned>(std::min<uint64_t>(threads_.size(), blocks ? blocks - 1 : 0));
   {
     std::lock_guard<std::mutex> lock(mu_);
     entry_ = entry;
     args_ = args;
     shape_ = shape;
-    blocks_ = items(shape);
+    blocks_ = blocks;
     grid_x_.store(shape.grid.x);
     grid_y_.store(shape.grid.y);
     tile_w_.store(shape.tile_w);
@@ -590,13 +619,19 @@ std::string WorkerPool::run(KernelEntry entry, void** args, const LaunchShape& s
     next_.store(0);
     failed_.store(false);
     fail_text_.clear();
-    busy_ = static_cast<unsigned>(threads_.size());
-    ++generation_;
+    busy_.store(helpers);
+    if (helpers) {
+      active_.store(helpers);
+      generation_.fetch_add(1);
+    }
   }
-  wake_.notify_all();
+  if (helpers) wake_.notify_all();
   run_blocks(0);
-  std::unique_lock<std::mutex> lock(mu_);
-  done_.wait(lock, [&] { return busy_ == 0; });
+  if (helpers && !spin_until([&] { return busy_.load() == 0; })) {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, [&] { return busy_.load() == 0; });
+  }
+  std::lock_guard<std::mutex> lock(mu_);
   if (!failed_.load()) return {};
   return fmt::format("{}: {}", blocks_name(shape, fail_block_), fail_text_);
 }

@@ -251,10 +251,11 @@ namespace {
 /// copies) with the same (float*, unsigned*) arguments; whether both left the same bytes.
 bool rewritten_as_fibers(const std::string& src, const std::string& name, std::array<uint32_t, 3> grid,
                          std::array<uint32_t, 3> block, std::vector<float>* x, std::vector<unsigned>* u,
-                         CpuKernel* k_out, const std::set<std::string>& one_thread = {}) {
+                         CpuKernel* k_out, const std::set<std::string>& one_thread = {},
+                         const std::map<std::string, kdflow::cpu::BlockShape>& blocks = {}) {
   auto d = device();
   {
-    auto m = d->compile_module(src, "hand.cu", one_thread);
+    auto m = d->compile_module(src, "hand.cu", one_thread, {}, blocks);
     INFO((m ? std::string() : m.error().message));
     REQUIRE(m);
     auto k = d->kernel(*m, name);
@@ -282,11 +283,12 @@ bool rewritten_as_fibers(const std::string& src, const std::string& name, std::a
 /// rewritten_as_fibers() on n floats of a fixed pattern and n words of 7.
 bool same_as_fibers(const std::string& src, const std::string& name, std::array<uint32_t, 3> grid,
                     std::array<uint32_t, 3> block, size_t n, CpuKernel* k_out,
-                    const std::set<std::string>& one_thread = {}) {
+                    const std::set<std::string>& one_thread = {},
+                    const std::map<std::string, kdflow::cpu::BlockShape>& blocks = {}) {
   std::vector<float> x(n);
   for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>((i * 7919) % 1000) / 10.0f - 50.0f;
   std::vector<unsigned> u(n, 7);
-  return rewritten_as_fibers(src, name, grid, block, &x, &u, k_out, one_thread);
+  return rewritten_as_fibers(src, name, grid, block, &x, &u, k_out, one_thread, blocks);
 }
 
 }  // namespace
@@ -331,6 +333,82 @@ extern "C" __global__ void shuffles(float* __restrict__ x, unsigned* __restrict_
   CHECK_FALSE(k.fibers);
   CHECK(same_as_fibers(src, "shuffles", {2, 1, 1}, {6, 5, 2}, 2 * 60, &k));
   CHECK(same_as_fibers(src, "shuffles", {4, 1, 1}, {1, 1, 1}, 4, &k));
+  // Compiled for the one block shape the plan launches it with: the same values.
+  CHECK(same_as_fibers(src, "shuffles", {2, 1, 1}, {6, 5, 2}, 2 * 60, &k, {}, {{"shuffles", {6, 5, 2}}}));
+  CHECK(k.block_loop);
+  CHECK_FALSE(k.plain_loop);
+}
+
+TEST_CASE("region fission: a kernel with no barrier runs each block as one loop over its threads",
+          "[cpu][fission]") {
+  // Hand-written: every thread writes one element from all three threadIdx components; the
+  // second kernel leaves early (a return), which a loop over the threads cannot hold.
+  const std::string src = R"(
+extern "C" __global__ void each(float* __restrict__ out, const float* __restrict__ in) {
+  unsigned n = blockDim.x * blockDim.y * blockDim.z;
+  unsigned t = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+  unsigned i = blockIdx.x * n + t;
+  out[i] = in[i] * 2.0f + (float)threadIdx.x - 3.0f * (float)threadIdx.y + 5.0f * (float)threadIdx.z;
+}
+extern "C" __global__ void early(float* __restrict__ out, const float* __restrict__ in) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (threadIdx.x % 3 == 0) return;
+  out[i] = in[i] + 1.0f;
+}
+)";
+  auto expect_each = [](const std::vector<float>& in, std::array<uint32_t, 3> grid, std::array<uint32_t, 3> b) {
+    std::vector<float> out(in.size(), -1.0f);
+    for (uint32_t bx = 0; bx < grid[0]; ++bx)
+      for (uint32_t z = 0; z < b[2]; ++z)
+        for (uint32_t y = 0; y < b[1]; ++y)
+          for (uint32_t x = 0; x < b[0]; ++x) {
+            size_t i = bx * b[0] * b[1] * b[2] + (z * b[1] + y) * b[0] + x;
+            out[i] = in[i] * 2.0f + (float)x - 3.0f * (float)y + 5.0f * (float)z;
+          }
+    return out;
+  };
+  std::vector<float> in(5 * 24);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>((i * 7919) % 1000) / 10.0f;
+  auto run = [&](CpuDevice& d, const CpuKernel& k, std::array<uint32_t, 3> grid, std::array<uint32_t, 3> b,
+                 std::vector<float>* out) {
+    *out = std::vector<float>(in.size(), -1.0f);
+    float* po = out->data();
+    const float* pi = in.data();
+    void* args[] = {&po, &pi};
+    return d.launch(k, grid, b, 0, args);
+  };
+  std::vector<float> out;
+  for (bool fixed : {false, true}) {
+    INFO((fixed ? "compiled for blocks of 4x3x2" : "compiled for any block"));
+    auto d = device();
+    std::map<std::string, kdflow::cpu::BlockShape> blocks;
+    if (fixed) blocks["each"] = {4, 3, 2};
+    auto m = d->compile_module(src, "hand.cu", {}, {}, blocks);
+    REQUIRE(m);
+    auto each = d->kernel(*m, "each");
+    auto early = d->kernel(*m, "early");
+    REQUIRE(each);
+    REQUIRE(early);
+    CHECK(each->block_loop);
+    CHECK(each->plain_loop);
+    CHECK_FALSE(each->fibers);
+    CHECK_FALSE(early->block_loop);  // a call per thread, as before
+    CHECK_FALSE(early->plain_loop);
+    REQUIRE(run(*d, *each, {5, 1, 1}, {4, 3, 2}, &out));
+    CHECK(out == expect_each(in, {5, 1, 1}, {4, 3, 2}));
+    if (fixed) {
+      // Another shape than the one it was compiled for stops in one line, naming the kernel.
+      auto r = run(*d, *each, {5, 1, 1}, {2, 3, 4}, &out);
+      REQUIRE_FALSE(r);
+      CHECK(r.error().message.find("compiled for the one block shape the plan launches it with") != std::string::npos);
+      CHECK(r.error().message.find("each") != std::string::npos);
+    } else {
+      REQUIRE(run(*d, *each, {5, 1, 1}, {2, 3, 4}, &out));
+      CHECK(out == expect_each(in, {5, 1, 1}, {2, 3, 4}));
+    }
+    REQUIRE(run(*d, *early, {5, 1, 1}, {24, 1, 1}, &out));
+    for (size_t i = 0; i < in.size(); ++i) CHECK(out[i] == (i % 24 % 3 == 0 ? -1.0f : in[i] + 1.0f));
+  }
 }
 
 TEST_CASE("region fission: a kernel the plan launches with one-thread blocks only is compiled as one thread",
@@ -555,4 +633,53 @@ TEST_CASE("region fission: the rewritten source of a real sample is the same tex
     }
   }
   CHECK(rewritten > 0);
+}
+
+TEST_CASE("region fission: every sample's module compiles rewritten for its plan's block shapes",
+          "[cpu][fission]") {
+  // Real samples: each module rewritten for the block shapes its golden flow launches with; a
+  // rewrite that does not compile would send every kernel of the module back to a call per
+  // thread or fibers (still correct, so only this test sees it). Kernels without a barrier
+  // run each block as one loop over its threads.
+  auto d = device();
+  size_t samples = 0, all_plain = 0;
+  for (const std::string name : {"mlp", "attention", "resnet18", "resnet18_tuned", "mobilenet", "sort_scan", "mlp_fp16",
+                                 "relax_mlp"}) {
+    const std::string path = kdflow::test::sample_dir(name) + "/device.cu";
+    const std::string golden = std::string(KDFLOW_SOURCE_DIR) + "/test/golden/" + name + ".json";
+    if (!std::filesystem::exists(path)) continue;
+    INFO(name);
+    const std::string source = kdflow::detail::tvm_source_fixups(kdflow::test::slurp(path));
+    std::map<std::string, std::set<kdflow::cpu::BlockShape>> shapes;
+    const std::regex launch(R"re("name": "(\w+)",[^{}]*?"block": \[(\d+), (\d+), (\d+)\])re");
+    const std::string flow = kdflow::test::slurp(golden);
+    for (auto it = std::sregex_iterator(flow.begin(), flow.end(), launch); it != std::sregex_iterator(); ++it)
+      shapes[(*it)[1].str()].insert({static_cast<uint32_t>(std::stoul((*it)[2].str())),
+                                     static_cast<uint32_t>(std::stoul((*it)[3].str())),
+                                     static_cast<uint32_t>(std::stoul((*it)[4].str()))});
+    REQUIRE(!shapes.empty());
+    std::set<std::string> one_thread;
+    std::map<std::string, kdflow::cpu::BlockShape> blocks;
+    for (const auto& [k, s] : shapes) {
+      const auto& b = *s.begin();
+      if (s.size() == 1 && b[0] * b[1] * b[2] == 1) one_thread.insert(k);
+      else if (s.size() == 1) blocks[k] = b;
+    }
+    auto m = d->compile_module(source, path, one_thread, {}, blocks);
+    INFO((m ? std::string() : m.error().message));
+    REQUIRE(m);
+    size_t plain = 0, loops = 0;
+    for (const CpuKernel& k : d->kernels(*m)) {
+      INFO(k.name);
+      CHECK(k.fibers_why.find("did not compile") == std::string::npos);
+      plain += k.plain_loop;
+      loops += k.block_loop;
+    }
+    UNSCOPED_INFO(name << ": " << plain << " of " << d->kernels(*m).size() << " kernels one loop, " << loops
+                       << " thread loops in all");
+    all_plain += plain;
+    ++samples;
+  }
+  CHECK(samples >= 6);
+  CHECK(all_plain >= 50);  // 74 of 173 kernels
 }
