@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -230,16 +231,17 @@ TEST_CASE("compile cache: a folder others may write is not used", "[cpu][cache]"
   CHECK(files_in(dir) == 0);
 }
 
-TEST_CASE("compile cache: a second device loads the module from the cache, other tiles are another entry",
+TEST_CASE("compile cache: a second device loads the module from the cache, other tiles or blocks are another entry",
           "[cpu][cache]") {
   std::string dir = kdflow::test::temp_dir();
   kdflow::cpu::CpuDeviceOptions o;
   o.threads = 2;
   o.cache_dir = dir;
-  auto run = [&](const std::map<std::string, kdflow::cpu::BlockTile>& tiles, bool expect_hit) {
+  auto run = [&](const std::map<std::string, kdflow::cpu::BlockTile>& tiles, bool expect_hit,
+                 const std::map<std::string, kdflow::cpu::BlockShape>& blocks = {}) {
     auto d = kdflow::cpu::CpuDevice::create(o);
     REQUIRE(d);
-    auto m = (*d)->compile_module(kKernel, "hand.cu", {}, tiles);
+    auto m = (*d)->compile_module(kKernel, "hand.cu", {}, tiles, blocks);
     INFO((m ? std::string() : m.error().message));
     REQUIRE(m);
     kdflow::cpu::CpuModuleOrigin origin = (*d)->origin(*m);
@@ -250,13 +252,17 @@ TEST_CASE("compile cache: a second device loads the module from the cache, other
     CHECK(origin.key.size() == 64);
     auto k = (*d)->kernel(*m, "twice");
     REQUIRE(k);
+    CHECK(k->plain_loop);  // no barrier: one loop over the block's threads, also as loaded
+    CHECK(k->block_loop);
     std::vector<float> in(100), out(100, 0.f);
     for (int i = 0; i < 100; ++i) in[i] = static_cast<float>(i);
     float* po = out.data();
     const float* pi = in.data();
     int n = 100;
     void* args[] = {&po, &pi, &n};
-    REQUIRE((*d)->launch(*k, {4, 1, 1}, {32, 1, 1}, 0, args));
+    auto b = blocks.find("twice");
+    const std::array<uint32_t, 3> block = b == blocks.end() ? std::array<uint32_t, 3>{32, 1, 1} : b->second;
+    REQUIRE((*d)->launch(*k, {(100 + block[0] - 1) / block[0], 1, 1}, block, 0, args));
     for (int i = 0; i < 100; ++i) CHECK(out[i] == 2.0f * i);
     return origin.key;
   };
@@ -267,6 +273,12 @@ TEST_CASE("compile cache: a second device loads the module from the cache, other
   // that the code is the same) is a different entry.
   CHECK(run({{"not_a_kernel_here", {2, 1}}}, false) != first);
   CHECK(entries(dir).size() == 2);
+  // The block shape a kernel is compiled for is part of the key.
+  const std::string shaped = run({}, false, {{"twice", {32, 1, 1}}});
+  CHECK(shaped != first);
+  CHECK(run({}, true, {{"twice", {32, 1, 1}}}) == shaped);
+  CHECK(run({}, false, {{"twice", {16, 2, 1}}}) != shaped);
+  CHECK(entries(dir).size() == 4);
   // Without a folder, no cache at all.
   auto d = kdflow::cpu::CpuDevice::create({2});
   REQUIRE(d);
