@@ -168,3 +168,48 @@ TEST_CASE("footprint search: disjunctive normal form and its limit", "[footprint
   REQUIRE(to_dnf(node(AffCond::Op::And, {c, f}), 64, &dnf));
   CHECK(dnf.empty());
 }
+
+TEST_CASE("footprint search: a remainder through a two-valued quotient takes a few nodes, exactly",
+          "[footprint][search]") {
+  // TVM 0.19's untuned Relay kernels index through a grid-stride remainder: r = (262144·i +
+  // 1024·b + t) mod 301056, its quotient q in {0, 1}, under a concatenation's guards on r and on
+  // m = (256·i + b) mod 294 (this system is one of Relay DenseNet-121's, as extract built it). Bisecting r never let propagation prove a half
+  // empty: the search spent 50,000 nodes and gave up. With q split first it finds the exact
+  // range in a few dozen nodes; the brute force over (i, b, t) says which.
+  // Variables: 0 i (loop), 1 b (blockIdx.x), 2 b/2, 3 t (threadIdx.x), 4 q, 5 r, 6 and 7 the
+  // quotient and remainder by 294.
+  std::vector<LinConstraint> cons{
+      {false, lin(0, {{0, 1}})},           {false, lin(1, {{0, -1}})},
+      {false, lin(146, {{0, -128}, {2, -1}})},
+      {false, lin(275967, {{5, -1}})},     {false, lin(-125440, {{5, 1}})},
+      {false, lin(146, {{7, -1}})},
+      {false, lin(0, {{1, 1}, {2, -2}})},  {false, lin(1, {{1, -1}, {2, 2}})},
+      {true, lin(0, {{0, -262144}, {1, -1024}, {3, -1}, {4, 301056}, {5, 1}})},
+      {false, lin(0, {{0, 262144}, {1, 1024}, {3, 1}, {4, -301056}})},
+      {false, lin(301055, {{0, -262144}, {1, -1024}, {3, -1}, {4, 301056}})},
+      {true, lin(0, {{0, -256}, {1, -1}, {6, 294}, {7, 1}})},
+      {false, lin(0, {{0, 256}, {1, 1}, {6, -294}})},
+      {false, lin(293, {{0, -256}, {1, -1}, {6, 294}})},
+      {false, lin(0, {{1, 1}})},           {false, lin(255, {{1, -1}})},
+      {false, lin(0, {{3, 1}})},           {false, lin(1023, {{3, -1}})},
+  };
+  const LinExpr objective = lin(-501760, {{5, 4}});
+  SearchRange r = search_range(cons, {}, objective, 2000);
+  REQUIRE(r.kind == SearchRange::Kind::Found);
+  CHECK(r.nodes < 20000);  // constraint evaluations (nodes are fewer)
+  std::optional<int64_t> lo, hi;
+  for (int64_t i = 0; i <= 1; ++i)
+    for (int64_t b = 0; b <= 255; ++b) {
+      if (128 * i + b / 2 > 146 || (256 * i + b) % 294 > 146) continue;
+      for (int64_t t = 0; t <= 1023; ++t) {
+        const int64_t rem = (262144 * i + 1024 * b + t) % 301056;
+        if (rem > 275967 || rem < 125440) continue;
+        const int64_t v = 4 * rem - 501760;
+        lo = lo ? std::min(*lo, v) : v;
+        hi = hi ? std::max(*hi, v) : v;
+      }
+    }
+  REQUIRE(lo);
+  CHECK(r.lo == *lo);
+  CHECK(r.hi == *hi);
+}
