@@ -585,16 +585,20 @@ void WorkerPool::work(unsigned index) {
   // An alternate signal stack, so that guarded_memory.h's reporter runs even on a fault in a
   // fiber's small stack. Without one a fault still kills the process, only without its line.
   (void)prepare_thread_for_faults();
-  uint64_t seen = 0;
-  // A generation this worker takes part in (active_ is stored before generation_).
-  auto called = [&] { return generation_.load() != seen && index <= active_.load(); };
+  uint64_t seen = 0, job = 0;
+  // A launch this worker takes part in; `job` keeps the word that said so (the launch cannot
+  // move on before this worker, counted in its busy_, has finished).
+  auto called = [&] {
+    job = job_.load();
+    return (job >> kJobWorkerBits) != seen && index <= (job & ((uint64_t{1} << kJobWorkerBits) - 1));
+  };
   for (;;) {
     if (!spin_until([&] { return stop_.load() || called(); })) {
       std::unique_lock<std::mutex> lock(mu_);
       wake_.wait(lock, [&] { return stop_.load() || called(); });
     }
     if (stop_.load()) return;
-    seen = generation_.load();
+    seen = job >> kJobWorkerBits;
     run_blocks(index);
     if (busy_.fetch_sub(1) == 1) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -605,7 +609,8 @@ void WorkerPool::work(unsigned index) {
 
 std::string WorkerPool::run(KernelEntry entry, void** args, const LaunchShape& shape) {
   const uint64_t blocks = items(shape);
-  const unsigned helpers = static_cast<unsigned>(std::min<uint64_t>(threads_.size(), blocks ? blocks - 1 : 0));
+  const unsigned helpers = static_cast<unsigned>(std::min<uint64_t>(
+      {threads_.size(), blocks ? blocks - 1 : 0, (uint64_t{1} << kJobWorkerBits) - 1}));
   {
     std::lock_guard<std::mutex> lock(mu_);
     entry_ = entry;
@@ -621,8 +626,8 @@ std::string WorkerPool::run(KernelEntry entry, void** args, const LaunchShape& s
     fail_text_.clear();
     busy_.store(helpers);
     if (helpers) {
-      active_.store(helpers);
-      generation_.fetch_add(1);
+      ++generation_;
+      job_.store(generation_ << kJobWorkerBits | helpers);
     }
   }
   if (helpers) wake_.notify_all();

@@ -104,9 +104,12 @@ class WorkerPool {
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::condition_variable wake_, done_;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<unsigned> active_{0};  ///< workers 1..active_ take part in this generation
-  std::atomic<unsigned> busy_{0};    ///< of them, those not finished
+  /// The current launch: its generation (upper bits) and how many workers take part (1..n,
+  /// the low kJobWorkerBits), in one word, so that a worker reads both of one launch.
+  std::atomic<uint64_t> job_{0};
+  static constexpr unsigned kJobWorkerBits = 20;
+  uint64_t generation_ = 0;  ///< launches that woke workers (the caller's only)
+  std::atomic<unsigned> busy_{0};  ///< of the workers taking part, those not finished
   std::atomic<bool> stop_{false};
   // The job of the current generation.
   KernelEntry entry_ = nullptr;

@@ -375,3 +375,31 @@ extern "C" __global__ void huge(float* out) {
     CHECK(err.find("hand.json: error: kernel 0 'huge' (launch 0) overflowed its stack in block (") == 0);
   }
 }
+
+TEST_CASE("back-to-back launches of 1, 2, 3 and 64 blocks each run every block once, on more workers than cores",
+          "[cpu]") {
+  // Hand-written. The worker pool wakes only the workers a launch can use and spins between
+  // launches: a worker must take part in exactly the launches it was called for, and a launch
+  // must not return before every block has run (its counts are read right after).
+  auto d = device(4);
+  CpuKernel k = compile_one(*d, R"(
+extern "C" __global__ void count(unsigned* __restrict__ c, unsigned* __restrict__ last, unsigned stamp) {
+  atomicAdd(&c[blockIdx.x], 1u);
+  if (threadIdx.x == 0) last[blockIdx.x] = stamp;
+})", "count");
+  std::vector<unsigned> c(64, 0), last(64, 0);
+  unsigned* pc = c.data();
+  unsigned* pl = last.data();
+  std::vector<unsigned> want(64, 0);
+  const uint32_t grids[] = {1, 2, 3, 64, 2, 1, 64, 3};
+  for (unsigned stamp = 1; stamp <= 2000; ++stamp) {
+    const uint32_t g = grids[stamp % 8];
+    void* args[] = {&pc, &pl, &stamp};
+    REQUIRE(d->launch(k, {g, 1, 1}, {4, 1, 1}, 0, args));
+    for (uint32_t b = 0; b < g; ++b) {
+      want[b] += 4;
+      REQUIRE(last[b] == stamp);  // every block of this launch ran before it returned
+    }
+  }
+  CHECK(c == want);
+}
