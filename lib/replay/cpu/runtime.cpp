@@ -14,6 +14,7 @@
 #include "runtime.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -530,16 +531,28 @@ std::string BlockRunner::run_block(KernelEntry entry, void** args, const LaunchS
 namespace {
 
 /// Polls `ready` for up to about 200 us (a launch queued right after the last one comes in
-/// far less); whether it became true. The caller then sleeps on its condition variable.
+/// far less); whether it became true. The caller then sleeps on its condition variable. After
+/// the first 20 us each poll yields the core, so that on a busy machine the spinning takes no
+/// time from the thread that queues the next launch, or from other processes.
 template <typename Ready>
 bool spin_until(Ready ready) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+  const auto start = std::chrono::steady_clock::now();
+  const auto yield_from = start + std::chrono::microseconds(20), until = start + std::chrono::microseconds(200);
+  bool yielding = false;
   for (unsigned i = 1;; ++i) {
     if (ready()) return true;
+    if (yielding) {
+      sched_yield();
+    } else {
 #if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
+      __builtin_ia32_pause();
 #endif
-    if (i % 64 == 0 && std::chrono::steady_clock::now() >= until) return false;
+    }
+    if (yielding || i % 64 == 0) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= until) return false;
+      yielding = now >= yield_from;
+    }
   }
 }
 
