@@ -79,8 +79,8 @@ class BlockRunner {
 /// takes it first (results do not depend on it: blocks share no state but global memory,
 /// which CUDA already leaves unordered between blocks). A launch wakes only the workers its
 /// blocks can use (none for one block), and between launches queued back to back the workers
-/// and the caller wait spinning for a short while before they sleep: waking a sleeping thread
-/// took about 20 us a launch, more than many of a model's kernels run.
+/// and the caller poll for a short while (yielding the core after the first 20 us) before they
+/// sleep: waking a sleeping thread took about 20 us a launch, more than many kernels run.
 class WorkerPool {
  public:
   explicit WorkerPool(unsigned threads);
