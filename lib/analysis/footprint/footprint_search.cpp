@@ -79,9 +79,9 @@ class Search {
 
  private:
   /// Tightens [lo, hi] to a fixpoint (or kMaxRounds evaluations of every constraint); false
-  /// when a constraint cannot hold. Only the constraints of a variable whose bound changed are
-  /// looked at again (`changed`: the one variable a search node split, its parent at a
-  /// fixpoint; -1: every constraint).
+  /// when a constraint cannot hold. Only the constraints of a variable whose bound moved are
+  /// looked at again; `changed_var` is the one variable a search node split (its parent at a
+  /// fixpoint), -1 to start from every constraint.
   bool propagate(std::vector<int64_t>& lo, std::vector<int64_t>& hi, int changed_var) {
     queue_.clear();
     auto enqueue = [&](int k) {
@@ -96,60 +96,46 @@ class Search {
     size_t evaluated = 0;
     bool ok = true;
     complete_ = true;
-    for (size_t head = 0; head < queue_.size(); ++head) {
-      const int ki = queue_[head];
-      queued_[ki] = 0;
-      if (!ok) continue;  // clear the marks of what is left
+    for (size_t head = 0; head < queue_.size() && ok; ++head) {
+      const Con& k = cons_[queue_[head]];
+      queued_[queue_[head]] = 0;
       if (++evaluated > limit) {
         complete_ = false;  // sound when cut short; the next node starts from every constraint
-        ok = true;
-        for (size_t rest = head; rest < queue_.size(); ++rest) queued_[queue_[rest]] = 0;
         break;
       }
-      {
-        const Con& k = cons_[ki];
-        spent_ += static_cast<long>(k.t.size()) + 1;
-        // Σ a·x + c ≥ 0: the largest value each term can take.
-        int ninf = 0;
-        I128 fin = 0;
-        for (const auto& [v, a] : k.t) {
-          if (a > 0 ? is_inf_hi(hi[v]) : is_inf_lo(lo[v])) ++ninf;
-          else fin += static_cast<I128>(a) * (a > 0 ? hi[v] : lo[v]);
+      spent_ += static_cast<long>(k.t.size()) + 1;
+      // Σ a·x + c ≥ 0: the largest value each term can take.
+      int ninf = 0;
+      I128 fin = 0;
+      for (const auto& [v, a] : k.t) {
+        if (a > 0 ? is_inf_hi(hi[v]) : is_inf_lo(lo[v])) ++ninf;
+        else fin += static_cast<I128>(a) * (a > 0 ? hi[v] : lo[v]);
+      }
+      if (ninf == 0 && fin + k.c < 0) ok = false;
+      if (!ok || ninf > 1) continue;
+      for (const auto& [v, a] : k.t) {
+        const bool inf = a > 0 ? is_inf_hi(hi[v]) : is_inf_lo(lo[v]);
+        if (ninf == 1 && !inf) continue;
+        I128 rest = inf ? fin : fin - static_cast<I128>(a) * (a > 0 ? hi[v] : lo[v]);
+        I128 need = -static_cast<I128>(k.c) - rest;  // a·x ≥ need
+        bool moved = false;
+        if (a > 0) {
+          I128 n = ceil_div(need, a);
+          if (n > lo[v]) lo[v] = n >= kSearchInf ? kSearchInf - 1 : static_cast<int64_t>(n), moved = true;
+        } else {
+          I128 n = floor_div(-need, -static_cast<I128>(a));
+          if (n < hi[v]) hi[v] = n <= -kSearchInf ? -kSearchInf + 1 : static_cast<int64_t>(n), moved = true;
         }
-        if (ninf == 0 && fin + k.c < 0) {
+        if (lo[v] > hi[v]) {
           ok = false;
-          continue;
+          break;
         }
-        if (ninf > 1) continue;
-        for (const auto& [v, a] : k.t) {
-          const bool inf = a > 0 ? is_inf_hi(hi[v]) : is_inf_lo(lo[v]);
-          if (ninf == 1 && !inf) continue;
-          I128 rest = inf ? fin : fin - static_cast<I128>(a) * (a > 0 ? hi[v] : lo[v]);
-          I128 need = -static_cast<I128>(k.c) - rest;  // a·x ≥ need
-          bool moved = false;
-          if (a > 0) {
-            I128 n = ceil_div(need, a);
-            if (n > lo[v]) {
-              lo[v] = n >= kSearchInf ? kSearchInf - 1 : static_cast<int64_t>(n);
-              moved = true;
-            }
-          } else {
-            I128 n = floor_div(-need, -static_cast<I128>(a));
-            if (n < hi[v]) {
-              hi[v] = n <= -kSearchInf ? -kSearchInf + 1 : static_cast<int64_t>(n);
-              moved = true;
-            }
-          }
-          if (lo[v] > hi[v]) {
-            ok = false;
-            break;
-          }
-          if (moved)
-            for (int other : of_var_[v]) enqueue(other);
-        }
+        if (moved)
+          for (int other : of_var_[v]) enqueue(other);
       }
     }
-    if (!ok) complete_ = true;  // an empty box: nothing pending matters
+    for (int k : queue_) queued_[k] = 0;  // what was left unexamined
+    if (!ok) complete_ = true;             // an empty box: nothing pending matters
     return ok;
   }
 
