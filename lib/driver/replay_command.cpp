@@ -111,6 +111,21 @@ ScratchFolder::~ScratchFolder() {
 
 namespace {
 
+/// After a difference on the CPU back end: whether a kernel read memory nothing wrote (issue 52).
+/// Under --poison, NaN where TVM's result is a number says so; without it, how to find out.
+std::string unwritten_memory_hint(const ReplayCommand& cmd, const OutputCheck& c) {
+  if (cmd.backend != "cpu" || !c.problem.empty()) return "";
+  if (cmd.poison && c.nan_mismatches > 0)
+    return fmt::format("kdflow replay: {} of the elements that differ are NaN under --poison: the kernel that wrote "
+                       "them read memory nothing wrote (a per-thread local, shared memory or a fresh allocation); "
+                       "on a GPU it reads whatever that memory held\n",
+                       c.nan_mismatches);
+  if (!cmd.poison)
+    return "kdflow replay: to see whether a kernel reads memory nothing wrote, run again with --poison (fresh "
+           "locals, shared memory and allocations as NaN)\n";
+  return "";
+}
+
 /// An exported model.so's pieces replay reads as files, written into a scratch folder: each CUDA
 /// module of its blob as device_<i>.<cubin|fatbin|ptx|cu> (when `modules`), and its params when
 /// none were given: the Relax executable (vm_exec.bin, its constant pool) or a Relay library's
@@ -185,6 +200,9 @@ Expected<ReplaySetup> setup_replay(const ReplayCommand& cmd, std::ostream& err) 
   if (cmd.collectives != "auto" && opt.backend == ReplayBackend::Cpu)
     return usage("--collectives chooses who makes a sharded flow's collectives on CUDA; the CPU back end makes them "
                  "on the host (drop it)");
+  if (cmd.poison && opt.backend != ReplayBackend::Cpu)
+    return usage("--poison fills the CPU back end's memory; it needs --backend cpu (a GPU's locals and shared memory "
+                 "cannot be filled from the host)");
   if (!cmd.trace.empty() && cmd.dry_run) return usage("--trace needs a run; drop --dry-run");
   if (!cmd.timing_json.empty() && cmd.dry_run) return usage("--timing-json needs a run; drop --dry-run");
   if (!(cmd.time_limit >= 0) && cmd.time_limit != -1) return usage("--time-limit must be 0 or more");
@@ -350,6 +368,7 @@ Expected<ReplaySetup> setup_replay(const ReplayCommand& cmd, std::ostream& err) 
   opt.guard = cmd.guard;
   opt.cpu_threads = cmd.jobs;
   opt.cpu_cache = !cmd.no_cache;
+  opt.poison = cmd.poison;
   opt.dump_dir = cmd.dump_dir;
   opt.kernel = cmd.kernel;
   opt.rtol = cmd.rtol;
@@ -429,12 +448,14 @@ int run_replay_command(const ReplayCommand& cmd, std::ostream& out, std::ostream
     err << fmt::format("kdflow replay: error: kernel {} ({}) of node {} is the first whose output differs from the "
                        "dumps in {} (rtol {}, atol {}; integers exactly)\n",
                        d.kernel, df->kernels[d.kernel].name, d.node, opt.compare_dir, cmd.rtol, cmd.atol);
+    err << unwritten_memory_hint(cmd, d.check);
     return 1;
   }
   if (rep->node_difference) {
     err << fmt::format("kdflow replay: error: {} is the first node whose result differs from TVM's (rtol {}, atol "
                        "{}; integers exactly)\n",
                        rep->node_difference->label, cmd.rtol, cmd.atol);
+    err << unwritten_memory_hint(cmd, rep->node_difference->check);
     return 1;
   }
   if (!rep->passed()) {

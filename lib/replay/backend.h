@@ -176,6 +176,7 @@ struct BackendOptions {
   bool guard = false;             ///< --guard. CPU: buffers against guard pages, faults reported at once
   double launch_time_limit_s = 0; ///< CPU: a launch running longer ends the process (exit 65, naming it); 0: none
   bool compile_cache = true;      ///< CPU: the compile cache (cpu/compile_cache.h) in default_cache_dir(); false: --no-cache
+  bool poison = false;            ///< CPU: --poison (fresh allocations, locals and shared memory as 0xFF bytes)
   /// A sharded replay: this back end is rank `rank` of `ranks` (-1: a flow of one rank). CUDA:
   /// with at least device + ranks devices rank r opens device + r, else every rank `device`.
   int rank = -1;

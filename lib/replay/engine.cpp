@@ -101,6 +101,7 @@ Expected<std::unique_ptr<Backend>> make_backend(const ReplayOptions& opt, const 
   bo.threads = opt.cpu_threads;
   bo.launch_time_limit_s = opt.time_limit_s;
   bo.compile_cache = opt.cpu_cache;
+  bo.poison = opt.poison;
   if (opt.backend == ReplayBackend::Cpu) return make_cpu_backend(bo, log);
   return make_cuda_backend(bo, log);
 }

@@ -178,6 +178,7 @@ OutputCheck compare_arrays(const NpyArray& actual, const NpyArray& expected, dou
     double diff, rel;
     if (std::isnan(a) || std::isnan(e)) {
       ok = std::isnan(a) && std::isnan(e);
+      if (std::isnan(a) && !ok) ++c.nan_mismatches;
       diff = rel = ok ? 0 : std::numeric_limits<double>::infinity();
     } else if (a == e) {  // equal infinities too
       ok = true;
@@ -231,6 +232,19 @@ std::string format_checks(const ReplayReport& r) {
   return out;
 }
 
+namespace {
+/// "N of M elements differ, max abs .., max rel ..", and how many of them are NaN where the
+/// expected value is not (what a read of memory nothing wrote gives under --poison).
+std::string difference_text(const OutputCheck& c) {
+  std::string nan = c.nan_mismatches == 0 ? ""
+                    : c.nan_mismatches == c.mismatches
+                        ? ", every one NaN where TVM's is a number"
+                        : fmt::format(", {} of them NaN where TVM's is a number", c.nan_mismatches);
+  return fmt::format("{} of {} elements differ, max abs {}, max rel {}{}{}", c.mismatches, c.elements,
+                     number(c.max_abs), number(c.max_rel), c.exact ? " (integers, compared exactly)" : "", nan);
+}
+}  // namespace
+
 std::string format_node_references(const ReplayReport& r, const NodeReferences& refs) {
   std::string out;
   if (!r.node_difference) {
@@ -243,9 +257,7 @@ std::string format_node_references(const ReplayReport& r, const NodeReferences& 
     const NodeDifference& d = *r.node_difference;
     const OutputCheck& c = d.check;
     std::string how = !c.problem.empty() ? c.problem
-                                         : fmt::format("{} of {} elements differ, max abs {}, max rel {}{}",
-                                                       c.mismatches, c.elements, number(c.max_abs), number(c.max_rel),
-                                                       c.exact ? " (integers, compared exactly)" : "");
+                                         : difference_text(c);
     out += fmt::format("nodes: first node that differs from TVM's result: {}: {} (reference {}); {} of {} buffers "
                        "compared differ\n",
                        d.label, how, c.expect_file, r.node_tensors_differing, r.node_tensors_compared);
@@ -273,9 +285,7 @@ std::string format_first_difference(const ReplayReport& r, const Dataflow& df) {
                            ? fmt::format("buffer {} '{}'", c.buffer, df.buffers[c.buffer].name)
                            : std::string("a buffer");
   std::string how = !c.problem.empty() ? c.problem
-                                       : fmt::format("{} of {} elements differ, max abs {}, max rel {}{}", c.mismatches,
-                                                     c.elements, number(c.max_abs), number(c.max_rel),
-                                                     c.exact ? " (integers, compared exactly)" : "");
+                                       : difference_text(c);
   std::string later = r.differing_kernels > 1
                           ? fmt::format("; {} of the {} kernels compared differ in all", r.differing_kernels,
                                         r.compared_kernels)

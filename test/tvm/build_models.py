@@ -142,6 +142,19 @@ def models(tvm: Any) -> Dict[str, Callable[[str], None]]:
             x = x + self.o(nn.matmul(att, v))
             return x + self.down(nn.relu(self.up(x)))
 
+    class GroupConv(nn.Module):
+        """Issue 52: a 1x1 convolution of 4 groups of 34 channels on 14x14, as ShuffleNet's (the
+        ONNX suite's light_shufflenet.onnx). TVM 0.27 builds it as one kernel that keeps the block's
+        34x14 tile in a per-thread local array (476 floats): each thread writes its column and reads
+        a row other threads wrote, so 442 of every 476 results are memory its thread never wrote, on
+        a GPU as on the CPU. check_models.py expects kdflow to say so (TVM_DEFECTS)."""
+
+        def __init__(self) -> None:
+            self.conv = nn.Conv2D(136, 136, 1, groups=4, bias=False)
+
+        def forward(self, x: Any) -> Any:
+            return self.conv(x) * 0.5 + 1.0
+
     def build(name: str, module: Any, spec: Dict[str, Any], inputs: Any = True, mode: str = "bytecode",
               keep_forward: bool = False) -> Callable[[str], None]:
         def run(out: str) -> None:
@@ -169,6 +182,7 @@ def models(tvm: Any) -> Dict[str, Callable[[str], None]]:
         "scan_view_compiled": build("scan_view", ScanView(), {"x": nn.spec.Tensor((1, 4096), "float32")},
                                     mode="compiled"),
         "cnn": build("cnn", CNN(), {"x": nn.spec.Tensor((1, 3, 16, 16), "float32")}),
+        "group_conv": build("group_conv", GroupConv(), {"x": nn.spec.Tensor((1, 136, 14, 14), "float32")}),
         "block": build("block", Block(), {"x": nn.spec.Tensor((1, "n", 32), "float32")},
                        inputs={"x": rng.standard_normal((1, 8, 32)).astype("float32")}),
         "onnx": onnx_model,

@@ -213,6 +213,9 @@ int main(int argc, char** argv) {
                    "--backend cpu: neither read nor write the compile cache (compiled kernels kept across runs in "
                    "$KDFLOW_CACHE_DIR, else $XDG_CACHE_HOME/kdflow, else ~/.cache/kdflow; 1 GiB, least recently used "
                    "out first, KDFLOW_CACHE_MAX_MB)");
+  replay->add_flag("--poison", rp.poison,
+                   "--backend cpu: fresh allocations, every kernel's locals and each block's shared memory start as "
+                   "0xFF bytes (NaN as float), so that a kernel reading memory nothing wrote differs from TVM's result");
   replay->add_option("--gpu", rp.device, "CUDA device ordinal")->capture_default_str();
   replay->add_flag("--dry-run", rp.dry_run, "Print and check the plan; do not touch the driver");
   replay->add_flag("--guard", rp.guard, "Redzones after each allocation; report the first kernel writing past its buffer");

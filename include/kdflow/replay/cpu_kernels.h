@@ -55,6 +55,9 @@ struct CpuDeviceOptions {
   /// kept across runs under a key of everything that determines it. "": no cache.
   std::string cache_dir;
   uint64_t cache_max_bytes = uint64_t{1} << 30;  ///< the folder's size cap, least recently used out first
+  /// replay --poison: every kernel's locals, each block's shared memory and thread-private
+  /// storage start as 0xFF bytes (NaN as float), so that reading memory nothing wrote shows.
+  bool poison = false;
 };
 
 /// How compile_module got a module's machine code.

@@ -203,6 +203,10 @@ struct ReplayOptions {
   bool guard = false;                ///< redzones after each allocation, checked after each kernel (eager)
   int cpu_threads = 0;               ///< CPU back end: OS threads running blocks (0: the hardware's concurrency)
   bool cpu_cache = true;             ///< CPU back end: compiled modules kept across runs ($XDG_CACHE_HOME/kdflow; false: --no-cache)
+  /// CPU back end: fresh device allocations, every kernel's locals and each block's shared and
+  /// thread-private memory start as 0xFF bytes (NaN as float): a read of memory nothing wrote
+  /// shows as a difference from TVM's result (--poison).
+  bool poison = false;
   uint64_t guard_bytes = 256;
   std::string dump_dir;              ///< eager: after each kernel, its written buffers as .npy
   int kernel = -1;                   ///< >= 0: run this kernel alone, its buffers restored from dump_dir
@@ -257,6 +261,7 @@ struct OutputCheck {
   bool exact = false;         ///< integer/bool: compared exactly
   uint64_t elements = 0;
   uint64_t mismatches = 0;    ///< elements outside the tolerance
+  uint64_t nan_mismatches = 0;  ///< of those, NaN where the expected value is not (--poison: memory nothing wrote)
   double max_abs = 0;
   double max_rel = 0;
   bool pass = false;
@@ -423,6 +428,7 @@ struct ReplayCommand {
   bool guard = false;                ///< --guard
   int jobs = 0;                      ///< --jobs N: the CPU back end's worker threads (0: the cores)
   bool no_cache = false;             ///< --no-cache: the CPU back end neither reads nor writes its compile cache
+  bool poison = false;               ///< --poison (--backend cpu)
   std::string dump_dir;              ///< --dump-dir DIR
   int kernel = -1;                   ///< --kernel ID (needs --dump-dir from an earlier full run)
   std::string nodes;                 ///< --nodes FROM..TO: graph node ids (n12) or function/node names

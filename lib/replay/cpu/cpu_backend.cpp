@@ -86,6 +86,7 @@ class CpuBackend : public Backend {
   Status open() override {
     cpu::CpuDeviceOptions o;
     o.threads = opt_.threads > 0 ? static_cast<unsigned>(opt_.threads) : 0;
+    o.poison = opt_.poison;
     if (opt_.compile_cache) {
       // The compile cache (compile_cache.h): none where no folder can be named (no HOME).
       o.cache_dir = cpu::default_cache_dir();
@@ -194,6 +195,7 @@ class CpuBackend : public Backend {
       uint32_t id = static_cast<uint32_t>(guarded_->size());
       auto p = guarded_->allocate(id, fmt::format("allocation {}", id), bytes);
       if (!p) return fault("cpu alloc", p.error().message);
+      if (opt_.poison && bytes) std::memset(*p, 0xFF, bytes);
       *out = reinterpret_cast<DevicePtr>(*p);
       guarded_ids_[*out] = id;
       return Fault::none();
@@ -202,7 +204,8 @@ class CpuBackend : public Backend {
     if (rounded < bytes) return fault("cpu alloc", "allocation size overflows");
     void* p = std::aligned_alloc(64, rounded);
     if (!p) return fault("cpu alloc", fmt::format("the host could not allocate {} bytes", bytes));
-    std::memset(p, 0, rounded);  // deterministic contents (CUDA leaves them undefined)
+    // Deterministic contents (CUDA leaves them undefined): zeros, or under --poison 0xFF bytes.
+    std::memset(p, opt_.poison ? 0xFF : 0, rounded);
     *out = reinterpret_cast<DevicePtr>(p);
     allocations_[*out] = rounded;
     return Fault::none();

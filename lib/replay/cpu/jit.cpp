@@ -333,6 +333,7 @@ struct CpuDevice::Impl {
   unsigned vector_lanes = 4;          ///< float lanes of the widest vector the features give
   std::unique_ptr<WorkerPool> pool;
   std::optional<CompileCache> cache;  ///< compile_cache.h; none without CpuDeviceOptions::cache_dir
+  bool poison = false;                ///< CpuDeviceOptions::poison
   struct ModuleInfo {
     llvm::orc::JITDylib* dylib = nullptr;
     std::map<std::string, CpuKernel> kernels;
@@ -353,6 +354,45 @@ constexpr uint64_t kPayloadFormat = 2;
 
 /// A cache entry's payload (compile_cache.h stores and verifies the bytes): the kernels as
 /// compile_module found them, then the object files.
+/// replay --poison: a memset of 0xFF bytes over each fixed-size alloca of every defined function,
+/// after the entry block's allocas (so before the parameters are stored into theirs), and again
+/// wherever a local's scope begins (clang's llvm.lifetime.start at -O2): a local declared in a
+/// loop's body, as in region fission's loops over a block's threads, is fresh in each iteration.
+void poison_locals(llvm::Module& m) {
+  const llvm::DataLayout& dl = m.getDataLayout();
+  for (llvm::Function& f : m) {
+    if (f.isDeclaration()) continue;
+    std::vector<llvm::IntrinsicInst*> starts;
+    for (llvm::BasicBlock& bb : f)
+      for (llvm::Instruction& i : bb)
+        if (auto* ii = llvm::dyn_cast<llvm::IntrinsicInst>(&i);
+            ii && ii->getIntrinsicID() == llvm::Intrinsic::lifetime_start)
+          starts.push_back(ii);
+    for (llvm::IntrinsicInst* s : starts) {
+      auto* size = llvm::dyn_cast<llvm::ConstantInt>(s->getArgOperand(0));
+      if (!size || size->isMinusOne() || size->isZero()) continue;
+      llvm::IRBuilder<> b(s->getNextNode());
+      b.CreateMemSet(s->getArgOperand(1), b.getInt8(0xFF), size->getZExtValue(), llvm::MaybeAlign());
+    }
+    llvm::BasicBlock& entry = f.getEntryBlock();
+    std::vector<llvm::AllocaInst*> allocas;
+    llvm::Instruction* after = nullptr;
+    for (llvm::Instruction& i : entry) {
+      auto* a = llvm::dyn_cast<llvm::AllocaInst>(&i);
+      if (!a) break;
+      after = a;
+      if (a->isStaticAlloca()) allocas.push_back(a);
+    }
+    if (allocas.empty()) continue;
+    llvm::IRBuilder<> b(after->getNextNode());
+    for (llvm::AllocaInst* a : allocas) {
+      auto size = a->getAllocationSizeInBits(dl);
+      if (!size || size->isScalable() || size->getFixedSize() == 0) continue;
+      b.CreateMemSet(a, b.getInt8(0xFF), size->getFixedSize() / 8, a->getAlign());
+    }
+  }
+}
+
 std::string encode_module(const CompiledModule& c) {
   PayloadWriter w;
   w.u64(kPayloadFormat);
@@ -423,7 +463,8 @@ struct HostTarget {
 
 CacheKey module_key(const HostTarget& d, const std::string& source, const std::string& path,
                     const std::set<std::string>& one_thread, const std::map<std::string, BlockTile>& tiles,
-                    const std::map<std::string, BlockShape>& blocks, bool rewrite, unsigned partitions) {
+                    const std::map<std::string, BlockShape>& blocks, bool rewrite, unsigned partitions,
+                    bool poison) {
   CacheKey key;
   std::string features, threads, tiled, shaped, prelude;
   for (const std::string& f : d.features) features += f + ",";
@@ -443,6 +484,7 @@ CacheKey module_key(const HostTarget& d, const std::string& source, const std::s
       .add("partitions", std::to_string(partitions))
       .add("KDFLOW_CPU_FIBERS", rewrite ? "auto" : "all")
       .add("KDFLOW_CPU_BATCH", batch ? batch : "")
+      .add("poison", poison ? "locals" : "")
       .add("one_thread", threads)
       .add("tiles", tiled)
       .add("blocks", shaped)
@@ -548,7 +590,8 @@ Expected<std::unique_ptr<CpuDevice>> CpuDevice::create(const CpuDeviceOptions& o
   dev->impl_->jit = std::move(*jit);
   unsigned threads = options.threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  dev->impl_->pool = std::make_unique<WorkerPool>(threads);
+  dev->impl_->poison = options.poison;
+  dev->impl_->pool = std::make_unique<WorkerPool>(threads, options.poison);
   if (!options.cache_dir.empty()) dev->impl_->cache.emplace(options.cache_dir, options.cache_max_bytes);
   return dev;
 }
@@ -617,7 +660,7 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
   std::optional<CacheKey> key;
   if (d.cache) {
     key = module_key(HostTarget{d.triple, d.cpu, d.features, d.vector_lanes}, source, path, one_thread, tiles,
-                     blocks, rewrite, partitions);
+                     blocks, rewrite, partitions, d.poison);
     info.origin.key = key->hex();
     std::string why;
     if (!d.cache->usable()) {
@@ -694,6 +737,11 @@ Expected<int> CpuDevice::compile_module(const std::string& source, const std::st
     break;
   }
   if (!ok || !m) return Error{file_error(label, "clang could not compile the module for the CPU").message};
+
+  // --poison: every local of fixed size starts as 0xFF bytes at each call (allocas are at the
+  // function's entry), before the optimiser, which drops the fill wherever the code overwrites
+  // it before reading: only a read of a local nothing wrote sees NaN (issue 52).
+  if (d.poison) poison_locals(*m);
 
   // __shared__ → offsets into the block's shared memory.
   llvm::Function* ctx_fn = llvm::cast<llvm::Function>(

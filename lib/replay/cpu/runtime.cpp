@@ -134,6 +134,7 @@ struct BlockRunner::Impl {
   std::vector<std::pair<std::unique_ptr<char[]>, size_t>> privates;
   size_t private_next = 0;
   uint64_t private_bytes = 0;
+  bool poison = false;  // replay --poison: shared and private storage start as 0xFF bytes
   const void* scheduler_bottom = nullptr;  // the worker's own stack (sanitizer builds)
   size_t scheduler_size = 0;
   void* scheduler_fake_stack = nullptr;
@@ -329,7 +330,12 @@ static void* kdflow_private(unsigned long bytes, unsigned long align) {
     slot.second = need;
   }
   uintptr_t p = reinterpret_cast<uintptr_t>(slot.first.get());
-  return reinterpret_cast<void*>((p + align - 1) / align * align);
+  void* out = reinterpret_cast<void*>((p + align - 1) / align * align);
+  // Fresh for every block: zeros (the same bytes whatever block ran on this worker before, so
+  // even a kernel that reads a copy its thread never wrote gives the same result every run), or
+  // under --poison 0xFF bytes, NaN as float, so that such a read shows (issue 52).
+  std::memset(out, r->poison ? 0xFF : 0, bytes);
+  return out;
 }
 
 // LLVM's optimiser merges sinf(x) and cosf(x) of one x into one sincosf call (the rotary
@@ -400,11 +406,13 @@ const std::vector<std::pair<const char*, void*>>& runtime_symbols() {
 
 BlockRunner::BlockRunner() : impl_(new Impl) {}
 BlockRunner::~BlockRunner() { delete impl_; }
+void BlockRunner::set_poison(bool on) { impl_->poison = on; }
 
 std::string BlockRunner::run_block(KernelEntry entry, void** args, const LaunchShape& shape, uint64_t linear) {
   Impl& r = *impl_;
   const unsigned threads = shape.block.x * shape.block.y * shape.block.z;
   if (r.shared.size() < shape.shared_bytes) r.shared.resize(shape.shared_bytes);
+  if (r.poison && shape.shared_bytes) std::memset(r.shared.data(), 0xFF, shape.shared_bytes);
   ThreadContext base;
   base.block_dim = shape.block;
   base.grid_dim = shape.grid;
@@ -558,11 +566,14 @@ bool spin_until(Ready ready) {
 
 }  // namespace
 
-WorkerPool::WorkerPool(unsigned threads) {
+WorkerPool::WorkerPool(unsigned threads, bool poison) {
   if (threads == 0) threads = 1;
   current_ = std::make_unique<std::atomic<uint64_t>[]>(threads);
   for (unsigned i = 0; i < threads; ++i) current_[i].store(kIdle);
-  for (unsigned i = 0; i < threads; ++i) runners_.push_back(std::make_unique<BlockRunner>());
+  for (unsigned i = 0; i < threads; ++i) {
+    runners_.push_back(std::make_unique<BlockRunner>());
+    runners_.back()->set_poison(poison);
+  }
   for (unsigned i = 1; i < threads; ++i) threads_.emplace_back([this, i] { work(i); });
 }
 

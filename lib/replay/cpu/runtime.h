@@ -68,6 +68,10 @@ class BlockRunner {
   /// Runs work item `linear` of the launch: a block, or a batch of blocks (tile_w). Empty
   /// string: done; otherwise what stopped it (a trap, threads waiting at different barriers).
   std::string run_block(KernelEntry entry, void** args, const LaunchShape& shape, uint64_t linear);
+  /// Poisoning (replay --poison): each block's shared memory and thread-private storage start
+  /// as 0xFF bytes (NaN as float, -1 as an integer) instead of what the last block left, resp.
+  /// zeros, so that a kernel reading memory no thread of the block wrote shows it.
+  void set_poison(bool on);
 
   struct Impl;  // runtime.cpp's; public so that the prelude's functions reach it
 
@@ -83,7 +87,7 @@ class BlockRunner {
 /// sleep: waking a sleeping thread took about 20 us a launch, more than many kernels run.
 class WorkerPool {
  public:
-  explicit WorkerPool(unsigned threads);
+  explicit WorkerPool(unsigned threads, bool poison = false);
   ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -682,4 +683,141 @@ TEST_CASE("region fission: every sample's module compiles rewritten for its plan
   }
   CHECK(samples >= 6);
   CHECK(all_plain >= 50);  // 74 of 173 kernels
+}
+
+// Issue 52: TVM 0.27's grouped convolution in the ONNX suite's ShuffleNet keeps a block's tile in
+// a *per-thread* local array, each thread writing its column (`loc[k * 4 + tx]`) and then reading
+// a row (`loc[tx * 3 + j]`) that other threads wrote: a read of memory its own thread never wrote.
+// Hand-written, the construct alone: the local lives across barriers, so region fission keeps a
+// copy per thread in the block's private storage, which used to come back with whatever the last
+// block on that worker had left (other values every run). Now it is fresh zeros per block, and
+// under --poison (CpuDeviceOptions::poison) 0xFF bytes, NaN as float, so that the read shows.
+namespace {
+
+const char* kUnwrittenLocal = R"(
+extern "C" __global__ void tile_rows(float* __restrict__ out, const float* __restrict__ in) {
+  float loc[12];
+  __shared__ float red[8];
+  __shared__ float sum[4];
+  for (int k = 0; k < 3; ++k) {
+    __syncthreads();
+    red[threadIdx.x * 2 + threadIdx.y] = in[(blockIdx.x * 3 + k) * 8 + threadIdx.x * 2 + threadIdx.y];
+    __syncthreads();
+    if (threadIdx.y == 0) sum[threadIdx.x] = red[threadIdx.x * 2] + red[threadIdx.x * 2 + 1];
+    __syncthreads();
+    loc[k * 4 + threadIdx.x] = sum[threadIdx.x];
+  }
+  for (int j = 0; j < 3; ++j)
+    if (threadIdx.y == 0) out[blockIdx.x * 12 + threadIdx.x * 3 + j] = loc[threadIdx.x * 3 + j] + 1.0f;
+})";
+
+/// What the kernel computes when every element its thread never wrote reads `unwritten`.
+std::vector<float> tile_rows_expected(const std::vector<float>& in, int blocks, float unwritten) {
+  std::vector<float> out(blocks * 12);
+  for (int b = 0; b < blocks; ++b)
+    for (int tx = 0; tx < 4; ++tx)
+      for (int j = 0; j < 3; ++j) {
+        const int i = tx * 3 + j;  // written by this thread when i = k * 4 + tx
+        float v = unwritten;
+        if (i >= tx && (i - tx) % 4 == 0) {
+          const int k = (i - tx) / 4;
+          v = in[(b * 3 + k) * 8 + tx * 2] + in[(b * 3 + k) * 8 + tx * 2 + 1];
+        }
+        out[b * 12 + i] = v + 1.0f;
+      }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("region fission: a per-thread local read where its thread never wrote reads fresh zeros, or NaN under "
+          "--poison",
+          "[cpu][fission][poison]") {
+  const int blocks = 64;
+  std::vector<float> in(blocks * 3 * 8);
+  std::iota(in.begin(), in.end(), 1.0f);
+  for (bool poison : {false, true}) {
+    kdflow::cpu::CpuDeviceOptions o(2);
+    o.poison = poison;
+    auto dev = CpuDevice::create(o);
+    REQUIRE(dev);
+    CpuKernel k = compile_one(**dev, kUnwrittenLocal, "tile_rows");
+    INFO(k.fibers_why);
+    REQUIRE(k.block_loop);  // the construct: a local alive across barriers, one copy per thread
+    // Another kernel first, whose per-thread copies are written whole: what a block on the same
+    // worker used to find in its private storage.
+    CpuKernel fill = compile_one(**dev, R"(
+extern "C" __global__ void fill(float* __restrict__ out) {
+  float loc[12];
+  for (int k = 0; k < 12; ++k) loc[k] = 5.0f;
+  __syncthreads();
+  out[blockIdx.x * 8 + threadIdx.y * 4 + threadIdx.x] = loc[threadIdx.x];
+})", "fill");
+    REQUIRE(fill.block_loop);
+    std::vector<float> scratch(blocks * 8);
+    float* ps = scratch.data();
+    void* fill_args[] = {&ps};
+    REQUIRE((*dev)->launch(fill, {blocks, 1, 1}, {4, 2, 1}, 0, fill_args));
+    const std::vector<float> want = tile_rows_expected(in, blocks, poison ? NAN : 0.0f);
+    for (int run = 0; run < 3; ++run) {
+      std::vector<float> out(blocks * 12, -7.0f);
+      float* po = out.data();
+      const float* pi = in.data();
+      void* args[] = {&po, &pi};
+      REQUIRE((*dev)->launch(k, {blocks, 1, 1}, {4, 2, 1}, 0, args));
+      size_t nan = 0;
+      for (size_t i = 0; i < out.size(); ++i) {
+        INFO("poison " << poison << ", run " << run << ", element " << i);
+        if (std::isnan(want[i])) {
+          CHECK(std::isnan(out[i]));
+          ++nan;
+        } else {
+          CHECK(out[i] == want[i]);
+        }
+      }
+      // 4 of the 12 elements a block writes come from the thread's own stores (i = 0, 5, 10, and 3k + tx = 4k' + tx).
+      CHECK(nan == (poison ? blocks * 8u : 0u));
+    }
+  }
+}
+
+TEST_CASE("--poison: a local, a shared element and a thread's array nobody wrote read as NaN on every path",
+          "[cpu][fission][poison]") {
+  kdflow::cpu::CpuDeviceOptions o(2);
+  o.poison = true;
+  auto dev = CpuDevice::create(o);
+  REQUIRE(dev);
+  // No barrier (one loop over the block's threads): a local array written in part.
+  CpuKernel plain = compile_one(**dev, R"(
+extern "C" __global__ void part(float* __restrict__ out) {
+  float x[4];
+  x[threadIdx.x % 2] = 1.0f;
+  out[blockIdx.x * 4 + threadIdx.x] = x[threadIdx.x % 4];
+})", "part");
+  // Shared memory read at an element no thread stored (threads store 0..2 of 4).
+  CpuKernel shared = compile_one(**dev, R"(
+extern "C" __global__ void sh(float* __restrict__ out) {
+  __shared__ float s[4];
+  if (threadIdx.x < 3) s[threadIdx.x] = 2.0f;
+  __syncthreads();
+  out[blockIdx.x * 4 + threadIdx.x] = s[3 - threadIdx.x];
+})", "sh");
+  std::vector<float> out(8, -7.0f);
+  float* po = out.data();
+  void* args[] = {&po};
+  REQUIRE((*dev)->launch(plain, {2, 1, 1}, {4, 1, 1}, 0, args));
+  for (int b = 0; b < 2; ++b)
+    for (int t = 0; t < 4; ++t) {
+      INFO("part: block " << b << " thread " << t);
+      if (t % 4 < 2) CHECK(out[b * 4 + t] == 1.0f);
+      else CHECK(std::isnan(out[b * 4 + t]));
+    }
+  std::fill(out.begin(), out.end(), -7.0f);
+  REQUIRE((*dev)->launch(shared, {2, 1, 1}, {4, 1, 1}, 0, args));
+  for (int b = 0; b < 2; ++b)
+    for (int t = 0; t < 4; ++t) {
+      INFO("sh: block " << b << " thread " << t);
+      if (t == 0) CHECK(std::isnan(out[b * 4 + t]));
+      else CHECK(out[b * 4 + t] == 2.0f);
+    }
 }
