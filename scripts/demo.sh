@@ -10,7 +10,10 @@ bash scripts/install-deps.sh
 generator=(-G Ninja)
 [ -f build/CMakeCache.txt ] && generator=()
 echo "demo: configuring and building (build/)"
-cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# The same configuration as scripts/test.sh (scripts/build-config.sh), so that running the
+# tests after the demo compiles nothing of lib/ again.
+. scripts/build-config.sh
+cmake -S . -B build "${generator[@]}" "${KDFLOW_BUILD_CONFIG[@]}" >/dev/null
 cmake --build build -j2 --target kdflow
 
 mkdir -p out

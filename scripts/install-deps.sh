@@ -7,6 +7,7 @@ set -euo pipefail
 
 PACKAGES=(
   cmake ninja-build g++
+  ccache  # compiled objects kept across builds and clean clones (scripts/build-config.sh)
   libcli11-dev nlohmann-json3-dev libfmt-dev catch2
   graphviz
   libgraphviz-dev  # kdflow view: Graphviz's libgvc lays the page out (lib/emit/view)

@@ -326,7 +326,7 @@ TEST_CASE("replay --backend cpu: a second run loads every module from the compil
 
 TEST_CASE("replay --backend cpu: a corrupt or truncated cache entry is compiled again and replaced",
           "[cpu][cache][cpu-replay]") {
-  std::string dir = sample("mlp");
+  std::string dir = sample("mlp_fp16");  // ships its params: runs on a bare clone
   std::string cache = kdflow::test::temp_dir() + "/cache";
   CacheDirEnv env(cache);
   std::string out = kdflow::test::temp_dir();
@@ -365,7 +365,7 @@ TEST_CASE("replay --backend cpu: a corrupt or truncated cache entry is compiled 
 }
 
 TEST_CASE("replay --backend cpu --no-cache neither writes nor reads the compile cache", "[cpu][cache][cpu-replay]") {
-  std::string dir = sample("mlp");
+  std::string dir = sample("mlp_fp16");  // ships its params: runs on a bare clone
   std::string cache = kdflow::test::temp_dir() + "/cache";
   CacheDirEnv env(cache);
   std::string out = kdflow::test::temp_dir();
@@ -390,7 +390,7 @@ TEST_CASE("replay --backend cpu --no-cache neither writes nor reads the compile 
 
 TEST_CASE("replay --backend cpu: two replays at once into one empty cache leave a valid entry",
           "[cpu][cache][cpu-replay]") {
-  std::string dir = sample("mlp");
+  std::string dir = sample("mlp_fp16");  // ships its params: runs on a bare clone
   std::string cache = kdflow::test::temp_dir() + "/cache";
   std::string out = kdflow::test::temp_dir();
   std::string cmd;
