@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # render-docs.sh — regenerates docs/samples/<model>.dot and .svg (and the collapsed view,
 # <model>.collapsed.dot / .svg) for every samples/<model> with kdflow extract and Graphviz
-# `dot -Tsvg`, each sample's page <model>.html with kdflow view (Relax samples too), the table in docs/samples/README.md, README.md's usage blocks (`kdflow CMD --help`),
+# `dot -Tsvg`, each sample's page <model>.html with kdflow view (Relax samples too), the table in docs/samples/README.md, the usage blocks of the docs (`kdflow CMD --help`; docs/reference.md),
 # and docs/tutorial.md from
 # docs/tutorial.md.in: every line `<!-- run: kdflow ARGS -->` of the template becomes a
 # text block with the command and its real output (run from the repository root, plain
@@ -19,7 +19,8 @@ if [ -n "${KDFLOW:-}" ]; then
   kdflow=$KDFLOW
 else
   if [ ! -f build/CMakeCache.txt ]; then
-    cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    . scripts/build-config.sh  # the configuration demo.sh and test.sh use
+    cmake -S . -B build -G Ninja "${KDFLOW_BUILD_CONFIG[@]}" >/dev/null
   fi
   cmake --build build -j2 --target kdflow >/dev/null
   kdflow=build/kdflow
@@ -107,31 +108,36 @@ rm -f "$tmp"
 trap - EXIT
 echo "render-docs: docs/tutorial.md"
 
-# README.md's usage blocks: every region between `<!-- help: CMD -->` and `<!-- /help -->`
-# becomes `kdflow CMD --help` as the binary prints it, so the README cannot go stale. The
-# binary's path in the "Usage:" line is printed as plain `kdflow`.
+# The usage blocks of the docs (docs/reference.md, and any other page that has one): every region
+# between `<!-- help: CMD -->` and `<!-- /help -->` becomes `kdflow CMD --help` as the binary
+# prints it, so the docs cannot go stale. The binary's path in the "Usage:" line is printed as
+# plain `kdflow`, and the --jobs default (the machine's cores) as `(cores)`.
+# scripts/check-help-blocks.sh (ctest "layout: docs' usage blocks equal kdflow CMD --help")
+# compares them the same way: change both together.
 help_re='^<!-- help: ([a-z]+) -->$'
-tmp=$(mktemp)
-trap 'rm -f "$tmp"' EXIT
-{
-  skipping=0
-  while IFS= read -r line || [ -n "$line" ]; do
-    if [ "$skipping" = 1 ]; then
-      [ "$line" = "<!-- /help -->" ] || continue
-      skipping=0
-    fi
-    printf '%s\n' "$line"
-    if [[ $line =~ $help_re ]]; then
-      cmd=${BASH_REMATCH[1]}
-      echo '```text'
-      echo "\$ kdflow $cmd --help"
-      NO_COLOR=1 COLUMNS=120 "$kdflow" "$cmd" --help </dev/null | sed -e "s#^Usage: [^ ]*kdflow #Usage: kdflow #" -E -e "s#(--jobs INT:INT in \\[1 - 256\\])=[0-9]+#\\1=(cores)#"
-      echo '```'
-      skipping=1
-    fi
-  done <README.md
-} >"$tmp"
-cat "$tmp" >README.md
-rm -f "$tmp"
-trap - EXIT
-echo "render-docs: README.md usage blocks"
+for doc in $(grep -l -E "$help_re" README.md docs/*.md docs/how/*.md 2>/dev/null || true); do
+  tmp=$(mktemp)
+  trap 'rm -f "$tmp"' EXIT
+  {
+    skipping=0
+    while IFS= read -r line || [ -n "$line" ]; do
+      if [ "$skipping" = 1 ]; then
+        [ "$line" = "<!-- /help -->" ] || continue
+        skipping=0
+      fi
+      printf '%s\n' "$line"
+      if [[ $line =~ $help_re ]]; then
+        cmd=${BASH_REMATCH[1]}
+        echo '```text'
+        echo "\$ kdflow $cmd --help"
+        NO_COLOR=1 COLUMNS=120 "$kdflow" "$cmd" --help </dev/null | sed -e "s#^Usage: [^ ]*kdflow #Usage: kdflow #" -E -e "s#(--jobs INT:INT in \\[1 - 256\\])=[0-9]+#\\1=(cores)#"
+        echo '```'
+        skipping=1
+      fi
+    done <"$doc"
+  } >"$tmp"
+  cat "$tmp" >"$doc"  # not mv: keep the file's mode
+  rm -f "$tmp"
+  trap - EXIT
+  echo "render-docs: $doc usage blocks"
+done
