@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "kdflow/analysis/bounds.h"
+#include "kdflow/analysis/launch_limits.h"
 #include "kdflow/analysis/costs.h"
 #include "kdflow/analysis/dependencies.h"
 #include "kdflow/driver/commands.h"
@@ -85,22 +86,28 @@ int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
   if (!df) return report(df.error(), err);
   report_warnings(*df, err);
 
-  // The bounds verdict: an argument proven out of bounds is an error unless --allow-oob.
+  // The bounds verdict: an argument proven out of bounds is an error unless --allow-oob; so is a
+  // launch CUDA refuses (launch_limits.h: a block over 1024 threads or 64 in z, a grid over 65,535
+  // in y or z, dynamic shared memory over 227 KiB), which replay would refuse later.
   BoundsSummary bounds = summarize_bounds(*df);
+  std::vector<std::string> refused;
+  for (const Kernel& k : df->kernels)
+    if (std::optional<LaunchLimitViolation> v = launch_limit_violation(k)) refused.push_back(launch_limit_report(*df, k, *v));
   // A progress line: on a terminal only, and not with -q (scripts get the counts from show).
   if (progress.enabled && !df->sources.device.empty() && !in->no_footprints)
     err << "kdflow: footprints: " << bounds_summary_line(bounds) << "\n";
-  if (!bounds.violations.empty()) {
-    if (!cmd.allow_oob)
-      return report(Error{"kdflow extract: error: out of bounds: " + bounds.violations.front() +
-                              (bounds.violations.size() > 1
-                                   ? fmt::format(" (and {} more; --allow-oob to write the graph anyway)",
-                                                 bounds.violations.size() - 1)
-                                   : std::string(" (--allow-oob to write the graph anyway)")),
-                          ExitCode::DataError},
-                    err);
-    for (const std::string& v : bounds.violations) err << "kdflow extract: warning: out of bounds: " << v << "\n";
+  if ((!bounds.violations.empty() || !refused.empty()) && !cmd.allow_oob) {
+    const bool launch = !refused.empty();
+    const std::vector<std::string>& all = launch ? refused : bounds.violations;
+    const size_t more = refused.size() + bounds.violations.size() - 1;
+    return report(Error{fmt::format("kdflow extract: error: {}{}{}", launch ? "" : "out of bounds: ", all.front(),
+                                    more > 0 ? fmt::format(" (and {} more; --allow-oob to write the graph anyway)", more)
+                                             : std::string(" (--allow-oob to write the graph anyway)")),
+                        ExitCode::DataError},
+                  err);
   }
+  for (const std::string& v : refused) err << "kdflow extract: warning: " << v << "\n";
+  for (const std::string& v : bounds.violations) err << "kdflow extract: warning: out of bounds: " << v << "\n";
 
   std::optional<StageSpan> emit_span(std::in_place, cmd.stage_times ? &stage_times : nullptr, "emit and write the output");
   std::string text;

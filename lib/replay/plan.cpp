@@ -562,25 +562,15 @@ class Planner {
     l.node = k.node;
     l.programmatic_dependent_launch = k.programmatic_dependent_launch;
     l.cooperative_launch = k.cooperative_launch;
+    // CUDA's launch limits (analysis/launch_limits.h; extract refuses such a flow too).
+    if (std::optional<LaunchLimitViolation> v = launch_limit_violation(k, lim_))
+      return err(kp + "/" + v->field, v->message);
     int64_t threads = 1;
     for (int d = 0; d < 3; ++d) {
-      if (k.grid[d] < 1 || k.grid[d] > lim_.max_grid[d])
-        return err(kp + "/grid", fmt::format("grid {} of {}: dimension {} must be 1..{}", dims_text(k.grid), k.name,
-                                             "xyz"[d], lim_.max_grid[d]));
-      if (k.block[d] < 1 || k.block[d] > lim_.max_block[d])
-        return err(kp + "/block", fmt::format("block {} of {}: dimension {} must be 1..{}", dims_text(k.block), k.name,
-                                              "xyz"[d], lim_.max_block[d]));
       threads *= k.block[d];
       l.grid[d] = static_cast<uint32_t>(k.grid[d]);
       l.block[d] = static_cast<uint32_t>(k.block[d]);
     }
-    if (threads > lim_.max_threads)
-      return err(kp + "/block", fmt::format("block {} of {} has {} threads, more than {}", dims_text(k.block), k.name,
-                                            threads, lim_.max_threads));
-    if (k.dynamic_shared_memory < 0 || k.dynamic_shared_memory > lim_.max_shared_memory)
-      return err(kp + "/dynamic_shared_memory",
-                 fmt::format("{} bytes of dynamic shared memory for {}: must be 0..{}", k.dynamic_shared_memory,
-                             k.name, lim_.max_shared_memory));
     l.shared_memory = static_cast<uint32_t>(k.dynamic_shared_memory);
 
     const DeviceFunction* fn = nullptr;

@@ -84,7 +84,8 @@ int main(int argc, char** argv) {
   add_build_inputs(extract, ex.inputs);
   extract->add_flag("-q,--quiet", ex.quiet, "No progress on stderr");
   extract->add_flag("--allow-oob", ex.allow_oob,
-                    "A kernel argument proven out of bounds is a warning instead of an error (exit 65)");
+                    "A kernel argument proven out of bounds, or a launch CUDA refuses (its block, grid or dynamic "
+                    "shared memory), is a warning instead of an error (exit 65)");
   extract->add_flag("--stage-times", ex.stage_times,
                     "Print each stage's wall time on stderr at the end (host.c and device.cu parses, footprints, "
                     "operation counts, ...): where the time goes");

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "kdflow/analysis/launch_limits.h"  // LaunchLimits
 #include "kdflow/formats/node_reference.h"
 #include "kdflow/ir/dataflow.h"
 #include "kdflow/frontend/extract.h"
@@ -146,13 +147,6 @@ struct ReplayPlan {
 };
 
 /// Limits every launch is checked against before anything runs (CUDA's, for sm_90).
-struct LaunchLimits {
-  std::array<int64_t, 3> max_grid{2147483647, 65535, 65535};
-  std::array<int64_t, 3> max_block{1024, 1024, 64};
-  int64_t max_threads = 1024;
-  int64_t max_shared_memory = 227 * 1024;  ///< opt-in maximum per block on sm_80/sm_90
-  uint32_t max_param_bytes = 4096;         ///< cuLaunchKernel's classic parameter limit
-};
 
 /// Builds and validates the plan: allocation sizes, params matched by name with dtype and
 /// shape checked, inputs read and checked, every launch's dimensions, shared memory,
