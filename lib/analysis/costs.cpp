@@ -482,6 +482,7 @@ static std::optional<OpWork> kv_attention_work(const Dataflow& df, const Node& n
 CostReport compute_costs(const Dataflow& df, const DeviceSpec* device, const KernelTimes* times) {
   CostReport r;
   if (device) r.device = device->id;
+  const GpuArch* arch = device ? find_gpu_arch(device->id) : nullptr;
   auto memory_us = [&](uint64_t bytes) { return static_cast<double>(bytes) / (device->dram_gbps * 1e3); };
   auto compute_us = [&](const std::vector<OpWork>& ops) {
     double us = 0;
@@ -600,7 +601,40 @@ CostReport compute_costs(const Dataflow& df, const DeviceSpec* device, const Ker
     }
     if (times && static_cast<size_t>(k.id) < times->us.size() && times->us[static_cast<size_t>(k.id)])
       c.measured = Measured{*times->us[static_cast<size_t>(k.id)], times->source};
+    if (arch) {
+      c.predicted = predict_kernel(df, k, *arch, &c.predicted_note);
+    } else if (device) {
+      c.predicted_note = "the time model does not know " + device->id;
+    }
     r.kernels.push_back(std::move(c));
+  }
+
+  // Predicted time per function: its kernels', and a cuBLAS GEMM's from its shape (the function's
+  // formula FLOPs and bytes) when it makes one library call.
+  if (arch) {
+    for (FunctionCost& f : r.functions) {
+      const Node& node = df.nodes[static_cast<size_t>(f.node)];
+      double sum = 0;
+      bool all = true;
+      for (int k : node.kernels) {
+        const auto& p = r.kernels[static_cast<size_t>(k)].predicted;
+        if (p) sum += p->us;
+        else all = false;
+      }
+      std::string source = node.kernels.empty() ? "" : "code";
+      if (!node.library_calls.empty()) {
+        const bool gemm = node.library_calls.size() == 1 && f.flops &&
+                          df.library_calls[static_cast<size_t>(node.library_calls[0])].name.find("cublas") !=
+                              std::string::npos;
+        if (gemm) {
+          sum += predict_gemm_us(static_cast<double>(*f.flops), static_cast<double>(f.bytes), device->fp32_tflops, *arch);
+          source = source.empty() ? "GEMM shape" : source + " and GEMM shape";
+        } else {
+          all = false;
+        }
+      }
+      if (all) f.predicted_us = sum, f.predicted_source = source;
+    }
   }
 
   if (times) {

@@ -46,19 +46,31 @@ int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
                         ExitCode::Usage},
                   err);
 
-  if (*format != Format::Chakra && (!cmd.timing.empty() || cmd.roofline != ExtractCommand{}.roofline))
-    return report(Error{"kdflow extract: error: --timing and --roofline apply to Chakra output only (--format chakra, "
-                        "or -o FILE.et)",
+  if (*format != Format::Chakra &&
+      (!cmd.timing.empty() || cmd.roofline != ExtractCommand{}.roofline || cmd.time_model != ExtractCommand{}.time_model))
+    return report(Error{"kdflow extract: error: --timing, --time-model and --roofline apply to Chakra output only "
+                        "(--format chakra, or -o FILE.et)",
                         ExitCode::Usage},
                   err);
-  const DeviceSpec* roofline = nullptr;
+  // Chakra durations: measured, else predicted from code on --time-model's device (default), or
+  // with --roofline the roofline bound on its device.
+  const DeviceSpec* chakra_device = nullptr;
+  const bool roofline_durations = !cmd.roofline.empty();
   if (*format == Format::Chakra) {
     if (!chakra_available()) return report(emit_chakra(Dataflow{}, CostReport{}, "").error(), err);
-    if (cmd.roofline != "none" && !(roofline = find_device_spec(cmd.roofline)))
-      return report(Error{"kdflow extract: error: unknown --roofline device " + cmd.roofline +
-                              " (h100, h200, a100, l4, rtx4090 or none)",
+    if (roofline_durations) {
+      if (cmd.roofline != "none" && !(chakra_device = find_device_spec(cmd.roofline)))
+        return report(Error{"kdflow extract: error: unknown --roofline device " + cmd.roofline +
+                                " (h100, h200, a100, l4, rtx4090 or none)",
+                            ExitCode::Usage},
+                      err);
+    } else if (cmd.time_model != "none" &&
+               (!(chakra_device = find_device_spec(cmd.time_model)) || !find_gpu_arch(cmd.time_model))) {
+      return report(Error{"kdflow extract: error: unknown --time-model device " + cmd.time_model +
+                              " (h100, h200, a100, l4 or none)",
                           ExitCode::Usage},
                     err);
+    }
   }
 
   if (*format == Format::Html && !view_available()) return report(emit_view_html(Dataflow{}, ViewFacts{}).error(), err);
@@ -136,7 +148,8 @@ int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
         times = kt.take();
       }
       std::string model = base_name(cmd.inputs.dir.empty() ? in->graph : cmd.inputs.dir);
-      Expected<std::vector<std::string>> traces = emit_chakra(*df, compute_costs(*df, roofline, times ? &*times : nullptr), model);
+      Expected<std::vector<std::string>> traces = emit_chakra(*df, compute_costs(*df, chakra_device, times ? &*times : nullptr), model,
+                                                                 roofline_durations);
       if (!traces) return report(traces.error(), err);
       const int ranks = static_cast<int>(traces->size());
       if (ranks == 1) {

@@ -18,12 +18,14 @@ const std::vector<std::string> kFunctionColumns = {
     "output_dtypes", "flops", "flops_known", "no_formula", "counted_flops", "counted_reduction_flops", "counted_status", "counted_reasons",
     "counted_flop_ratio", "bytes", "flop_per_byte", "kernels", "launches", "library_calls", "device", "bound_us",
     "compute_bound_us", "memory_bound_us", "limiter", "bound_flops_source", "measured_us",
-    "time_source", "fraction_of_bound"};
+    "time_source", "fraction_of_bound", "predicted_us", "predicted_source", "predicted_over_measured"};
 const std::vector<std::string> kKernelColumns = {
     "model", "kernel", "node", "function", "name", "grid", "block", "dynamic_shared_memory_bytes", "relay_ops",
     "ops", "flops", "flops_note", "counted_flops", "counted_reduction_flops", "counted_status", "counted_reasons", "counted_ops", "bytes",
     "bytes_source", "load_bytes", "store_bytes", "accessed_bytes_note", "flop_per_byte", "device", "bound_us", "compute_bound_us", "memory_bound_us", "limiter",
-    "bound_flops_source", "measured_us", "time_source", "fraction_of_bound"};
+    "bound_flops_source", "measured_us", "time_source", "fraction_of_bound", "predicted_us", "predicted_source",
+    "predicted_limiter", "predicted_note", "blocks_per_sm", "occupancy_limit", "waves", "threads_per_warp",
+    "ops_per_thread", "loads_per_thread", "barriers_per_thread", "exposed_rounds", "latency_us", "issue_us", "dram_us", "l2_us", "predicted_over_measured"};
 
 ojson opt(const std::optional<uint64_t>& v) { return v ? ojson(*v) : ojson(nullptr); }
 ojson opt(const std::optional<double>& v) { return v ? ojson(*v) : ojson(nullptr); }
@@ -94,6 +96,29 @@ void bound_fields(ojson& row, const CostReport& r, const std::optional<Bound>& b
   row["fraction_of_bound"] = b && m && m->us > 0 ? ojson(b->us() / m->us) : ojson(nullptr);
 }
 
+/// The time model's columns of a kernel row (time_model.h): the prediction and each of its terms.
+void prediction_fields(ojson& row, const KernelCost& c) {
+  const std::optional<KernelPrediction>& p = c.predicted;
+  row["predicted_us"] = p ? ojson(p->us) : ojson(nullptr);
+  row["predicted_source"] = p ? ojson(p->source) : ojson(nullptr);
+  row["predicted_limiter"] = p ? ojson(p->limiter) : ojson(nullptr);
+  row["predicted_note"] = c.predicted_note.empty() ? ojson(nullptr) : ojson(c.predicted_note);
+  row["blocks_per_sm"] = p ? ojson(p->blocks_per_sm) : ojson(nullptr);
+  row["occupancy_limit"] = p ? ojson(p->occupancy_limit) : ojson(nullptr);
+  row["waves"] = p ? ojson(p->waves) : ojson(nullptr);
+  row["threads_per_warp"] = p ? ojson(p->threads_per_warp) : ojson(nullptr);
+  row["ops_per_thread"] = p ? ojson(p->ops_per_thread) : ojson(nullptr);
+  row["loads_per_thread"] = p ? ojson(p->loads_per_thread) : ojson(nullptr);
+  row["barriers_per_thread"] = p ? ojson(p->barriers_per_thread) : ojson(nullptr);
+  row["exposed_rounds"] = p ? ojson(p->exposed_rounds) : ojson(nullptr);
+  row["latency_us"] = p ? ojson(p->latency_us) : ojson(nullptr);
+  row["issue_us"] = p ? ojson(p->issue_us) : ojson(nullptr);
+  row["dram_us"] = p ? ojson(p->dram_us) : ojson(nullptr);
+  row["l2_us"] = p ? ojson(p->l2_us) : ojson(nullptr);
+  row["predicted_over_measured"] =
+      p && c.measured && c.measured->us > 0 ? ojson(p->us / c.measured->us) : ojson(nullptr);
+}
+
 std::vector<ojson> rows(const std::vector<ModelCosts>& models, bool per_kernel) {
   std::vector<ojson> out;
   for (const ModelCosts& mc : models) {
@@ -139,6 +164,10 @@ std::vector<ojson> rows(const std::vector<ModelCosts>& models, bool per_kernel) 
         row["library_calls"] = std::move(calls);
         bound_fields(row, mc.report, f.bound, f.measured);
         row["bound_flops_source"] = f.bound_source.empty() ? ojson(nullptr) : ojson(f.bound_source);
+        row["predicted_us"] = opt(f.predicted_us);
+        row["predicted_source"] = f.predicted_us ? ojson(f.predicted_source) : ojson(nullptr);
+        row["predicted_over_measured"] =
+            f.predicted_us && f.measured && f.measured->us > 0 ? ojson(*f.predicted_us / f.measured->us) : ojson(nullptr);
         out.push_back(std::move(row));
       }
     } else {
@@ -173,6 +202,7 @@ std::vector<ojson> rows(const std::vector<ModelCosts>& models, bool per_kernel) 
         row["flop_per_byte"] = opt(intensity(c.flops ? c.flops : c.counted ? c.counted->flops : std::nullopt, c.bytes));
         bound_fields(row, mc.report, c.bound, c.measured);
         row["bound_flops_source"] = c.bound_source.empty() ? ojson(nullptr) : ojson(c.bound_source);
+        prediction_fields(row, c);
         out.push_back(std::move(row));
       }
     }

@@ -179,6 +179,7 @@ ojson build(const Dataflow& df) {
       ojson o = ojson::object();
       o["flops"] = k.ops->flops;
       if (k.ops->reduction_flops) o["reduction_flops"] = k.ops->reduction_flops;
+      if (k.ops->barriers) o["barriers"] = k.ops->barriers;
       o["status"] = to_string(k.ops->status);
       if (!k.ops->reasons.empty()) o["reasons"] = k.ops->reasons;
       ojson counts = ojson::object();

@@ -218,6 +218,7 @@ class Reader {
     object(j, ptr);
     KernelOps k;
     k.flops = uinteger(member(j, ptr, "flops"), at(ptr, "flops"));
+    if (const json* b = optional(j, "barriers")) k.barriers = uinteger(*b, at(ptr, "barriers"));
     if (const json* r = optional(j, "reduction_flops")) {
       k.reduction_flops = uinteger(*r, at(ptr, "reduction_flops"));
       if (k.reduction_flops > k.flops) fail(at(ptr, "reduction_flops"), "more than the kernel's flops");

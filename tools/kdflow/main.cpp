@@ -77,10 +77,13 @@ int main(int argc, char** argv) {
                       "of kdflow view; stdout: json)")
       ->check(CLI::IsMember({"json", "dot", "text", "chakra", "html"}));
   extract->add_option("--timing", ex.timing, "Chakra: kdflow replay --timing-json file, for measured durations");
-  extract->add_option("--roofline", ex.roofline,
-                      "Chakra: device whose roofline bound stands in for unmeasured durations (h100, h200, a100, l4, "
-                      "rtx4090, none)")
+  extract->add_option("--time-model", ex.time_model,
+                      "Chakra: device whose time predicted from each kernel's code stands in for unmeasured durations "
+                      "(h100, h200, a100, l4, none)")
       ->capture_default_str();
+  extract->add_option("--roofline", ex.roofline,
+                      "Chakra: the roofline bound on this device instead of --time-model's prediction (h100, h200, "
+                      "a100, l4, rtx4090, none)");
   add_build_inputs(extract, ex.inputs);
   extract->add_flag("-q,--quiet", ex.quiet, "No progress on stderr");
   extract->add_flag("--allow-oob", ex.allow_oob,

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kdflow/analysis/time_model.h"
 #include "kdflow/ir/dataflow.h"
 #include "kdflow/support/diag.h"
 
@@ -74,6 +75,10 @@ struct FunctionCost {
   std::string bound_source;              ///< "formula" or "counted" (the FLOPs the bound uses)
   std::optional<CountedFlops> counted;   ///< Σ over its kernels' counted FLOPs; nullopt when no kernel was analyzed
   std::optional<Measured> measured;      ///< Σ of its kernels' measured times, when all were measured
+  /// With a device the time model knows: Σ of its kernels' predictions and its cuBLAS GEMMs' (time_model.h);
+  /// nullopt when one of them has none.
+  std::optional<double> predicted_us;
+  std::string predicted_source;          ///< "code" (kernels only), "code and GEMM shape", "GEMM shape"
 };
 
 /// One kernel launch with its work.
@@ -87,6 +92,8 @@ struct KernelCost {
   std::optional<Bound> bound;      ///< from `flops`, else from the counted FLOPs
   std::string bound_source;        ///< "formula" or "counted"
   std::optional<Measured> measured;
+  std::optional<KernelPrediction> predicted;  ///< time from code on the device (time_model.h)
+  std::string predicted_note;                 ///< why predicted is nullopt
 };
 
 struct CostReport {

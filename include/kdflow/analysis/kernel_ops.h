@@ -38,6 +38,12 @@ struct AccessGroup {
   bool read = false, write = false;
 };
 
+/// A block barrier (__syncthreads()) and the domain it runs under: one execution per point.
+struct BarrierSite {
+  AffCond domain;
+  std::string unknown;  ///< non-empty: its domain is not countable (the barrier is not counted)
+};
+
 /// What the clang stage found for one kernel.
 struct KernelOpModel {
   std::string name;
@@ -45,6 +51,7 @@ struct KernelOpModel {
   std::vector<OpGroup> groups;       ///< one per distinct domain, in source order of first use
   std::vector<std::string> unknown;  ///< operations that cannot be counted at all (a call not followed, ...)
   std::vector<AccessGroup> accesses; ///< every access through a pointer parameter (footprint model)
+  std::vector<BarrierSite> barriers; ///< each __syncthreads() call, with its domain
   std::string access_unknown;        ///< non-empty: some parameter's accesses are not modelled (its reject reason)
 };
 

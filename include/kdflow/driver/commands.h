@@ -20,7 +20,11 @@ struct ExtractCommand {
   bool allow_oob = false;    ///< an argument proven out of bounds is a warning, not an error (exit 65)
   DotOptions dot;            ///< how DOT output is drawn (--cluster, --collapse, --op-colors, --no-buffers)
   std::string timing;        ///< chakra: kdflow replay --timing-json file for measured durations
-  std::string roofline = "h100";  ///< chakra: the device whose roofline bound stands in for unmeasured durations ("none")
+  /// chakra: the device whose time predicted from code (analysis/time_model.h) stands in for
+  /// unmeasured durations ("none": none)
+  std::string time_model = "h100";
+  /// chakra: instead, the device whose roofline bound stands in for them (""; "none": no time)
+  std::string roofline;
   bool stage_times = false;  ///< print each stage's wall time on stderr at the end (where the time goes)
 };
 

@@ -19,8 +19,9 @@ bool chakra_available();
 
 /// The traces, one per rank (`df.ranks` of them; one for a flow that is not sharded).
 ///
-/// Time: each compute node's time is the measured time when `costs` has one, else the roofline
-/// bound on its device, else none (1 ns) — `duration_source` says which. ASTRA-sim reads it two
+/// Time: each compute node's time is the measured time when `costs` has one, else the time
+/// predicted from its code on its device (time_model.h; `roofline_durations`: the roofline bound
+/// instead), else none (1 ns) — `duration_source` says which. ASTRA-sim reads it two
 /// ways, both kept faithful (docs/chakra.md "Time"): with `"roofline-enabled": 1` and
 /// `local-mem-bw` = chakra_local_mem_bw_gbps(costs) in the system file, from `num_ops` and
 /// `tensor_size`, chosen so that the roofline time is the node's time to the nanosecond; with the
@@ -32,7 +33,8 @@ bool chakra_available();
 /// (docs/chakra.md "Collectives"). Data dependencies are the RAW edges, control dependencies the
 /// WAR/WAW edges and, on each rank, the program order of its communications.
 /// Unavailable (exit 69) in a build without protobuf.
-Expected<std::vector<std::string>> emit_chakra(const Dataflow& df, const CostReport& costs, const std::string& model);
+Expected<std::vector<std::string>> emit_chakra(const Dataflow& df, const CostReport& costs, const std::string& model,
+                                               bool roofline_durations = false);
 
 /// The DRAM bandwidth (GB/s, whole) the traces' num_ops / tensor_size encode time with: the
 /// roofline device's (`costs.device`), H100's without one. ASTRA-sim's system file must state it

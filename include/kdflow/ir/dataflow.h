@@ -98,12 +98,15 @@ struct KernelOps {
   /// a cached re-read counts again); nullopt when some argument's accesses are not modelled.
   std::optional<uint64_t> load_bytes, store_bytes;
   bool bytes_exact = true;   ///< false: a guard that reads data was counted as taken (an upper bound)
+  /// Block barriers (__syncthreads()) executed over the launch, by every thread (per thread x
+  /// threads); 0 also where a barrier's domain could not be counted (the time model's only use).
+  uint64_t barriers = 0;
   std::string bytes_reason;  ///< why load/store bytes are nullopt (a footprint reject reason)
   bool operator==(const KernelOps& o) const {
     return counts == o.counts && flops == o.flops && reduction_flops == o.reduction_flops && status == o.status &&
            reasons == o.reasons &&
            load_bytes == o.load_bytes && store_bytes == o.store_bytes && bytes_exact == o.bytes_exact &&
-           bytes_reason == o.bytes_reason;
+           bytes_reason == o.bytes_reason && barriers == o.barriers;
   }
 };
 const char* to_string(KernelOps::Status s);     ///< "exact" | "upper bound" | "unknown"

@@ -666,6 +666,13 @@ KernelOps count_kernel_ops(const KernelOpModel& model, const LaunchShape& launch
       k.store_bytes = store;
     }
   }
+  // Barriers: each call's points (one execution per thread and trip); one not countable adds none.
+  for (const BarrierSite& b : model.barriers) {
+    if (!b.unknown.empty()) continue;
+    std::string why;
+    if (std::optional<uint64_t> n = counter.count(b.domain, &why))
+      k.barriers = k.barriers > UINT64_MAX - *n ? UINT64_MAX : k.barriers + *n;
+  }
   static constexpr uint64_t kWeight[KernelOps::kKinds] = {1, 1, 2, 1, 1, 0};
   for (size_t kind = 0; kind < KernelOps::kKinds; ++kind)
     for (size_t p = 0; p < KernelOps::kPrecisions; ++p) {

@@ -42,7 +42,7 @@ std::string chakra_rank_path(const std::string& output, int rank, int ranks) {
 
 #ifndef KDFLOW_HAVE_PROTOBUF
 bool chakra_available() { return false; }
-Expected<std::vector<std::string>> emit_chakra(const Dataflow&, const CostReport&, const std::string&) {
+Expected<std::vector<std::string>> emit_chakra(const Dataflow&, const CostReport&, const std::string&, bool) {
   return Error{"kdflow: error: this kdflow was built without protobuf: --format chakra is unavailable "
                "(install libprotobuf-dev and protobuf-compiler, then rebuild)",
                ExitCode::Unavailable};
@@ -199,7 +199,8 @@ std::vector<Part> parts_of(const Dataflow& df, const Collective& c, int r, int n
 
 bool chakra_available() { return true; }
 
-Expected<std::vector<std::string>> emit_chakra(const Dataflow& df, const CostReport& costs, const std::string& model) {
+Expected<std::vector<std::string>> emit_chakra(const Dataflow& df, const CostReport& costs, const std::string& model,
+                                               bool roofline_durations) {
   const int ranks = df.ranks > 1 ? df.ranks : 1;
   const uint64_t bw = chakra_local_mem_bw_gbps(costs);
   const uint64_t nk = df.kernels.size(), nc = df.library_calls.size();
@@ -235,6 +236,10 @@ Expected<std::vector<std::string>> emit_chakra(const Dataflow& df, const CostRep
     if (c && c->measured) {
       t.us = c->measured->us;
       t.source = "measured: " + c->measured->source;
+    } else if (c && c->predicted && !roofline_durations) {
+      t.us = c->predicted->us;
+      t.source = "predicted on " + costs.device +
+                 (c->predicted->source == "code" ? " from its code" : " (launch floor: its operations were not counted)");
     } else if (c && c->bound) {
       t.us = c->bound->us();
       t.source = "roofline bound on " + costs.device;
@@ -253,6 +258,16 @@ Expected<std::vector<std::string>> emit_chakra(const Dataflow& df, const CostRep
       if (node.kernels.empty() && f.measured) {
         t.us = f.measured->us / static_cast<double>(calls);
         t.source = "measured: " + f.measured->source + " (the function's" + shared + ")";
+      } else if (f.predicted_us && !roofline_durations) {
+        // The function's prediction less its kernels' (a cuBLAS dense: the GEMM from its shape).
+        double kernels_us = 0;
+        for (int k : node.kernels)
+          if (k >= 0 && static_cast<size_t>(k) < costs.kernels.size() && costs.kernels[static_cast<size_t>(k)].predicted)
+            kernels_us += costs.kernels[static_cast<size_t>(k)].predicted->us;
+        const double rest = *f.predicted_us - kernels_us;
+        if (rest <= 0) continue;
+        t.us = rest / static_cast<double>(calls);
+        t.source = "predicted on " + costs.device + " from the call's shape (the function's" + shared + ")";
       } else if (f.bound) {
         // The function's bound less what its kernels' bounds account for (a cuBLAS dense with
         // a bias-and-ReLU kernel: the call does the dense).

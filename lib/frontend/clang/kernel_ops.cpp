@@ -38,6 +38,7 @@ struct OpClass {
   int lanes = 1;
   std::string unknown;  ///< non-empty: an operation that cannot be counted
   bool reduction = false;  ///< an add/sub of a cross-thread reduction tree (KernelOps::reduction_flops)
+  bool barrier = false;    ///< a block barrier, __syncthreads() (KernelOps::barriers; no operation)
 };
 
 /// The variable an operand reads: through parentheses, casts (TVM's `(volatile float*)`),
@@ -257,6 +258,10 @@ class Classifier {
       return c;
     }
     llvm::StringRef name = fd->getName();
+    if (name == "__syncthreads") {
+      c.barrier = true;
+      return c;
+    }
     int kind = named_kind(name);
     if (kind >= 0) {
       // Precision: the result, or the first argument for predicates returning bool.
@@ -312,13 +317,14 @@ KernelModel extract_affine_model_and_ops(clang::ASTContext& ctx, const clang::Fu
   Classifier classes(std::move(shuffled.vars));
   std::function<bool(const Expr*)> want = [&](const Expr* e) {
     const OpClass& c = classes.of(e);
-    return c.kind >= 0 || !c.unknown.empty();
+    return c.kind >= 0 || c.barrier || !c.unknown.empty();
   };
   std::vector<SiteDomain> sites;
   KernelModel m = extract_affine_model(ctx, fd, want, &sites, scalars);
   ops->name = m.name;
   ops->vars = m.vars;
   ops->groups.clear();
+  ops->barriers.clear();
   ops->unknown.clear();
   std::map<std::string, size_t> group_of;  // domain text → group
   std::set<std::string> unknown;
@@ -326,6 +332,10 @@ KernelModel extract_affine_model_and_ops(clang::ASTContext& ctx, const clang::Fu
     const OpClass& c = classes.of(s.expr);
     if (!c.unknown.empty()) {
       unknown.insert(c.unknown);
+      continue;
+    }
+    if (c.barrier) {  // counted apart: a barrier is no operation, and its domain never makes the FLOPs unknown
+      ops->barriers.push_back({s.domain, s.unknown});
       continue;
     }
     std::ostringstream key;
