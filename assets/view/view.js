@@ -308,6 +308,10 @@
     var r = [['FLOPs', o.flops !== undefined ? count(o.flops) + ' (' + (o.flops_source || '') + ')' : '—'],
              ['bytes', bytes(o.bytes)]];
     if (o.bound_us !== undefined) r.push(['roofline bound (' + (D.device || '') + ')', us(o.bound_us) + ', ' + o.limiter]);
+    if (o.predicted_us !== undefined)
+      r.push(['predicted from code (' + (D.device || '') + ')', (o.predicted_source === 'floor' ? '≥ ' : '') +
+              us(o.predicted_us) + (o.predicted_limiter ? ', ' + esc(o.predicted_limiter) : '') +
+              (o.predicted_source && o.predicted_source !== 'code' && o.predicted_source !== 'floor' ? ' (' + esc(o.predicted_source) + ')' : '')]);
     if (o.time_us !== undefined) r.push(['measured', us(o.time_us) + (D.measured_source ? ' (' + D.measured_source + ')' : '')]);
     if (o.roofline !== undefined) r.push(['fraction of bound', (100 * o.roofline).toFixed(1) + '%']);
     return r;

@@ -105,7 +105,7 @@ std::string render_table(const std::string& model, const Dataflow& df, const Cos
   std::vector<std::vector<std::string>> rows;
   if (!per_kernel) {
     rows.push_back({"node", "function", "relay ops", "output", "MFLOP", "code MFLOP", "code/formula", "KB", "FLOP/B",
-                    "bound us", "measured us", "of bound"});
+                    "bound us", "predicted us", "measured us", "of bound"});
     for (const FunctionCost& f : r.functions) {
       const Node& n = df.nodes[static_cast<size_t>(f.node)];
       std::vector<std::string> ops;
@@ -125,12 +125,13 @@ std::string render_table(const std::string& model, const Dataflow& df, const Cos
                       ops.empty() ? "-" : fmt::format("{}", fmt::join(ops, " + ")), outs, flops, counted_text(f.counted),
                       ratio ? fmt::format("{:.3f}", *ratio) : "-",
                       num(static_cast<double>(f.bytes) / 1e3), num(intensity(used, f.bytes)),
-                      f.bound ? num(f.bound->us()) : "-", f.measured ? num(f.measured->us) : "-",
+                      f.bound ? num(f.bound->us()) : "-", f.predicted_us ? num(*f.predicted_us) : "-",
+                      f.measured ? num(f.measured->us) : "-",
                       frac ? fmt::format("{:.1f}%", *frac * 100) : "-"});
     }
   } else {
     rows.push_back({"kernel", "node", "name", "grid", "block", "MFLOP", "code MFLOP", "KB", "FLOP/B", "bound us",
-                    "measured us", "of bound"});
+                    "predicted us", "limiter", "measured us", "of bound"});
     for (const KernelCost& c : r.kernels) {
       const Kernel& k = df.kernels[static_cast<size_t>(c.kernel)];
       std::optional<double> frac;
@@ -141,6 +142,8 @@ std::string render_table(const std::string& model, const Dataflow& df, const Cos
                       c.flops ? num(static_cast<double>(*c.flops) / 1e6) : "-", counted_text(c.counted),
                       num(static_cast<double>(c.bytes) / 1e3),
                       num(intensity(c.flops ? c.flops : c.counted ? c.counted->flops : std::nullopt, c.bytes)), c.bound ? num(c.bound->us()) : "-",
+                      c.predicted ? (c.predicted->source == "code" ? "" : "≥") + num(c.predicted->us) : "-",
+                      c.predicted ? c.predicted->limiter : "-",
                       c.measured ? num(c.measured->us) : "-", frac ? fmt::format("{:.1f}%", *frac * 100) : "-"});
     }
   }
@@ -165,8 +168,8 @@ std::string render_table(const std::string& model, const Dataflow& df, const Cos
 
   // Summary: totals, where the time goes, what is furthest from its bound.
   uint64_t flops = 0, bytes = 0;
-  double bound = 0, measured = 0;
-  size_t without = 0, timed = 0, bounded = 0;
+  double bound = 0, measured = 0, predicted = 0;
+  size_t without = 0, timed = 0, bounded = 0, predicted_n = 0;
   for (const FunctionCost& f : r.functions) {
     flops += f.flops_known;
     bytes += f.bytes;
@@ -179,6 +182,10 @@ std::string render_table(const std::string& model, const Dataflow& df, const Cos
       measured += f.measured->us;
       ++timed;
     }
+    if (f.predicted_us) {
+      predicted += *f.predicted_us;
+      ++predicted_n;
+    }
   }
   out += fmt::format("total: {} MFLOP{}, {} KB in and out of functions", num(static_cast<double>(flops) / 1e6),
                      without ? fmt::format(" in the functions with formulas ({} without: see no_formula in the dataset)", without)
@@ -186,6 +193,9 @@ std::string render_table(const std::string& model, const Dataflow& df, const Cos
                      num(static_cast<double>(bytes) / 1e3));
   if (dev && bounded)
     out += fmt::format(", sum of bounds {} us ({} of {} functions bounded)", num(bound), bounded, r.functions.size());
+  if (predicted_n)
+    out += fmt::format(", sum predicted from code {} us ({} of {} functions)", num(predicted), predicted_n,
+                       r.functions.size());
   if (timed) out += fmt::format(", sum measured {} us ({} of {} functions timed)", num(measured), timed, r.functions.size());
   out += "\n";
   uint64_t counted = 0, reduction = 0;

@@ -9,6 +9,7 @@
 
 #include "kdflow/analysis/bounds.h"
 #include "kdflow/analysis/launch_limits.h"
+#include "kdflow/analysis/time_model.h"
 #include "kdflow/analysis/costs.h"
 #include "kdflow/analysis/dependencies.h"
 #include "kdflow/driver/commands.h"
@@ -46,10 +47,18 @@ int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
                         ExitCode::Usage},
                   err);
 
-  if (*format != Format::Chakra &&
-      (!cmd.timing.empty() || cmd.roofline != ExtractCommand{}.roofline || cmd.time_model != ExtractCommand{}.time_model))
-    return report(Error{"kdflow extract: error: --timing, --time-model and --roofline apply to Chakra output only "
+  if (*format != Format::Chakra && (!cmd.timing.empty() || !cmd.roofline.empty()))
+    return report(Error{"kdflow extract: error: --timing and --roofline apply to Chakra output only "
                         "(--format chakra, or -o FILE.et)",
+                        ExitCode::Usage},
+                  err);
+  if (*format != Format::Chakra && *format != Format::Json && !cmd.time_model.empty())
+    return report(Error{"kdflow extract: error: --time-model applies to JSON and Chakra output only", ExitCode::Usage},
+                  err);
+  const std::string time_model = cmd.time_model.empty() && *format == Format::Chakra ? "h100" : cmd.time_model;
+  const GpuArch* predict_on = nullptr;
+  if (!time_model.empty() && time_model != "none" && !(predict_on = find_gpu_arch(time_model)))
+    return report(Error{"kdflow extract: error: unknown --time-model device " + time_model + " (h100, h200, a100, l4 or none)",
                         ExitCode::Usage},
                   err);
   // Chakra durations: measured, else predicted from code on --time-model's device (default), or
@@ -64,12 +73,8 @@ int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
                                 " (h100, h200, a100, l4, rtx4090 or none)",
                             ExitCode::Usage},
                       err);
-    } else if (cmd.time_model != "none" &&
-               (!(chakra_device = find_device_spec(cmd.time_model)) || !find_gpu_arch(cmd.time_model))) {
-      return report(Error{"kdflow extract: error: unknown --time-model device " + cmd.time_model +
-                              " (h100, h200, a100, l4 or none)",
-                          ExitCode::Usage},
-                    err);
+    } else if (predict_on) {
+      chakra_device = find_device_spec(predict_on->id);
     }
   }
 
@@ -120,6 +125,13 @@ int run_extract_command(const ExtractCommand& cmd, std::ostream& err) {
   }
   for (const std::string& v : refused) err << "kdflow extract: warning: " << v << "\n";
   for (const std::string& v : bounds.violations) err << "kdflow extract: warning: out of bounds: " << v << "\n";
+
+  // JSON with --time-model: each kernel's predicted_us on that device (docs/costs.md, "Time from code").
+  if (*format == Format::Json && predict_on) {
+    df->predicted_on = predict_on->id;
+    for (Kernel& k : df->kernels)
+      if (std::optional<KernelPrediction> p = predict_kernel(*df, k, *predict_on)) k.predicted_us = p->us;
+  }
 
   std::optional<StageSpan> emit_span(std::in_place, cmd.stage_times ? &stage_times : nullptr, "emit and write the output");
   std::string text;

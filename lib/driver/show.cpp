@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "kdflow/analysis/bounds.h"
+#include "kdflow/analysis/time_model.h"
 #include "kdflow/driver/commands.h"
 #include "kdflow/analysis/dependencies.h"
 #include "kdflow/emit/emit.h"
@@ -710,6 +711,24 @@ class Explainer {
     }
     const Traffic t = kernel_traffic(df_, k);
     line(i2, "traffic", fmt::format("reads {}, writes {} ({})", human_bytes(t.read), human_bytes(t.written), t.measure()));
+    // Time from code (analysis/time_model.h) on the H100, with each term, so a reader sees why.
+    if (const GpuArch* arch = find_gpu_arch("h100")) {
+      auto us = [](double v) {
+        return v >= 100 ? fmt::format("{:.0f}", v) : v >= 10 ? fmt::format("{:.1f}", v) : fmt::format("{:.3g}", v);
+      };
+      std::string why;
+      if (std::optional<KernelPrediction> p = predict_kernel(df_, k, *arch, &why)) {
+        if (p->source == "code")
+          line(i2, "time (h100)",
+               fmt::format("predicted {} us from its code, limited by {}: {} wave{} of {} block{} a SM ({}), "
+                           "chain {} us, issue {} us, DRAM {} us, L2 {} us, launch {} us (docs/costs.md)",
+                           us(p->us), p->limiter, p->waves, p->waves == 1 ? "" : "s", p->blocks_per_sm,
+                           p->blocks_per_sm == 1 ? "" : "s", p->occupancy_limit, us(p->latency_us), us(p->issue_us),
+                           us(p->dram_us), us(p->l2_us), us(arch->launch_us)));
+        else
+          line(i2, "time (h100)", fmt::format("at least {} us ({})", us(p->us), why));
+      }
+    }
 
     arguments(k.args, k.node, k.id, false, dev, i2);
     orderings(k.id, false, i2);

@@ -92,6 +92,7 @@ ojson build(const Dataflow& df) {
   root["schema"] = kSchemaVersion;
   root["generator"] = detail::kGenerator;
   if (df.ranks > 1) root["ranks"] = df.ranks;
+  if (!df.predicted_on.empty()) root["predicted_on"] = df.predicted_on;
 
   ojson src = ojson::object();
   src["graph"] = df.sources.graph;
@@ -196,6 +197,7 @@ ojson build(const Dataflow& df) {
       if (!k.ops->bytes_reason.empty()) o["bytes_reason"] = k.ops->bytes_reason;
       j["ops"] = std::move(o);
     }
+    if (k.predicted_us) j["predicted_us"] = *k.predicted_us;
     kernels.push_back(std::move(j));
   }
   root["kernels"] = std::move(kernels);

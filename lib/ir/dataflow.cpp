@@ -84,7 +84,7 @@ bool Kernel::operator==(const Kernel& o) const {
          programmatic_dependent_launch == o.programmatic_dependent_launch &&
          cooperative_launch == o.cooperative_launch &&
          args == o.args && loc == o.loc && loop_iterations == o.loop_iterations &&
-         device_function == o.device_function && ops == o.ops;
+         device_function == o.device_function && ops == o.ops && predicted_us == o.predicted_us;
 }
 
 const char* to_string(KernelOps::Status s) {

@@ -387,6 +387,7 @@ Dataflow Reader::document(const json& root) const {
   df.schema = kSchemaVersion;
 
   if (const json* r = optional(root, "ranks")) df.ranks = static_cast<int>(integer(*r, "/ranks", 1, 1 << 16));
+  if (const json* d = optional(root, "predicted_on")) df.predicted_on = string(*d, "/predicted_on");
   const json& src = object(member(root, "", "sources"), "/sources");
   df.sources.graph = string(member(src, "/sources", "graph"), "/sources/graph");
   df.sources.host = string(member(src, "/sources", "host"), "/sources/host");
@@ -534,6 +535,10 @@ Dataflow Reader::document(const json& root) const {
     if (const json* d = optional(j, "device_function"); d && !d->is_null())
       k.device_function = ref(*d, at(p, "device_function"), ndf, "device function");
     if (const json* o = optional(j, "ops")) k.ops = kernel_ops(*o, at(p, "ops"));
+    if (const json* t = optional(j, "predicted_us")) {
+      if (!t->is_number() || !(t->get<double>() >= 0)) fail(at(p, "predicted_us"), "expected a number of microseconds, 0 or more");
+      k.predicted_us = t->get<double>();
+    }
     df.kernels.push_back(std::move(k));
   }
 

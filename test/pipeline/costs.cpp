@@ -173,3 +173,42 @@ TEST_CASE("kdflow costs: usage errors and a timing file of another model", "[cos
   r = run_kdflow({"extract", mlp, "--timing", dir + "/t.json", "-q"});
   CHECK(r.exit_code == 64);  // --timing applies to Chakra output only
 }
+
+// Issue 50: the time predicted from each kernel's code, summed per sample, against what an H200
+// measured (docs/gpu-check.md, "The first real run": Σ kernel of eager replay, the median of 10
+// gated runs, 2026-11-25). Checking data, not training data: no constant of the time model was
+// fitted to these (docs/costs.md "Time from code"). Every sample within 2x; the 1.5x count is
+// printed and held at the figure the closing note states.
+TEST_CASE("costs: the time predicted from code is within 2x of the H200's measured sum on every sample",
+          "[costs][time-model]") {
+  const std::map<std::string, double> measured = {
+      {"attention", 172.93},   {"ffi_batch_mlp", 162.19},    {"ffi_mlp", 27.68},        {"ffi_mlp_compiled", 28.16},
+      {"mlp", 23.87},          {"mlp_cublas", 18.62},        {"mlp_fp16", 28.00},       {"mlp_v08", 24.99},
+      {"mobilenet", 23471.98}, {"relax_mlp", 27.38},         {"relax_mlp_compiled", 28.26},
+      {"resnet18", 74221.14},  {"resnet18_tuned", 749.73},   {"sort_scan", 183.12},     {"sort_scan_v08", 184.88},
+      {"squeezenet", 34101.10}};
+  int within_15 = 0;
+  for (const auto& [m, us] : measured) {
+    auto r = run_kdflow({"costs", kdflow::test::sample_dir(m), "--device", "h200", "--per-kernel", "--format", "jsonl"});
+    INFO(m << ": " << r.err);
+    REQUIRE(r.exit_code == 0);
+    double sum = 0;
+    size_t rows = 0, from_code = 0;
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty()) continue;
+      auto j = nlohmann::json::parse(line);
+      REQUIRE(j["predicted_us"].is_number());  // every kernel has a prediction
+      sum += j["predicted_us"].get<double>();
+      ++rows;
+      from_code += j["predicted_source"] == "code";
+    }
+    const double ratio = sum / us;
+    WARN(m << ": predicted " << sum << " us, measured " << us << " us, ratio " << ratio << " (" << from_code << " of "
+           << rows << " kernels from code)");
+    CHECK(ratio >= 0.5);
+    CHECK(ratio <= 2.0);
+    within_15 += ratio >= 1 / 1.5 && ratio <= 1.5;
+  }
+  CHECK(within_15 >= 15);  // of 16 (ffi_batch_mlp: 1.79x)
+}

@@ -78,9 +78,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"json", "dot", "text", "chakra", "html"}));
   extract->add_option("--timing", ex.timing, "Chakra: kdflow replay --timing-json file, for measured durations");
   extract->add_option("--time-model", ex.time_model,
-                      "Chakra: device whose time predicted from each kernel's code stands in for unmeasured durations "
-                      "(h100, h200, a100, l4, none)")
-      ->capture_default_str();
+                      "Device of the time predicted from each kernel's code: Chakra's durations where not measured "
+                      "(default h100), JSON's predicted_us per kernel (only when given); h100, h200, a100, l4, none");
   extract->add_option("--roofline", ex.roofline,
                       "Chakra: the roofline bound on this device instead of --time-model's prediction (h100, h200, "
                       "a100, l4, rtx4090, none)");
@@ -156,7 +155,10 @@ int main(int argc, char** argv) {
   kdflow::CostsCommand co;
   CLI::App* costs = app.add_subcommand("costs", "FLOPs, bytes, roofline bound and measured time per fused function or kernel");
   costs->add_option("INPUT", co.inputs, "Build folders, model.so files or kdflow JSON files (one or more)")->required();
-  costs->add_option("--device", co.device, "Roofline device: h100, h200, a100, l4, rtx4090, or none")->capture_default_str();
+  costs->add_option("--device", co.device,
+                    "Device of the roofline bound and of the time predicted from code (predicted_us): h100, h200, "
+                    "a100, l4, rtx4090 (bound only), or none")
+      ->capture_default_str();
   costs->add_option("--timing", co.timings, "kdflow replay --timing-json file, one per INPUT in order (repeatable)");
   costs->add_option("--profile", co.profiles, "Nsight Compute / Systems CSV, one per INPUT in order (repeatable)");
   costs->add_flag("--per-kernel", co.per_kernel, "One row per kernel instead of per fused function");

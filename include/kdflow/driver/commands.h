@@ -20,9 +20,9 @@ struct ExtractCommand {
   bool allow_oob = false;    ///< an argument proven out of bounds is a warning, not an error (exit 65)
   DotOptions dot;            ///< how DOT output is drawn (--cluster, --collapse, --op-colors, --no-buffers)
   std::string timing;        ///< chakra: kdflow replay --timing-json file for measured durations
-  /// chakra: the device whose time predicted from code (analysis/time_model.h) stands in for
-  /// unmeasured durations ("none": none)
-  std::string time_model = "h100";
+  /// The device of the time predicted from code (analysis/time_model.h): chakra's durations where
+  /// not measured (""; h100; "none": none), and JSON's predicted_us per kernel (only when given).
+  std::string time_model;
   /// chakra: instead, the device whose roofline bound stands in for them (""; "none": no time)
   std::string roofline;
   bool stage_times = false;  ///< print each stage's wall time on stderr at the end (where the time goes)

@@ -158,6 +158,9 @@ struct Kernel {
   std::vector<int64_t> loop_iterations;  ///< enclosing host loops' iteration indices (empty: not in a loop)
   int device_function = -1;         ///< index in Dataflow::device_functions (-1: no device source read)
   std::optional<KernelOps> ops;     ///< floating-point operations counted from device.cu (kernel_ops.h), when analyzed
+  /// The time predicted from its code on Dataflow::predicted_on (analysis/time_model.h), when
+  /// extract was asked for it (--time-model with JSON output); µs.
+  std::optional<double> predicted_us;
   bool operator==(const Kernel& o) const;
 };
 
@@ -360,6 +363,8 @@ struct Dataflow {
   /// The ranks (disco workers, one GPU each) that run this program, each with its own params
   /// (params_shard<r>.bin) and buffers: 1 for a build that is not sharded.
   int ranks = 1;
+  /// The device of the kernels' predicted_us ("h200"); "" when none was asked for.
+  std::string predicted_on;
   std::vector<Buffer> buffers;
   std::vector<Node> nodes;
   std::vector<Kernel> kernels;

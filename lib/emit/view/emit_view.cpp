@@ -75,7 +75,20 @@ json args_json(const std::vector<Arg>& args) {
   return out;
 }
 
-/// FLOPs, bytes, bound and measured time of a kernel or function, as the page colours by them.
+/// The time predicted from code (analysis/time_model.h) of a kernel or function.
+void predicted_json(json& j, const KernelCost& c) {
+  if (!c.predicted) return;
+  j["predicted_us"] = c.predicted->us;
+  j["predicted_limiter"] = c.predicted->limiter;
+  j["predicted_source"] = c.predicted->source;
+}
+void predicted_json(json& j, const FunctionCost& f) {
+  if (!f.predicted_us) return;
+  j["predicted_us"] = *f.predicted_us;
+  j["predicted_source"] = f.predicted_source;
+}
+
+/// FLOPs, bytes, bound, predicted and measured time of a kernel or function, as the page shows them.
 template <class Cost>
 void cost_json(json& j, const Cost& c) {
   if (c.flops) {
@@ -90,6 +103,7 @@ void cost_json(json& j, const Cost& c) {
     j["bound_us"] = c.bound->us();
     j["limiter"] = c.bound->limiter();
   }
+  predicted_json(j, c);
   if (c.measured) {
     j["time_us"] = c.measured->us;
     if (c.bound && c.measured->us > 0) j["roofline"] = c.bound->us() / c.measured->us;
