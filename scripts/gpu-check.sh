@@ -37,6 +37,7 @@
 #                     r when there are as many GPUs as ranks, else every rank on one) and, with
 #                     --codegen, its program; every rank's outputs against the unsharded model's
 #                     (without FLOW, kdflow extracts DIR itself: this machine needs clang)
+# It also runs `kdflow calibrate` first: the GPU's constants for the time model, OUT/profile.json.
 # Exit status: 0 all runs passed; 1 a run failed or (without --allow-mismatch) an output
 # differed; 64 usage; 69 the build tools are missing.
 set -u
@@ -91,7 +92,7 @@ while [ $# -gt 0 ]; do
     --sharded)
       [ $# -ge 2 ] || usage "--sharded needs DIR[=FLOW]"
       SHARDED="$SHARDED $2"; shift 2 ;;
-    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
     *) usage "unknown option $1" ;;
   esac
 done
@@ -154,6 +155,16 @@ RUNS=0
 } >"$TABLE"
 
 row() { echo "| $* |" >>"$TABLE"; }
+
+# --- calibration (issue 50): this GPU's constants for the time predicted from code ----------
+# `kdflow calibrate` writes OUT/profile.json; `kdflow costs DIR --device-profile OUT/profile.json`
+# predicts with it (docs/costs.md, "Calibration").
+if "$KDFLOW" calibrate -o "$OUT/profile.json" 2>"$OUT/calibrate.err"; then
+  echo "gpu-check: $(grep '^calibrate: launch' "$OUT/calibrate.err") (profile: $OUT/profile.json)"
+else
+  echo "gpu-check: calibrate failed: $(tail -1 "$OUT/calibrate.err")" >&2
+  FAILED=$((FAILED + 1))
+fi
 
 # One replay and its table row: replay_row LABEL MODE BASE ARGS... runs `kdflow replay ARGS`
 # with the timing options, stdout in BASE.txt, stderr in BASE.err.

@@ -479,10 +479,11 @@ static std::optional<OpWork> kv_attention_work(const Dataflow& df, const Node& n
   return w;
 }
 
-CostReport compute_costs(const Dataflow& df, const DeviceSpec* device, const KernelTimes* times) {
+CostReport compute_costs(const Dataflow& df, const DeviceSpec* device, const KernelTimes* times,
+                         const GpuArch* profile) {
   CostReport r;
   if (device) r.device = device->id;
-  const GpuArch* arch = device ? find_gpu_arch(device->id) : nullptr;
+  const GpuArch* arch = profile ? profile : device ? find_gpu_arch(device->id) : nullptr;
   auto memory_us = [&](uint64_t bytes) { return static_cast<double>(bytes) / (device->dram_gbps * 1e3); };
   auto compute_us = [&](const std::vector<OpWork>& ops) {
     double us = 0;
@@ -604,7 +605,7 @@ CostReport compute_costs(const Dataflow& df, const DeviceSpec* device, const Ker
     if (arch) {
       c.predicted = predict_kernel(df, k, *arch, &c.predicted_note);
     } else if (device) {
-      c.predicted_note = "the time model does not know " + device->id;
+      c.predicted_note = "the time model does not know " + device->id + " (a kdflow calibrate profile would: --device-profile)";
     }
     r.kernels.push_back(std::move(c));
   }
@@ -627,7 +628,8 @@ CostReport compute_costs(const Dataflow& df, const DeviceSpec* device, const Ker
                           df.library_calls[static_cast<size_t>(node.library_calls[0])].name.find("cublas") !=
                               std::string::npos;
         if (gemm) {
-          sum += predict_gemm_us(static_cast<double>(*f.flops), static_cast<double>(f.bytes), device->fp32_tflops, *arch);
+          sum += predict_gemm_us(static_cast<double>(*f.flops), static_cast<double>(f.bytes),
+                                 device ? device->fp32_tflops : 0.0, *arch);
           source = source.empty() ? "GEMM shape" : source + " and GEMM shape";
         } else {
           all = false;

@@ -5,6 +5,10 @@
 #include <cctype>
 #include <cmath>
 
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
 #include "kdflow/analysis/bounds.h"
 
 namespace kdflow {
@@ -182,6 +186,69 @@ double predict_gemm_us(double flops, double bytes, double fp32_tflops, const Gpu
   const double compute = fp32_tflops > 0 ? flops / (fp32_tflops * 0.7 * 1e6) : 0;
   const double memory = bytes / (arch.dram_gbps * 1e3);
   return arch.launch_us + std::max(compute, memory);
+}
+
+namespace {
+constexpr const char* kProfileSchema = "kdflow-gpu-profile/1";
+}  // namespace
+
+std::string gpu_profile_json(const GpuArch& a, const std::vector<std::pair<std::string, double>>& measurements) {
+  nlohmann::ordered_json j;
+  j["schema"] = kProfileSchema;
+  j["id"] = a.id;
+  j["sms"] = a.sms;
+  j["clock_ghz"] = a.clock_ghz;
+  j["max_threads_per_sm"] = a.max_threads_per_sm;
+  j["max_blocks_per_sm"] = a.max_blocks_per_sm;
+  j["shared_per_sm"] = a.shared_per_sm;
+  j["schedulers_per_sm"] = a.schedulers_per_sm;
+  j["dram_gbps"] = a.dram_gbps;
+  j["l2_gbps"] = a.l2_gbps;
+  j["l2_latency_cycles"] = a.l2_latency_cycles;
+  j["alu_latency_cycles"] = a.alu_latency_cycles;
+  j["launch_us"] = a.launch_us;
+  j["source"] = a.source;
+  nlohmann::ordered_json m = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : measurements) m[k] = v;
+  j["measurements"] = std::move(m);
+  return j.dump(2) + "\n";
+}
+
+Expected<GpuArch> parse_gpu_profile(const std::string& text, const std::string& file) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return file_error(file, "not a JSON object (a kdflow calibrate profile)");
+  if (!j.contains("schema") || j["schema"] != kProfileSchema)
+    return Error{fmt::format("{}:/schema: error: expected \"{}\" (what kdflow calibrate writes)", file, kProfileSchema),
+                 ExitCode::DataError};
+  GpuArch a;
+  std::string bad;
+  auto number = [&](const char* key, double lo, double hi) -> double {
+    if (!bad.empty()) return 0;
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_number() || !(it->get<double>() >= lo && it->get<double>() <= hi)) {
+      bad = fmt::format("{}:/{}: error: expected a number in [{:g}, {:g}]", file, key, lo, hi);
+      return 0;
+    }
+    return it->get<double>();
+  };
+  if (!j.contains("id") || !j["id"].is_string() || j["id"].get<std::string>().empty())
+    return Error{file + ":/id: error: expected the device's name (a string: h100 ...)", ExitCode::DataError};
+  a.id = j["id"].get<std::string>();
+  a.sms = static_cast<int>(number("sms", 1, 4096));
+  a.clock_ghz = number("clock_ghz", 0.1, 10);
+  a.max_threads_per_sm = static_cast<int>(number("max_threads_per_sm", 32, 65536));
+  a.max_blocks_per_sm = static_cast<int>(number("max_blocks_per_sm", 1, 1024));
+  a.shared_per_sm = static_cast<int64_t>(number("shared_per_sm", 0, 1 << 30));
+  a.schedulers_per_sm = static_cast<int>(number("schedulers_per_sm", 1, 64));
+  a.dram_gbps = number("dram_gbps", 1, 1e6);
+  a.l2_gbps = number("l2_gbps", 1, 1e7);
+  a.l2_latency_cycles = number("l2_latency_cycles", 1, 1e5);
+  a.alu_latency_cycles = number("alu_latency_cycles", 0.1, 1e3);
+  a.launch_us = number("launch_us", 0, 1e6);
+  if (!bad.empty()) return Error{bad, ExitCode::DataError};
+  a.source = j.contains("source") && j["source"].is_string() ? j["source"].get<std::string>() : "a device profile";
+  a.source += " (" + file + ")";
+  return a;
 }
 
 }  // namespace kdflow

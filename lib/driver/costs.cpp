@@ -325,6 +325,14 @@ int run_costs_command(const CostsCommand& cmd, std::ostream& out, std::ostream& 
       return report(usage_error(fmt::format("unknown --device {} (known: {}, none)", cmd.device, fmt::join(ids, ", "))), err);
     }
   }
+  std::optional<GpuArch> measured_arch;
+  if (!cmd.device_profile.empty()) {
+    Expected<std::string> text = read_file(cmd.device_profile, 1u << 20);
+    if (!text) return report(text.error(), err);
+    Expected<GpuArch> a = parse_gpu_profile(*text, cmd.device_profile);
+    if (!a) return report(a.error(), err);
+    measured_arch = a.take();
+  }
   for (const auto* files : {&cmd.timings, &cmd.profiles})
     if (!files->empty() && files->size() != cmd.inputs.size())
       return report(usage_error(fmt::format("{} {} given for {} model{}: give one per model, in the same order",
@@ -381,7 +389,8 @@ int run_costs_command(const CostsCommand& cmd, std::ostream& out, std::ostream& 
       report_profile_join(*p, join, "costs", true, err);
       times = profile_times(flow, *p, join);
     }
-    models.push_back({model_name(cmd.inputs[i]), &flow, compute_costs(flow, dev, times ? &*times : nullptr)});
+    models.push_back({model_name(cmd.inputs[i]), &flow, compute_costs(flow, dev, times ? &*times : nullptr,
+                                                                              measured_arch ? &*measured_arch : nullptr)});
   }
 
   std::string text;

@@ -58,6 +58,7 @@
 //   KDFLOW_FAKE_CUDA_SLOW_MS=name=MS   kernel `name` also takes MS ms of real time: events
 //                                      recorded after it are not ready until then
 //   KDFLOW_FAKE_CUDA_JIT_MS=MS         cuModuleLoadDataEx takes MS ms of real time (a slow JIT)
+//   KDFLOW_FAKE_CUDA_NO_CLOCK=1        cuDeviceGetAttribute(CLOCK_RATE) reports 0
 //   KDFLOW_FAKE_CUDA_TOTAL_MEM=BYTES   the device's memory (default 80 GiB): cuMemAlloc beyond
 //                                      what is free returns CUDA_ERROR_OUT_OF_MEMORY, never throws
 //   KDFLOW_FAKE_CUDA_SEED=N            the seed of the random topological order in which an
@@ -747,6 +748,13 @@ CUresult cuDeviceGetAttribute(int* value, int attrib, int dev) {
     case 75: *value = 9; break;       // compute capability
     case 76: *value = 0; break;
     case 97: *value = 232448; break;  // opt-in shared memory per block
+    // What an H100 SXM reports (kdflow calibrate reads them; KDFLOW_FAKE_CUDA_NO_CLOCK=1: no clock,
+    // as a driver that has dropped the deprecated attribute).
+    case 13: *value = std::getenv("KDFLOW_FAKE_CUDA_NO_CLOCK") ? 0 : 1980000; break;  // clock rate, kHz
+    case 38: *value = 50 << 20; break;   // L2 bytes
+    case 39: *value = 2048; break;       // max threads per SM
+    case 81: *value = 233472; break;     // shared memory per SM
+    case 106: *value = 32; break;        // max blocks per SM
     default: *value = 0; break;
   }
   log_line("cuDeviceGetAttribute attrib=%d device=%d -> 0 value=%d", attrib, dev, *value);

@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "kdflow/driver/calibrate_command.h"
 #include "kdflow/driver/commands.h"
 #include "kdflow/driver/costs_command.h"
 #include "kdflow/driver/inspect.h"
@@ -159,6 +160,8 @@ int main(int argc, char** argv) {
                     "Device of the roofline bound and of the time predicted from code (predicted_us): h100, h200, "
                     "a100, l4, rtx4090 (bound only), or none")
       ->capture_default_str();
+  costs->add_option("--device-profile", co.device_profile,
+                    "A kdflow calibrate profile: the time predicted from code uses its measured constants");
   costs->add_option("--timing", co.timings, "kdflow replay --timing-json file, one per INPUT in order (repeatable)");
   costs->add_option("--profile", co.profiles, "Nsight Compute / Systems CSV, one per INPUT in order (repeatable)");
   costs->add_flag("--per-kernel", co.per_kernel, "One row per kernel instead of per fused function");
@@ -268,6 +271,18 @@ int main(int argc, char** argv) {
   codegen->add_flag("-q,--quiet", cg.build.quiet, "No progress on stderr");
   add_build_inputs(codegen, cg.build.extract);
 
+  kdflow::CalibrateCommand cal;
+  CLI::App* calibrate = app.add_subcommand(
+      "calibrate", "Measure this GPU's constants for the time predicted from code (a device profile JSON)");
+  calibrate->add_option("-o,--output", cal.output, "The profile: a file, or - for stdout")->capture_default_str();
+  calibrate->add_option("--gpu", cal.options.device, "CUDA device ordinal")->capture_default_str();
+  calibrate->add_option("--id", cal.options.id,
+                        "The profile's name (default: h200, h100, a100 or l4 from the device's name, else the name)");
+  calibrate->add_option("--repeat", cal.options.repeat, "Timed launches per microbenchmark (the median is kept)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  calibrate->add_flag("-q,--quiet", cal.quiet, "No progress on stderr");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -308,6 +323,7 @@ int main(int argc, char** argv) {
     return kdflow::run_codegen_command(cg, std::cout, std::cerr);
   }
   if (inspect->parsed()) return kdflow::run_inspect_command(inspect_path, std::cout, std::cerr);
+  if (calibrate->parsed()) return kdflow::run_calibrate_command(cal, std::cout, std::cerr);
   if (replay->parsed()) {
     int rc = kdflow::run_replay_command(rp, std::cout, std::cerr);
     if (kdflow::replay_device_abandoned()) {

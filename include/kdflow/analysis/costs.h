@@ -121,7 +121,10 @@ KernelTimes profile_times(const Dataflow& df, const Profile& profile, const Prof
 
 /// Computes the work of every function and kernel; with a device, the bounds; with
 /// times, the measured column.
-CostReport compute_costs(const Dataflow& df, const DeviceSpec* device, const KernelTimes* times);
+/// With `arch` (a measured device profile), the predictions use it instead of `device`'s built-in
+/// constants (time_model.h).
+CostReport compute_costs(const Dataflow& df, const DeviceSpec* device, const KernelTimes* times,
+                         const GpuArch* arch = nullptr);
 
 /// The ratio counted / formula FLOPs of a function, the counted FLOPs taken without the adds of
 /// cross-thread reduction trees (which only the schedule adds: each lane executes the tree);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kdflow/ir/dataflow.h"
+#include "kdflow/support/diag.h"
 
 namespace kdflow {
 
@@ -32,6 +33,12 @@ struct GpuArch {
   double launch_us = 0;           ///< a launch's floor: an empty kernel, timed as replay times one
   std::string source;             ///< where the figures come from
 };
+/// A device profile (schema "kdflow-gpu-profile/1", what `kdflow calibrate` writes): the GpuArch
+/// fields by name, `measurements` (what was measured, by name; kept as text) beside them.
+std::string gpu_profile_json(const GpuArch& arch, const std::vector<std::pair<std::string, double>>& measurements);
+/// Reads one; `file` names it in the one-line error (a missing or out-of-range field, JSON pointer).
+Expected<GpuArch> parse_gpu_profile(const std::string& text, const std::string& file);
+
 /// Every GPU the model knows (h100, h200, a100, l4), in a fixed order.
 const std::vector<GpuArch>& gpu_archs();
 /// The GPU with this id (case-insensitive), or nullptr.

@@ -12,6 +12,7 @@ namespace kdflow {
 struct CostsCommand {
   std::vector<std::string> inputs;    ///< build folders, model.so files or kdflow JSON files
   std::string device = "h100";        ///< a DeviceSpec id (costs.h), or "none"
+  std::string device_profile;         ///< a kdflow calibrate profile: the predictions' constants (time_model.h)
   std::vector<std::string> timings;   ///< replay --timing-json files, one per input in order
   std::vector<std::string> profiles;  ///< Nsight Compute / Systems CSVs, one per input in order
   bool per_kernel = false;            ///< one row per kernel instead of per function
