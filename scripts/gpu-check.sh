@@ -262,11 +262,28 @@ for m in $SAMPLES; do
   fi
   for mode in eager graph dag; do
     # shellcheck disable=SC2086
-    replay_row "$m" "$mode" "$OUT/$m.$mode" "samples/$m" --flow "test/golden/$m.json" --mode "$mode" $P --warmup 5
+    replay_row "$m" "$mode" "$OUT/$m.$mode" "samples/$m" --flow "test/golden/$m.json" --mode "$mode" $P --warmup 5 --repeat 20
   done
   # shellcheck disable=SC2086
   [ "$CODEGEN" = 1 ] && codegen_row "$m" "$OUT/$m" "samples/$m" --flow "test/golden/$m.json" $P
 done
+
+# --- the measured dataset (issue 50): each sample kernel's median time (eager, gated) beside its
+# code's features and the time predicted from code with this GPU's profile; the errors in
+# OUT/time-errors.txt (scripts/time-errors.py; docs/costs.md, "Time from code").
+DATASET="$OUT/dataset.jsonl"
+: >"$DATASET"
+PROFILE_ARGS=()
+[ -s "$OUT/profile.json" ] && PROFILE_ARGS=(--device-profile "$OUT/profile.json")
+DEVICE_ID=$(sed -n 's/^ *"id": "\(h100\|h200\|a100\|l4\)",$/\1/p' "$OUT/profile.json" 2>/dev/null | head -1)
+for m in $SAMPLES; do
+  t="$OUT/$m.eager.timing.json"
+  [ -f "$t" ] || continue
+  "$KDFLOW" costs "test/golden/$m.json" --device "${DEVICE_ID:-none}" "${PROFILE_ARGS[@]}" --timing "$t" --per-kernel \
+    --format jsonl -q >>"$DATASET" 2>>"$OUT/dataset.err" || echo "gpu-check: costs of $m's timing failed ($OUT/dataset.err)" >&2
+done
+command -v python3 >/dev/null && python3 scripts/time-errors.py "$DATASET" >"$OUT/time-errors.txt" 2>&1 &&
+  echo "gpu-check: the time model's errors: $OUT/time-errors.txt ($(sed -n 2p "$OUT/time-errors.txt"))"
 
 # --- builds made with kdflow_tvm (a real TVM): outputs and every node's result -----------------
 for pair in $MODELS; do

@@ -191,6 +191,16 @@ class Session {
     say(fmt::format("calibrate: launch {:.2f} us, L2 latency {:.0f} cycles, FMA latency {:.1f} cycles, DRAM {:.0f} GB/s, "
                     "L2 {:.0f} GB/s, clock {:.2f} GHz",
                     a.launch_us, a.l2_latency_cycles, a.alu_latency_cycles, a.dram_gbps, a.l2_gbps, a.clock_ghz));
+    // A microbenchmark that took no longer than an empty kernel measured nothing: say which.
+    std::string implausible;
+    if (!(a.l2_latency_cycles >= 1)) implausible = "the pointer chase took no longer than an empty kernel";
+    else if (!(a.alu_latency_cycles >= 0.1)) implausible = "the FMA chain took no longer than an empty kernel";
+    else if (!(a.dram_gbps > 0 && a.dram_gbps < 1e6) || !(a.l2_gbps > 0 && a.l2_gbps < 1e7))
+      implausible = "a copy took no longer than an empty kernel";
+    if (!implausible.empty())
+      return Error{"kdflow calibrate: error: " + implausible + ": no profile written (the device's timer, or a driver "
+                   "that runs no kernels)",
+                   ExitCode::Software};
     return c;
   }
 

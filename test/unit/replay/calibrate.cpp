@@ -80,6 +80,12 @@ TEST_CASE("calibrate: no clock, no driver, a bad profile: one line each", "[cali
     CHECK(r.exit_code == 69);
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   }
+  {
+    // Every kernel 10 us, the empty one too: the chase measured nothing, and no profile is written.
+    auto r = run_kdflow({"calibrate", "-q", "--repeat", "1"});
+    CHECK(r.exit_code == 70);
+    CHECK(r.err.find("the pointer chase took no longer than an empty kernel") != std::string::npos);
+  }
   const std::string bad = kdflow::test::temp_dir() + "/bad.json";
   std::ofstream(bad) << R"({"schema": "kdflow-gpu-profile/1", "id": "x", "sms": 132, "clock_ghz": 0})";
   auto r = run_kdflow({"costs", kdflow::test::sample_dir("mlp"), "--device-profile", bad});
