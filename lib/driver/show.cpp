@@ -714,7 +714,10 @@ class Explainer {
     // Time from code (analysis/time_model.h) on the H100, with each term, so a reader sees why.
     if (const GpuArch* arch = find_gpu_arch("h100")) {
       auto us = [](double v) {
-        return v >= 100 ? fmt::format("{:.0f}", v) : v >= 10 ? fmt::format("{:.1f}", v) : fmt::format("{:.3g}", v);
+        return v >= 100 ? fmt::format("{:.0f}", v)
+               : v >= 10 ? fmt::format("{:.1f}", v)
+               : v >= 0.01 ? fmt::format("{:.3g}", v)
+                           : std::string("<0.01");
       };
       std::string why;
       if (std::optional<KernelPrediction> p = predict_kernel(df_, k, *arch, &why)) {
