@@ -237,8 +237,8 @@ CostReport costs_with(const Dataflow& df, const std::vector<std::optional<double
   return compute_costs(df, device ? find_device_spec(device) : nullptr, &t);
 }
 
-std::vector<PbTrace> emit(const Dataflow& df, const CostReport& costs) {
-  Expected<std::vector<std::string>> traces = emit_chakra(df, costs, "test");
+std::vector<PbTrace> emit(const Dataflow& df, const CostReport& costs, bool roofline_durations = false) {
+  Expected<std::vector<std::string>> traces = emit_chakra(df, costs, "test", roofline_durations);
   REQUIRE(traces);
   REQUIRE(traces->size() == static_cast<size_t>(std::max(df.ranks, 1)));
   std::vector<PbTrace> out;
@@ -247,6 +247,28 @@ std::vector<PbTrace> emit(const Dataflow& df, const CostReport& costs) {
 }
 
 }  // namespace
+
+TEST_CASE("chakra: an unmeasured kernel takes the time predicted from its code; --roofline its bound instead",
+          "[chakra][time-model]") {
+  if (!chakra_available()) {
+    WARN("SKIPPED: built without protobuf");
+    return;
+  }
+  Dataflow df = chain(3);
+  // k0 measured; k1 and k2 not: predicted on h100. These hand-made kernels have no counted
+  // operations, so the prediction is the launch floor and their bytes from DRAM, said so.
+  const CostReport costs = costs_with(df, {0.35, std::nullopt, std::nullopt});
+  REQUIRE(costs.kernels[1].predicted);
+  const std::vector<PbTrace> t = emit(df, costs);
+  CHECK(t[0].node(0).attr.at("duration_source").s == "measured: test");
+  CHECK(t[0].node(1).attr.at("duration_source").s == "predicted on h100 (launch floor: its operations were not counted)");
+  CHECK(t[0].node(1).attr.at("duration_us").d == Approx(costs.kernels[1].predicted->us));
+  CHECK(t[0].node(1).attr.at("duration_us").d >= 3.0);  // the H100's launch floor
+  // With roofline durations: no bound for them (no FLOPs), so none.
+  const std::vector<PbTrace> r = emit(df, costs, true);
+  CHECK(r[0].node(1).attr.at("duration_source").s == "none");
+  CHECK(r[0].node(1).u("duration_ns") == 1);
+}
 
 TEST_CASE("chakra: file names per rank follow ASTRA-sim's PREFIX.<rank>.et", "[chakra]") {
   CHECK(chakra_rank_path("out/mlp.et", 0, 1) == "out/mlp.et");
@@ -268,8 +290,8 @@ TEST_CASE("chakra: every compute node encodes its time in num_ops and tensor_siz
   cublas.name = "tvm.contrib.cublas.matmul";
   cublas.after_kernel = 1;
   df.library_calls.push_back(cublas);
-  // 0.35 µs, 2.7 µs and unknown (no bound: the kernels have no Relay ops or counted FLOPs).
-  const std::vector<PbTrace> t = emit(df, costs_with(df, {0.35, 2.7, std::nullopt}));
+  // 0.35 µs, 2.7 µs and unknown (no device: no bound and no prediction; H100's bandwidth encodes).
+  const std::vector<PbTrace> t = emit(df, costs_with(df, {0.35, 2.7, std::nullopt}, nullptr));
   REQUIRE(t.size() == 1);
   CHECK(t[0].version == "0.0.4");
   CHECK(t[0].meta.at("astra_sim_local_mem_bw_gbps").u == 3350);

@@ -781,7 +781,7 @@ extern "C" __global__ void fill(float* __restrict__ out) {
   }
 }
 
-TEST_CASE("--poison: a local, a shared element and a thread's array nobody wrote read as NaN on every path",
+TEST_CASE("poison: a local, a shared element and a thread's array nobody wrote read as NaN on every path",
           "[cpu][fission][poison]") {
   kdflow::cpu::CpuDeviceOptions o(2);
   o.poison = true;
