@@ -248,7 +248,7 @@ std::vector<PbTrace> emit(const Dataflow& df, const CostReport& costs, bool roof
 
 }  // namespace
 
-TEST_CASE("chakra: an unmeasured kernel takes the time predicted from its code; --roofline its bound instead",
+TEST_CASE("chakra: an unmeasured kernel takes the time predicted from its code, or with --roofline its bound",
           "[chakra][time-model]") {
   if (!chakra_available()) {
     WARN("SKIPPED: built without protobuf");
