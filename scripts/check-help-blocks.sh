@@ -2,10 +2,9 @@
 # check-help-blocks.sh KDFLOW — every usage block of the docs (a region between
 # `<!-- help: CMD -->` and `<!-- /help -->` in README.md, docs/*.md or docs/how/*.md; today
 # docs/reference.md) must hold exactly what scripts/render-docs.sh writes there: a text block
-# with `$ kdflow CMD --help` and the output of `NO_COLOR=1 COLUMNS=120 KDFLOW CMD --help`, the
-# binary's path in the "Usage:" line printed as plain `kdflow` and extract's --jobs default as
-# `(cores)` (the same sed as render-docs.sh: change both together). Run by ctest ("layout: docs'
-# usage blocks equal kdflow CMD --help") with the built binary.
+# with `$ kdflow CMD --help` and the binary's output (scripts/help-block.sh, which render-docs.sh
+# writes them with). Run by ctest ("layout: docs' usage blocks equal kdflow CMD --help") with the
+# built binary.
 # Exits 1 naming each command whose block differs (with the diff), 2 on a usage error.
 set -euo pipefail
 [ $# -eq 1 ] || { echo "usage: check-help-blocks.sh KDFLOW" >&2; exit 2; }
@@ -13,17 +12,12 @@ kdflow=$1
 [ -x "$kdflow" ] || { echo "check-help-blocks: $kdflow is not an executable" >&2; exit 2; }
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-help_re='^<!-- help: ([a-z]+) -->$'
+. scripts/help-block.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # What render-docs.sh writes between the markers for CMD.
-expected() {
-  echo '```text'
-  echo "\$ kdflow $1 --help"
-  NO_COLOR=1 COLUMNS=120 "$kdflow" "$1" --help </dev/null | sed -e "s#^Usage: [^ ]*kdflow #Usage: kdflow #" -E -e "s#(--jobs INT:INT in \\[1 - 256\\])=[0-9]+#\\1=(cores)#"
-  echo '```'
-}
+expected() { help_block "$kdflow" "$1"; }
 
 status=0
 blocks=0

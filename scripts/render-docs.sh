@@ -113,8 +113,8 @@ echo "render-docs: docs/tutorial.md"
 # prints it, so the docs cannot go stale. The binary's path in the "Usage:" line is printed as
 # plain `kdflow`, and the --jobs default (the machine's cores) as `(cores)`.
 # scripts/check-help-blocks.sh (ctest "layout: docs' usage blocks equal kdflow CMD --help")
-# compares them the same way: change both together.
-help_re='^<!-- help: ([a-z]+) -->$'
+# compares them; both take the block from scripts/help-block.sh.
+. scripts/help-block.sh
 for doc in $(grep -l -E "$help_re" README.md docs/*.md docs/how/*.md 2>/dev/null || true); do
   tmp=$(mktemp)
   trap 'rm -f "$tmp"' EXIT
@@ -127,11 +127,7 @@ for doc in $(grep -l -E "$help_re" README.md docs/*.md docs/how/*.md 2>/dev/null
       fi
       printf '%s\n' "$line"
       if [[ $line =~ $help_re ]]; then
-        cmd=${BASH_REMATCH[1]}
-        echo '```text'
-        echo "\$ kdflow $cmd --help"
-        NO_COLOR=1 COLUMNS=120 "$kdflow" "$cmd" --help </dev/null | sed -e "s#^Usage: [^ ]*kdflow #Usage: kdflow #" -E -e "s#(--jobs INT:INT in \\[1 - 256\\])=[0-9]+#\\1=(cores)#"
-        echo '```'
+        help_block "$kdflow" "${BASH_REMATCH[1]}"
         skipping=1
       fi
     done <"$doc"
