@@ -479,6 +479,20 @@ static std::optional<OpWork> kv_attention_work(const Dataflow& df, const Node& n
   return w;
 }
 
+namespace {
+/// Σ over a node's kernels of `time(cost)`; nullopt when one of them has none.
+template <class Time>
+std::optional<double> kernels_sum(const Node& node, const std::vector<KernelCost>& kernels, Time time) {
+  double sum = 0;
+  for (int k : node.kernels) {
+    std::optional<double> t = time(kernels[static_cast<size_t>(k)]);
+    if (!t) return std::nullopt;
+    sum += *t;
+  }
+  return sum;
+}
+}  // namespace
+
 CostReport compute_costs(const Dataflow& df, const DeviceSpec* device, const KernelTimes* times,
                          const GpuArch* profile) {
   CostReport r;
@@ -615,13 +629,10 @@ CostReport compute_costs(const Dataflow& df, const DeviceSpec* device, const Ker
   if (arch) {
     for (FunctionCost& f : r.functions) {
       const Node& node = df.nodes[static_cast<size_t>(f.node)];
-      double sum = 0;
-      bool all = true;
-      for (int k : node.kernels) {
-        const auto& p = r.kernels[static_cast<size_t>(k)].predicted;
-        if (p) sum += p->us;
-        else all = false;
-      }
+      std::optional<double> kernels =
+          kernels_sum(node, r.kernels, [](const KernelCost& c) { return c.predicted ? std::optional<double>(c.predicted->us) : std::nullopt; });
+      bool all = kernels.has_value();
+      double sum = kernels.value_or(0);
       std::string source = node.kernels.empty() ? "" : "code";
       if (!node.library_calls.empty()) {
         const bool gemm = node.library_calls.size() == 1 && f.flops &&
@@ -643,14 +654,9 @@ CostReport compute_costs(const Dataflow& df, const DeviceSpec* device, const Ker
     for (FunctionCost& f : r.functions) {
       const Node& node = df.nodes[static_cast<size_t>(f.node)];
       if (!node.library_calls.empty() || node.kernels.empty()) continue;  // library calls are not timed
-      double sum = 0;
-      bool all = true;
-      for (int k : node.kernels) {
-        const auto& m = r.kernels[static_cast<size_t>(k)].measured;
-        if (m) sum += m->us;
-        else all = false;
-      }
-      if (all) f.measured = Measured{sum, times->source};
+      if (std::optional<double> sum = kernels_sum(
+              node, r.kernels, [](const KernelCost& c) { return c.measured ? std::optional<double>(c.measured->us) : std::nullopt; }))
+        f.measured = Measured{*sum, times->source};
     }
   }
   return r;
