@@ -251,6 +251,15 @@ Expected<std::vector<std::string>> emit_chakra(const Dataflow& df, const CostRep
     size_t calls = 0;
     for (int id : node.library_calls)
       if (id >= 0 && static_cast<size_t>(id) < nc && !is_comm(df.library_calls[static_cast<size_t>(id)])) ++calls;
+    // What a node's kernels account for (their predictions or bounds, where they have one): the
+    // function's figure less it is the library call's.
+    auto kernels_us = [&](auto time) {
+      double sum = 0;
+      for (int k : node.kernels)
+        if (k >= 0 && static_cast<size_t>(k) < costs.kernels.size())
+          sum += time(costs.kernels[static_cast<size_t>(k)]);
+      return sum;
+    };
     for (const FunctionCost& f : costs.functions) {
       if (f.node != c.node || calls == 0) continue;
       Timing& t = ct[static_cast<size_t>(c.id)];
@@ -260,22 +269,15 @@ Expected<std::vector<std::string>> emit_chakra(const Dataflow& df, const CostRep
         t.source = "measured: " + f.measured->source + " (the function's" + shared + ")";
       } else if (f.predicted_us && !roofline_durations) {
         // The function's prediction less its kernels' (a cuBLAS dense: the GEMM from its shape).
-        double kernels_us = 0;
-        for (int k : node.kernels)
-          if (k >= 0 && static_cast<size_t>(k) < costs.kernels.size() && costs.kernels[static_cast<size_t>(k)].predicted)
-            kernels_us += costs.kernels[static_cast<size_t>(k)].predicted->us;
-        const double rest = *f.predicted_us - kernels_us;
+        const double rest =
+            *f.predicted_us - kernels_us([](const KernelCost& k) { return k.predicted ? k.predicted->us : 0.0; });
         if (rest <= 0) continue;
         t.us = rest / static_cast<double>(calls);
         t.source = "predicted on " + costs.device + " from the call's shape (the function's" + shared + ")";
       } else if (f.bound) {
         // The function's bound less what its kernels' bounds account for (a cuBLAS dense with
         // a bias-and-ReLU kernel: the call does the dense).
-        double kernels_us = 0;
-        for (int k : node.kernels)
-          if (k >= 0 && static_cast<size_t>(k) < costs.kernels.size() && costs.kernels[static_cast<size_t>(k)].bound)
-            kernels_us += costs.kernels[static_cast<size_t>(k)].bound->us();
-        const double rest = f.bound->us() - kernels_us;
+        const double rest = f.bound->us() - kernels_us([](const KernelCost& k) { return k.bound ? k.bound->us() : 0.0; });
         if (rest <= 0) continue;
         t.us = rest / static_cast<double>(calls);
         t.source = "roofline bound on " + costs.device + " (the function's" +
