@@ -517,6 +517,27 @@ KvArg PagedKvCacheModel::aux_arg(const std::string& name) const {
   return x;
 }
 
+std::vector<KvCall> PagedKvCacheModel::pending_aux_copy() {
+  std::vector<KvCall> calls;
+  if (!dirty_) return calls;
+  KvCall copy;
+  copy.role = "aux copy";
+  KvArg dst;
+  dst.kind = KvArg::Kind::Buffer;
+  dst.buffer = KvBuffer::Aux;
+  dst.shape = {aux_length_};
+  dst.writes = true;
+  copy.args.push_back(std::move(dst));
+  calls.push_back(std::move(copy));
+  dirty_ = false;
+  return calls;
+}
+
+Expected<std::vector<KvCall>> PagedKvCacheModel::query_positions() {
+  if (!in_forward_) return Error{"query positions asked outside a forward (no kv_state_begin_forward)", ExitCode::DataError};
+  return pending_aux_copy();
+}
+
 Expected<std::vector<KvCall>> PagedKvCacheModel::attention_with_fused_qkv(int64_t layer, int64_t qkv_rows,
                                                                           double sm_scale) {
   const KvCacheConfig& c = cfg_;
@@ -573,16 +594,8 @@ Expected<std::vector<KvCall>> PagedKvCacheModel::attention_with_fused_qkv(int64_
     a.keeps = true;
     return a;
   };
-  std::vector<KvCall> calls;
   // The first attention after begin_forward sends the arrays (ComputeStreamWaitForCopyStream).
-  if (dirty_) {
-    KvCall copy;
-    copy.role = "aux copy";
-    KvArg dst = buf(KvBuffer::Aux, {aux_length_}, true);
-    copy.args.push_back(dst);
-    calls.push_back(std::move(copy));
-    dirty_ = false;
-  }
+  std::vector<KvCall> calls = pending_aux_copy();
   const std::vector<int64_t> q_shape{T, Hq, D}, kv_shape{T, Hkv, D};
   calls.push_back(KvCall{c.split_rotary, "split rotary",
                          {qkv, aux_arg("q_rope_position_map"), buf(KvBuffer::TempQ, q_shape, true),

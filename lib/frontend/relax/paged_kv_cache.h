@@ -103,6 +103,11 @@ class PagedKvCacheModel {
   /// (the auxiliary copy first when the arrays are not on the device yet). `qkv_rows` is
   /// qkv's first dimension (≥ the forward's tokens).
   Expected<std::vector<KvCall>> attention_with_fused_qkv(int64_t layer, int64_t qkv_rows, double sm_scale);
+  /// GetQueryPositions (vm.builtin.attention_kv_cache_get_query_positions): each appended
+  /// token's position in its sequence is the q_rope_position_map array, tokens() int32 at
+  /// offset 0 of the auxiliary buffer. The runtime waits for the auxiliary copy first, so when
+  /// no attention of this forward has made it, this call does (returned); else nothing.
+  Expected<std::vector<KvCall>> query_positions();
 
   /// The arrays the last begin_forward packed, and their total (aligned) length in elements.
   const std::vector<KvAuxArray>& aux_arrays() const { return aux_; }
@@ -136,6 +141,8 @@ class PagedKvCacheModel {
   Status reserve(Block& b, int64_t n);
   const KvAuxArray& array(const std::string& name) const;
   KvArg aux_arg(const std::string& name) const;
+  /// The copy of the auxiliary arrays to the device, when they are not there yet (clears dirty_).
+  std::vector<KvCall> pending_aux_copy();
 
   KvCacheConfig cfg_;
   std::vector<int64_t> free_pages_;  ///< a stack: back() is handed out first

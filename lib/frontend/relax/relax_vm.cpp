@@ -514,6 +514,7 @@ class Runner {
     if (n == "vm.builtin.cuda_graph.run_or_capture") return cuda_graph_run(ins, a);
     if (n == "vm.builtin.check_shape_info") return check_shape_info(a);
     if (is_kv_cache_attention(n)) return kv_attention(ins, a);
+    if (n == "vm.builtin.attention_kv_cache_get_query_positions") return kv_query_positions(ins, a);
     if (n.rfind("vm.builtin.attention_kv_cache_", 0) == 0 || n.rfind("vm.builtin.kv_state_", 0) == 0 ||
         n.rfind("vm.builtin.paged_attention_kv_cache", 0) == 0)
       return fail("a KV-cache builtin kdflow does not model yet (of TVM's paged KV cache, only "
@@ -866,7 +867,7 @@ class Runner {
       node.func = call.function.empty() ? "kv_cache.copy_aux_to_device" : call.function;
       node.instr = static_cast<uint64_t>(pc_);
       node.attrs["runtime_call"] = runtime_call;
-      node.attrs["kv_layer"] = std::to_string(call.layer >= 0 ? call.layer : layer);
+      if (const int64_t l = call.layer >= 0 ? call.layer : layer; l >= 0) node.attrs["kv_layer"] = std::to_string(l);
       node.attrs["kv_role"] = call.role;
       const int self = static_cast<int>(nodes_.size());
       auto add_unique = [](std::vector<int>& v, int x) {
@@ -949,6 +950,63 @@ class Runner {
       }
     }
     return true;
+  }
+
+  /// vm.builtin.attention_kv_cache_get_query_positions(cache): an int32 tensor of the forward's
+  /// T tokens, each one's position in its sequence (what MLC-LLM's gpt2 and gpt_bigcode take
+  /// their position embeddings by). In a session it is the first T elements of the KV cache's
+  /// auxiliary buffer (q_rope_position_map, at offset 0: kv_state.cc GetQueryPositions returns
+  /// that view), after the copy of the arrays, which this call makes when no attention of the
+  /// forward has. Without a session the cache is unknown: a node of the runtime call writing
+  /// T positions, T the tokens of the function's first input (batch × sequence of the
+  /// (b, s, hidden) embeddings every TVM LLM forward takes first).
+  bool kv_query_positions(const VmInstruction& ins, const std::vector<Value>& a) {
+    if (a.size() != 1) return fail(fmt::format("{} arguments, expected 1 (the cache)", a.size())), false;
+    if (kv_ && a[0].kind == Value::Kind::Object) {
+      Expected<std::vector<KvCall>> calls = kv_->query_positions();
+      if (!calls) return fail(calls.error().message), false;
+      if (!kv_runtime_calls(*calls, callee_, -1, -1, -1)) return false;
+      auto it = kv_tensor_.find({static_cast<int>(KvBuffer::Aux), 0});
+      if (it == kv_tensor_.end()) return fail("internal: the KV cache has no auxiliary buffer"), false;
+      Value src, shape, positions;
+      src.kind = Value::Kind::Tensor;
+      src.i = it->second;
+      shape.kind = Value::Kind::Shape;
+      shape.shape = {kv_->tokens()};
+      if (!view(src, shape, &positions, /*prefix=*/true)) return false;
+      return set(ins.dst, std::move(positions));
+    }
+    const TensorObj* first = inputs_.empty() ? nullptr : &tensors_[inputs_[0]];
+    if (!first || !first->known || first->shape.size() != 3)
+      return fail("returns each query token's position in its sequence, which only the KV cache knows: extract a "
+                  "session (--session prefill:N,decode:M)"),
+             false;
+    uint64_t tokens = 0, bytes = 0;
+    if (!checked_mul(static_cast<uint64_t>(first->shape[0]), static_cast<uint64_t>(first->shape[1]), &tokens) ||
+        tokens > (1ull << 32))
+      return fail("the first input's batch × sequence is above 2^32 tokens"), false;
+    TensorObj t;
+    t.home = TensorObj::Home::Storage;
+    t.index = static_cast<int>(storage_bytes_.size());
+    t.known = t.dtype_known = true;
+    t.shape = {static_cast<int64_t>(tokens)};
+    t.dtype = DType{0, 32, 1};
+    t.written = true;
+    t.producer = static_cast<int>(nodes_.size());
+    tensor_bytes(t.shape, t.dtype, &bytes);
+    storage_bytes_.push_back(bytes);
+    const int id = static_cast<int>(tensors_.size());
+    tensors_.push_back(t);
+    PendingNode node;
+    node.func = callee_;
+    node.instr = static_cast<uint64_t>(pc_);
+    node.outputs = {id};
+    mark(node);
+    nodes_.push_back(std::move(node));
+    Value v;
+    v.kind = Value::Kind::Tensor;
+    v.i = id;
+    return set(ins.dst, std::move(v));
   }
 
   /// vm.builtin.check_shape_info(value, ndim, error context): a shape argument (a
@@ -1438,13 +1496,14 @@ class Runner {
   }
 
   /// A view of tensor `src` under `new_shape` (the same bytes): a __nop node.
-  bool view(const Value& src_v, const Value& new_shape, Value* out) {
+  /// `prefix`: the view may be smaller, the source's first bytes (the KV cache's query positions).
+  bool view(const Value& src_v, const Value& new_shape, Value* out, bool prefix = false) {
     const std::vector<Value> a = {src_v, new_shape};
     if (!usable(static_cast<int>(a[0].i), 0)) return false;
     const TensorObj src = tensors_[a[0].i];
     uint64_t old_bytes = 0, new_bytes = 0;
     tensor_bytes(src.shape, src.dtype, &old_bytes);
-    if (!tensor_bytes(a[1].shape, src.dtype, &new_bytes) || new_bytes != old_bytes)
+    if (!tensor_bytes(a[1].shape, src.dtype, &new_bytes) || (prefix ? new_bytes > old_bytes : new_bytes != old_bytes))
       return fail(fmt::format("reshapes [{}] to [{}], another size", fmt::join(src.shape, ", "),
                               fmt::join(a[1].shape, ", "))),
              false;

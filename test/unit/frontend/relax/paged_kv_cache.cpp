@@ -244,3 +244,38 @@ TEST_CASE("paged KV cache: errors and configurations the model does not cover", 
   none.decode.clear();
   CHECK_FALSE(PagedKvCacheModel::create(none));
 }
+
+TEST_CASE("paged KV cache: query positions (MLC-LLM's gpt2) are q_rope_position_map and send the arrays once",
+          "[kv_cache]") {
+  Expected<PagedKvCacheModel> m = PagedKvCacheModel::create(tutorial());
+  REQUIRE(m);
+  CHECK(!m->query_positions());  // outside a forward: refused
+  REQUIRE(m->add_sequence(0));
+  REQUIRE(m->begin_forward({0}, {6}));
+  // Before any attention: GetQueryPositions waits for the copy, so it makes it.
+  Expected<std::vector<KvCall>> q = m->query_positions();
+  REQUIRE(q);
+  CHECK(roles(*q) == std::vector<std::string>{"aux copy"});
+  REQUIRE(q->front().args.size() == 1);
+  CHECK(q->front().args[0].shape == std::vector<int64_t>{m->aux_length()});
+  CHECK(offset_of(*m, "q_rope_position_map") == 0);
+  CHECK(m->aux_arrays().front().values == std::vector<int64_t>{0, 1, 2, 3, 4, 5});
+  CHECK(m->tokens() == 6);
+  // Asked again, and by the attention after it: the arrays are on the device already.
+  q = m->query_positions();
+  REQUIRE(q);
+  CHECK(q->empty());
+  Expected<std::vector<KvCall>> l0 = m->attention_with_fused_qkv(0, 6, 0.25);
+  REQUIRE(l0);
+  CHECK(roles(*l0) == std::vector<std::string>{"split rotary", "prefill ragged", "transpose append"});
+  REQUIRE(m->end_forward());
+  // The decode after it: position 6; an attention first sends the arrays, the query after it does not.
+  REQUIRE(m->begin_forward({0}, {1}));
+  CHECK(m->aux_arrays().front().values == std::vector<int64_t>{6});
+  l0 = m->attention_with_fused_qkv(0, 1, 0.25);
+  REQUIRE(l0);
+  CHECK(roles(*l0).front() == "aux copy");
+  q = m->query_positions();
+  REQUIRE(q);
+  CHECK(q->empty());
+}
