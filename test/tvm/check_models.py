@@ -353,6 +353,7 @@ def check_llm(kdflow: str, d: str, tmp: str) -> None:
                f"3 logits outputs (TVM: {want if got != want else 'same'}; inputs {inputs})")
         check_kv_runtime(name, df, os.path.join(os.path.dirname(d), "llm", "kv_truth.json"))
         check_session_replay(kdflow, d, tmp)
+        check_without_weights(kdflow, d, tmp, df, "prefill:7,decode:2", [])
         last = [n for n in df["nodes"] if n["op"] == "tvm_op" and n.get("session_step") == "decode 1"][-1]
         r = run([kdflow, "explain", flow, f"n{last['id']}"])
         graph = last.get("cuda_graph")
@@ -446,6 +447,28 @@ def check_session_spec(kdflow: str, d: str, tmp: str, spec: str, truth: str, tok
     expect(r.returncode == 0 and len(rows) == forwards,
            f"{name} {os.path.basename(spec)}: replay --backend cpu gives TVM's logits of all {forwards} "
            f"forwards {within} ({len(rows)} match; exit {r.returncode}: {r.stderr.strip()[-300:]})")
+
+
+def check_without_weights(kdflow: str, d: str, tmp: str, df: dict, spec: str, dims: List[str]) -> None:
+    """The session extracted without the params file (--no-params: the packed params' shapes
+    read from the build, `dims` binding their symbolic dimensions) is the flow with it: the same
+    nodes, kernels with the same launches and arguments, the same buffers but for the params'
+    names (an nn build states none; MLC-LLM's _metadata does)."""
+    name = os.path.basename(d)
+    flow = os.path.join(tmp, f"{name}_noweights.json")
+    r = run([kdflow, "extract", d, "-q", "--session", spec, "--no-params", *dims, "-o", flow])
+    expect(r.returncode == 0, f"{name} {spec} without weights: extract --no-params ({r.stderr.strip()[-300:]})")
+    if r.returncode != 0:
+        return
+    nw = json.load(open(flow))
+
+    def shape(f: dict) -> Tuple[Any, ...]:
+        return (f["kernels"], [(n.get("function"), n["inputs"], n["outputs"]) for n in f["nodes"]],
+                [(b["kind"], b["shape"], b["dtype"], b.get("bytes")) for b in f["buffers"]])
+    params = [b["name"] for b in df["buffers"] if b["kind"] == "param"]
+    expect(shape(nw) == shape(df) and len(params) > 0,
+           f"{name} {spec} without weights: the flow with the params file's, {len(df['kernels'])} kernels and "
+           f"{len(params)} params alike")
 
 
 def check_llm_sessions(kdflow: str, d: str, tmp: str, tolerance: Optional[float]) -> None:

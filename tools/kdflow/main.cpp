@@ -49,6 +49,10 @@ void add_build_inputs(CLI::App* cmd, kdflow::ExtractInputs& in) {
                   "Relax builds: the ranks of a tensor-parallel (disco) build, where no params_shard<r>.bin beside it "
                   "says so (default: one per params_shard<r>.bin)")
       ->check(CLI::Range(1, 65536));
+  cmd->add_option("--param-dim", in.param_dims,
+                  "Relax builds without their weights: NAME=N gives a symbolic dimension of the packed params (e.g. "
+                  "vocab_size=151936; repeatable); their shapes are read from the build")
+      ->type_name("NAME=N");
   cmd->add_flag("--no-params", in.no_params, "Do not read a params file; params are the nodes named p<N>");
   cmd->add_flag("--no-device", in.no_device, "Do not read device.cu; accesses stay unknown");
   cmd->add_flag("--no-relay", in.no_relay, "Do not read relay.txt; Relay ops are decoded from names");

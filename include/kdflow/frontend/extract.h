@@ -39,6 +39,9 @@ struct ExtractInputs {
   /// params_shard<r>.bin files beside it (none: one rank).
   int shards = 0;
   bool no_params = false;  ///< do not read a params file even if the folder has one
+  /// Relax builds without a params file: the packed params' shapes come from the build
+  /// (frontend/relax/packed_shapes.h); "NAME=N" per symbolic dimension of theirs (--param-dim).
+  std::vector<std::string> param_dims;
   bool no_device = false;  ///< do not read device.cu (accesses stay unknown)
   bool no_relay = false;   ///< do not read relay.txt (Relay ops decoded from function names)
   bool no_footprints = false;  ///< do not compute static footprints (footprint.h) from device.cu
@@ -54,7 +57,7 @@ struct ExtractInputs {
   /// Whether any input option (a path, --no-*, --strict-device) is set besides `dir`.
   bool any_option() const {
     return !graph.empty() || !host.empty() || !meta.empty() || !params.empty() || !device.empty() ||
-           !relay.empty() || !input_shapes.empty() || !function.empty() || shards > 0 || no_params || no_device || no_relay || strict_device;
+           !relay.empty() || !input_shapes.empty() || !function.empty() || shards > 0 || !param_dims.empty() || no_params || no_device || no_relay || strict_device;
   }
 };
 

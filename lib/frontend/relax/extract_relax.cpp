@@ -15,6 +15,7 @@
 #include "kdflow/support/file_names.h"
 #include "kdflow/support/stage_times.h"
 #include "frontend/relax/disco.h"
+#include "frontend/relax/packed_shapes.h"
 #include "frontend/relax/signatures.h"
 #include "kdflow/frontend/dataflow_builder.h"
 #include "kdflow/formats/device_module.h"
@@ -504,10 +505,20 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
     // A sharded build: params_shard<r>.bin per rank, the same names, shapes and dtypes in each
     // (each rank's slice); shard 0 states the shapes.
     if (in.params.empty() && !in.no_params && !file_exists(path) && !shard_files.empty()) path = shard_files.front();
-    if ((tuple_param || session) && file_exists(path)) {
+    if ((tuple_param || session) && !in.no_params && file_exists(path)) {
       Expected<MappedFile> bytes = map_file(path, kMaxParamsFileBytes);
       if (!bytes) return bytes.error();
       Expected<ParamsFile> pf = parse_params(bytes->bytes(), path);
+      if (!pf) return pf.error();
+      packed = pf.take();
+      env.packed = &*packed;
+    } else if (tuple_param || session) {
+      // No weights (a real-size LLM's are gigabytes; the flow needs their shapes only): the
+      // shapes TVM checks the tuple against, read from the build.
+      std::map<std::string, int64_t> dims;
+      for (const std::string& spec : in.param_dims)
+        if (Status st = parse_param_dim(spec, &dims); !st) return st.error();
+      Expected<ParamsFile> pf = packed_params_from_build(*run_ex, dims, in.vm_exec);
       if (!pf) return pf.error();
       packed = pf.take();
       env.packed = &*packed;
