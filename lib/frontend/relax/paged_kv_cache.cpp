@@ -33,6 +33,10 @@ Expected<PagedKvCacheModel> PagedKvCacheModel::create(const KvCacheConfig& c) {
                  ExitCode::DataError};
   if (c.v_head_dim != c.qk_head_dim) return refuse("with v_head_dim != qk_head_dim (MLA)");
   if (c.rope_mode < 0 || c.rope_mode > 2) return refuse(fmt::format("with rope_mode {}", c.rope_mode));
+  // The runtime's own check (PagedAttentionKVCacheObj's constructor).
+  if (!c.rope_ext_factors.empty() && c.rope_mode != 1)
+    return Error{"rope_ext_factors with a RoPE mode other than normal: TVM's runtime refuses this cache",
+                 ExitCode::DataError};
   for (const std::string* f : {&c.transpose_append, &c.prefill_ragged, &c.prefill_paged, &c.decode, &c.merge,
                                &c.split_rotary})
     if (f->empty()) return refuse("without one of its TIR kernels (transpose-append, prefill, decode, merge, rotary)");
@@ -597,10 +601,16 @@ Expected<std::vector<KvCall>> PagedKvCacheModel::attention_with_fused_qkv(int64_
   // The first attention after begin_forward sends the arrays (ComputeStreamWaitForCopyStream).
   std::vector<KvCall> calls = pending_aux_copy();
   const std::vector<int64_t> q_shape{T, Hq, D}, kv_shape{T, Hkv, D};
+  // The rotary kernel's last argument: whether RoPE applies here, or LongRoPE's factors.
+  KvArg rotary_last = integer(c.rope_mode == 1 ? 1 : 0);
+  if (!c.rope_ext_factors.empty()) {
+    rotary_last.kind = KvArg::Kind::RopeFactors;
+    rotary_last.shape = c.rope_ext_factors;
+  }
   calls.push_back(KvCall{c.split_rotary, "split rotary",
                          {qkv, aux_arg("q_rope_position_map"), buf(KvBuffer::TempQ, q_shape, true),
                           buf(KvBuffer::TempK, kv_shape, true), buf(KvBuffer::TempV, kv_shape, true),
-                          integer(c.rope_mode == 1 ? 1 : 0)}});
+                          rotary_last}});
   auto append = [&] {
     return KvCall{c.transpose_append, "transpose append",
                   {pages_written(), buf(KvBuffer::TempK, kv_shape, false), buf(KvBuffer::TempV, kv_shape, false),

@@ -25,6 +25,9 @@ struct KvCacheConfig {
   int64_t layer_begin = 0, num_layers = 0;  ///< layer_partition [begin, begin + L)
   int64_t num_qo_heads = 0, num_kv_heads = 0, qk_head_dim = 0, v_head_dim = 0;
   int64_t rope_mode = 0;           ///< 0 none, 1 normal, 2 inline
+  /// LongRoPE (Phi-3.5): the shape of the rope_ext_factors tensor the cache was created with,
+  /// which the rotary kernel then takes in place of its mode; empty: none.
+  std::vector<int64_t> rope_ext_factors;
   double rope_scale = 1, rope_theta = 10000;
   DType dtype;                     ///< the KV dtype (the zeros tensor's)
   std::string transpose_append, prefill_ragged, prefill_paged, decode, merge, split_rotary;
@@ -50,7 +53,7 @@ enum class KvBuffer { Pages, TempQ, TempK, TempV, TempO, TempLse, MergedLse, Aux
 
 /// One argument of a host function the runtime calls.
 struct KvArg {
-  enum class Kind { Qkv, Output, Buffer, Int, Float };
+  enum class Kind { Qkv, Output, Buffer, Int, Float, RopeFactors };  ///< RopeFactors: the tensor create received
   Kind kind = Kind::Int;
   KvBuffer buffer = KvBuffer::Pages;  ///< Buffer
   int64_t layer = 0;                  ///< Buffer Pages: the local layer

@@ -759,13 +759,18 @@ class Runner {
         return refuse(kind == 1 ? "with MLA layers" : kind == 2 ? "with linear-attention layers"
                                                                 : "with sliding-window layers");
     if (a[7].i != 0) return refuse("with disaggregation (enable_disaggregation)");
-    if (a[11].kind == Value::Kind::Tensor) return refuse("with rope_ext_factors (LongRoPE)");
     if (!want(a, 12, Value::Kind::Tensor, "the dtype's zero tensor")) return false;
     KvCacheConfig c;
     c.max_batch_size = cfg[0], c.max_total_seq_len = cfg[1], c.prefill_chunk_size = cfg[2], c.page_size = cfg[3];
     c.layer_begin = a[1].shape[0], c.num_layers = a[1].shape[1] - a[1].shape[0];
     c.num_qo_heads = a[2].i, c.num_kv_heads = a[3].i, c.qk_head_dim = a[4].i, c.v_head_dim = a[5].i;
     c.rope_mode = a[8].i;
+    if (a[11].kind == Value::Kind::Tensor) {  // LongRoPE's factors (else IntImm 0: none)
+      if (!usable(static_cast<int>(a[11].i), 11)) return false;
+      kv_factors_ = static_cast<int>(a[11].i);
+      c.rope_ext_factors = tensors_[a[11].i].shape;
+      if (c.rope_ext_factors.empty()) c.rope_ext_factors = {1};
+    }
     if (!number(9, &c.rope_scale) || !number(10, &c.rope_theta)) return false;
     c.dtype = tensors_[a[12].i].dtype;
     // A function, or ("tirx" | "tir", function): the TIR backend; anything else (FlashInfer) is refused.
@@ -883,7 +888,7 @@ class Runner {
           node.args.push_back(pa);
           continue;
         }
-        int current = ka.kind == KvArg::Kind::Qkv ? qkv : out;
+        int current = ka.kind == KvArg::Kind::Qkv ? qkv : ka.kind == KvArg::Kind::RopeFactors ? kv_factors_ : out;
         if (ka.kind != KvArg::Kind::Buffer && current < 0)
           return fail("internal: a KV cache call outside an attention names its tensors"), false;
         if (ka.kind == KvArg::Kind::Buffer) {
@@ -1761,6 +1766,7 @@ class Runner {
   std::optional<PagedKvCacheModel> kv_;   ///< the KV cache a session created (its runtime, modelled)
   std::map<std::pair<int, int64_t>, int> kv_tensor_;  ///< (KvBuffer, layer) → its current version
   std::map<int, std::string> kv_name_;    ///< storage id → the KV cache buffer's name
+  int kv_factors_ = -1;                   ///< the rope_ext_factors tensor the cache was created with (LongRoPE), or -1
   std::vector<PendingCopy> copies_;
   std::string region_;       ///< the CUDA-graph capture running ("capture_function#entry[@shape]"), or ""
   std::string step_;         ///< the session step running ("prefill", "decode 0"), or ""

@@ -279,3 +279,31 @@ TEST_CASE("paged KV cache: query positions (MLC-LLM's gpt2) are q_rope_position_
   REQUIRE(q);
   CHECK(q->empty());
 }
+
+TEST_CASE("paged KV cache: LongRoPE's factors (Phi-3.5) go to the rotary kernel in place of its mode", "[kv_cache]") {
+  KvCacheConfig c = tutorial();
+  c.rope_ext_factors = {32};
+  Expected<PagedKvCacheModel> m = PagedKvCacheModel::create(c);
+  REQUIRE(m);
+  REQUIRE(m->add_sequence(0));
+  REQUIRE(m->begin_forward({0}, {4}));
+  Expected<std::vector<KvCall>> l0 = m->attention_with_fused_qkv(0, 4, 0.125);
+  REQUIRE(l0);
+  const KvCall& rotary = (*l0)[1];
+  REQUIRE(rotary.role == "split rotary");
+  REQUIRE(rotary.args.size() == 6);
+  CHECK(rotary.args[5].kind == KvArg::Kind::RopeFactors);
+  CHECK(rotary.args[5].shape == std::vector<int64_t>{32});
+  // Without factors the last argument is the mode: 1, RoPE applied by this kernel.
+  Expected<PagedKvCacheModel> plain = PagedKvCacheModel::create(tutorial());
+  REQUIRE(plain);
+  REQUIRE(plain->add_sequence(0));
+  REQUIRE(plain->begin_forward({0}, {4}));
+  l0 = plain->attention_with_fused_qkv(0, 4, 0.125);
+  REQUIRE(l0);
+  CHECK((*l0)[1].args[5].kind == KvArg::Kind::Int);
+  CHECK((*l0)[1].args[5].i == 1);
+  // TVM's runtime accepts factors only with the normal RoPE mode.
+  c.rope_mode = 2;
+  CHECK(!PagedKvCacheModel::create(c));
+}
