@@ -31,7 +31,7 @@ status=0
 # normal pass and mostly time other programs: the real TVMs' model builds (test/tvm, TVM's
 # compiler in Python), the pages in headless chromium, Model Explorer, the exporter's Python
 # unit tests and the layout check. KDFLOW_SANITIZE_ALL=1 runs those too.
-exclude=(-E '^(tvm [0-9]+s?:|view:|python:|layout:)')
+exclude=(-E '^(tvm [0-9a-z]+:|view:|python:|layout:)')
 [ "${KDFLOW_SANITIZE_ALL:-0}" = 1 ] && exclude=()
 # Each test that asks for ../shared is written down, and run again afterwards with it hidden
 # (scripts/test-bare-clone.sh): on a bare clone it must pass or say it skipped.

@@ -118,7 +118,7 @@ export KDFLOW_CACHE_DIR="${KDFLOW_CACHE_DIR:-$PWD/build/kdflow-cache}"
 stage "running ctest"
 test_status=0
 only=()
-[ "$ci_split" = 1 ] && only=(-R '^(tvm [0-9]+s?:|view:|python:|layout:)')
+[ "$ci_split" = 1 ] && only=(-R '^(tvm [0-9a-z]+:|view:|python:|layout:)')
 shared_log=$PWD/build/shared-users.log
 rm -f "$shared_log"
 KDFLOW_TEST_SHARED_LOG="$shared_log" ctest --test-dir build --output-on-failure -j2 "${only[@]}" || test_status=$?

@@ -120,6 +120,14 @@ def cache_args(session: Session, fw: List[Forward]) -> Tuple[int, int, int, int]
             int(cfg.get("prefill_chunk_size", max(sizes))), int(cfg.get("page_size", 16)))
 
 
+def cache_arity(vm: Any) -> int:
+    """How many arguments `vm`'s create_tir_paged_kv_cache takes: 4 as TVM's LLM tutorial
+    builds it, 5 where the model adds support_sliding_window (MLC-LLM's models); 4 where the
+    VM cannot say (a TVM without VirtualMachine._get_function_arity)."""
+    arity = getattr(vm, "_get_function_arity", None)
+    return 4 if arity is None else max(4, int(arity("create_tir_paged_kv_cache")))
+
+
 def run(tvm: Any, ex: Any, params: Mapping[str, np.ndarray], session: Session, folder: str,
         tokens_file: str = "input_ids.npy", seed: int = 11, vocab: Optional[int] = None,
         on_step: Optional[Callable[[str], None]] = None) -> List[int]:
@@ -140,7 +148,8 @@ def run(tvm: Any, ex: Any, params: Mapping[str, np.ndarray], session: Session, f
     fw = forwards(session)
     if on_step:
         on_step("create")
-    cache = vm["create_tir_paged_kv_cache"](*(shape([a]) for a in cache_args(session, fw)))
+    args = cache_args(session, fw) + (0,) * (cache_arity(vm) - 4)  # support_sliding_window: off
+    cache = vm["create_tir_paged_kv_cache"](*(shape([a]) for a in args))
     add_seq = tvm.get_global_func("vm.builtin.kv_state_add_sequence")
     remove_seq = tvm.get_global_func("vm.builtin.kv_state_remove_sequence")
     fork_seq = tvm.get_global_func("vm.builtin.kv_state_fork_sequence")

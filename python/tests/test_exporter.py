@@ -300,6 +300,21 @@ class SessionTest(unittest.TestCase):
         with self.assertRaises(ExportError):
             _session.parse({"steps": [{"op": "fork_sequence", "seq": 0}]})
 
+    def test_cache_arity(self) -> None:
+        """create_tir_paged_kv_cache takes a 5th argument (support_sliding_window) in MLC-LLM's
+        models; 4 where the VM cannot say."""
+        from kdflow_tvm import _session
+
+        class VM:
+            def __init__(self, n: int) -> None:
+                self.n = n
+
+            def _get_function_arity(self, name: str) -> int:
+                return self.n if name == "create_tir_paged_kv_cache" else -1
+
+        self.assertEqual([_session.cache_arity(VM(n)) for n in (4, 5)], [4, 5])
+        self.assertEqual(_session.cache_arity(object()), 4)
+
     def test_write_npy_replaces_only_a_regular_file(self) -> None:
         from kdflow_tvm import _session
         with tempfile.TemporaryDirectory() as d:

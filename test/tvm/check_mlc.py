@@ -1,0 +1,120 @@
+"""kdflow on MLC-LLM's architectures as MLC builds them (mlc_models.py), against TVM's references.
+
+    check_mlc.py KDFLOW MODELS_DIR        # MODELS_DIR/mlc_<NAME>, each with mlc_build.json
+
+For every architecture built: the session (mlc_models.SESSION) extracts, `show` and `costs` read
+it, `--function decode` extracts, and `replay --backend cpu` computes TVM's logits of every
+forward (the references are TVM's own CPU run; for MoE models with the experts computed densely,
+mlc_moe_reference.py). What must fail fails: another token sequence gives other logits, and a
+build with TVM's known defect (EXPECT_REFUSED) is refused in one line naming the kernel. The
+session without the params file (--no-params: the shapes from the build) gives the same flow.
+One program from kdflow codegen is built and run on the fake driver. Exits 1 when a check
+fails, 77 when nothing was built.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+from typing import Dict, List, Tuple
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_models  # noqa: E402
+from check_models import check_codegen, check_without_weights, expect, ok_rows, run  # noqa: E402
+from mlc_models import SESSION  # noqa: E402
+
+#: Builds kdflow must refuse, each with the words of its one line: TVM's own defects.
+EXPECT_REFUSED: Dict[str, Tuple[int, List[str]]] = {
+    # The router's GEMV (dlight, block (32, 16)) stores NT_matmul_ptr[threadIdx.y] unguarded: 16
+    # floats into the 8 of the gate's output.
+    "mlc_mixtral_8": (65, [r"out of bounds: kernel \d+ \(NT_matmul\w*_kernel\) argument 0 writes bytes \[0, 64\) "
+                           r"of buffer \d+ \('NT_matmul\w*', 32 bytes\)"]),
+}
+#: Architectures whose build exercises one thing more: the session without weights, codegen.
+WITHOUT_WEIGHTS = "mlc_llama"
+CODEGEN = "mlc_qwen2"
+
+
+def check_one(kdflow: str, d: str, info: Dict[str, object], tmp: str) -> None:
+    name = os.path.basename(d)
+    flow = os.path.join(tmp, f"{name}_session.json")
+    if name in EXPECT_REFUSED:
+        code, words = EXPECT_REFUSED[name]
+        r = run([kdflow, "extract", d, "-q", "--session", SESSION, "-o", flow])
+        lines = r.stderr.strip().splitlines()
+        expect(r.returncode == code and len(lines) == 1 and all(re.search(w, lines[0]) for w in words)
+               and not os.path.exists(flow),
+               f"{name}: TVM's defect refused in one line, exit {code}, no flow written "
+               f"(exit {r.returncode}: {r.stderr.strip()[-400:]})")
+        r = run([kdflow, "extract", d, "-q", "--session", SESSION, "--allow-oob", "-o", flow])
+        expect(r.returncode == 0, f"{name}: --allow-oob writes the flow anyway ({r.stderr.strip()[-300:]})")
+        return
+    r = run([kdflow, "extract", d, "-q", "--session", SESSION, "-o", flow])
+    expect(r.returncode == 0, f"{name}: extract --session {SESSION} ({r.stderr.strip()[-300:]})")
+    if r.returncode != 0:
+        return
+    df = json.load(open(flow))
+    steps = sorted({n.get("session_step", "") for n in df["nodes"]} - {""})
+    expect(len(df["kernels"]) > 0 and len(df["outputs"]) == 2 and "prefill" in steps and "decode 0" in steps,
+           f"{name}: the session's {len(df['kernels'])} kernels in steps {steps}, 2 logits outputs")
+    for cmd in ("show", "costs"):
+        r = run([kdflow, cmd, flow])
+        expect(r.returncode == 0 and r.stdout.strip() != "", f"{name}: {cmd} ({r.stderr.strip()[-200:]})")
+    r = run([kdflow, "extract", d, "-q", "--function", "decode", "-o", os.path.join(tmp, f"{name}_decode.json")])
+    expect(r.returncode == 0, f"{name}: extract --function decode ({r.stderr.strip()[-300:]})")
+    if name == WITHOUT_WEIGHTS:
+        check_without_weights(kdflow, d, tmp, df, SESSION, ["--param-dim", "vocab_size=256"])
+    if name == CODEGEN:
+        check_codegen(kdflow, d, ["--session", SESSION])
+    if not info.get("reference"):
+        print(f"skip  {name}: replay: no reference ({info.get('why_no_reference')})")
+        return
+    base = [kdflow, "replay", d, "--session", SESSION, "--backend", "cpu", "-q", "--repeat", "1", "--warmup", "0"]
+    r = run(base)
+    rows = ok_rows(r.stdout)
+    expect(r.returncode == 0 and len(rows) == 2,
+           f"{name}: replay --backend cpu gives {info.get('reference_kind')}'s logits of prefill and decode "
+           f"({len(rows)} of 2 match; exit {r.returncode}: {r.stderr.strip()[-300:]})")
+    if r.returncode != 0:
+        return
+    # The comparison can fail: other prefill tokens, other logits.
+    tokens = np.load(os.path.join(d, "input_ids.npy"))
+    other = os.path.join(tmp, f"{name}_other_ids.npy")
+    np.save(other, ((tokens + 1) % 256).astype("int32"))
+    r = run([*base, "--input", "input_ids=" + other])
+    expect(r.returncode == 1, f"{name}: with other token ids the logits differ from TVM's (exit {r.returncode})")
+
+
+def main() -> int:
+    if len(sys.argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    kdflow, models = sys.argv[1], sys.argv[2]
+    names = sorted(n for n in os.listdir(models) if os.path.exists(os.path.join(models, n, "mlc_build.json")))
+    if not names:
+        print(f"check_mlc: skipped: {models} has no MLC builds", file=sys.stderr)
+        return 77
+    tmp = tempfile.mkdtemp(prefix="kdflow_mlc_check.")
+    try:
+        for n in names:
+            check_one(kdflow, os.path.join(models, n), json.load(open(os.path.join(models, n, "mlc_build.json"))), tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        c = check_models.codegen.get("checker")
+        if c:
+            shutil.rmtree(c.work, ignore_errors=True)
+    if check_models.failures:
+        print(f"check_mlc: {len(check_models.failures)} failed", file=sys.stderr)
+        return 1
+    print(f"check_mlc: all passed ({len(names)} builds)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,389 @@
+"""MLC-LLM's architectures, shrunk, built exactly as `mlc_llm compile` builds them, into folders
+kdflow reads, with TVM's CPU references of a session.
+
+Each architecture starts from one of MLC's presets (mlc_llm/model/model_preset.py, the model's
+config.json), shrunk through the keys its config class reads (ARCHS; every class names them
+differently), then goes through MLC's own `interface/compile.py::_compile` (q0f32; FlashInfer,
+cuBLAS, cutlass, faster-transformer and CUDA graphs off, which is its O0 on a machine without
+those libraries; its metadata, variable bounds and additional TIRs; the `mlc_llm` pipeline) for
+`cuda -arch=sm_90`, and is written with kdflow_tvm.export. The session's references
+(input_ids.npy, output_<step>.npy) are TVM's own run of the same model, made again for `llvm`,
+on its CPU VM (kdflow_tvm.llm_session); where TVM cannot run a model there (MLC's MoE and MLA
+kernels have no CPU schedule, RWKV has no paged KV cache) build() says why.
+
+    python test/tvm/mlc_models.py [--stamp] OUT_DIR [NAME ... | ci]   # OUT_DIR/mlc_<NAME>, every NAME by default
+
+Needs MLC-LLM's Python source made to run on TVM 0.27 (../shared/mlc_llm beside the checkout,
+or MLC_LLM_SHIM=its folder; its README.md) and a Python with apache-tvm 0.27 and tqdm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import glob
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, HERE)
+
+ARCH = "sm_90"
+SESSION = "prefill:6,decode:1"
+#: MLC's --overrides for every model (ModelConfigOverride); an architecture's `override` replaces
+#: these, None leaving the config's own value.
+SIZES: Dict[str, Optional[int]] = {"context_window_size": 128, "prefill_chunk_size": 16, "max_batch_size": 4,
+                                   "tensor_parallel_shards": 1}
+#: 2 layers, hidden 64, 4 heads of 16, 2 KV heads, MLP 128, vocab 256: the shrink in HF's names.
+HF = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+      "head_dim": 16, "intermediate_size": 128, "vocab_size": 256, "max_position_embeddings": 128}
+#: The same for GPT-2's family of names.
+GPT = {"n_layer": 2, "n_embd": 64, "n_head": 4, "n_inner": 128, "vocab_size": 256, "n_positions": 128}
+#: Architectures with one KV head per query head (no KV-heads key) take heads of 32, hidden 128:
+#: TVM's decode kernel (tvm/relax/frontend/nn/llm/_decode_kernels.py) makes its block
+#: (D / 2, 1, 1024 / (D / 2)) for float32 and one query head per KV head, so head_dim 16 gives
+#: blockDim.z 128, above CUDA's 64: a kernel CUDA refuses to launch (kdflow says so).
+MHA_NOTE = "hidden 128, 4 heads of 32 (one KV head per query head: with 16, TVM's decode block is z 128 > 64)"
+MHA = dict(HF, hidden_size=128, head_dim=32)
+GPT_MHA = dict(GPT, n_embd=128)
+#: A CLIP vision tower of 2 layers, hidden 64, 4 patches (28 x 28 pixels in patches of 14).
+CLIP = {"hidden_size": 64, "image_size": 28, "intermediate_size": 128, "num_attention_heads": 4,
+        "num_hidden_layers": 2, "patch_size": 14, "projection_dim": 64, "vocab_size": 256, "layer_norm_eps": 1e-5}
+
+
+class Arch(NamedTuple):
+    """How one architecture is shrunk."""
+    preset: str                                   #: MODEL_PRESETS key: config.json of a real model
+    config: Dict[str, Any]                        #: merged into the preset (dicts key by key; a callable
+                                                  #: value gets the preset's value and returns the new one)
+    override: Dict[str, Optional[int]] = {}       #: MLC's --overrides, on top of SIZES
+    fix: Optional[Callable[[Any], None]] = None   #: on the config object, for what neither can say
+    note: str = ""                                #: what needed special care
+
+
+def _every(factors: List[float], n: int) -> List[float]:
+    """n of LongRoPE's per-frequency factors, evenly spaced from first to last (the lowest to the
+    highest frequency keep their scaling)."""
+    return [float(factors[round(i * (len(factors) - 1) / (n - 1))]) for i in range(n)]
+
+
+def _longrope(rs: Dict[str, Any]) -> Dict[str, Any]:
+    return dict(rs, long_factor=_every(rs["long_factor"], 8), short_factor=_every(rs["short_factor"], 8))
+
+
+#: LongRoPE (Phi-3.5): factors for head_dim 16 (8 each); original_max_position_embeddings 4 so
+#: that a prefill of more than 4 tokens takes the long factors and a decode the short ones (the
+#: fused RoPE kernel branches on the forward's token count), max_position_embeddings 128 (the
+#: preset's ratio is 32, so is this one).
+PHI3 = dict(HF, rope_scaling=_longrope, max_position_embeddings=128, original_max_position_embeddings=4)
+
+
+def _gemma3_sliding_every_other(cfg: Any) -> None:
+    """Gemma 3 makes every layer but each 6th a sliding-window one (a class attribute, not read
+    from config.json): every other here, so that 2 layers have one of each."""
+    cfg.text_config.sliding_window_pattern = 2
+
+
+def _phi3v_small_vision(cfg: Any) -> None:
+    """Phi3VConfig always takes its default CLIP tower (336 px, 24 layers of 1024) unless given a
+    CLIPVisionConfig object, which config.json cannot be; the image features' width follows it.
+    Its crops are 336 px (phi3v_model.py has the number in its code): patches of 84, 4 x 4 of
+    them, merged 2 x 2 into 4 image tokens."""
+    from mlc_llm.model.vision import CLIPVisionConfig
+    cfg.vision_config = CLIPVisionConfig.from_dict(dict(CLIP, image_size=336, patch_size=84))
+    cfg.img_processor = dict(cfg.img_processor, image_dim_out=CLIP["hidden_size"], num_img_tokens=4)
+
+
+#: Top-2 of 16 experts: with fewer, TVM's GEMV of the router (dlight, block (32, 16)) stores
+#: NT_matmul_ptr[threadIdx.y] unguarded, 16 floats into an output of one per expert (its defect,
+#: which kdflow refuses by its static bounds: mixtral_8 keeps it, for that check).
+MOE = {"num_experts_per_tok": 2}
+EXPERTS = 16
+MINICPM = "dim_model_base 16: the logits' divisor is hidden_size // dim_model_base (the preset's 256 makes it 0)"
+#: Every decoder model_type of MODEL_PRESETS (bert, an encoder, left out), by its name, and
+#: minicpm_moe (model_type minicpm, MiniCPM-MoE's preset). phi3_v, llava (MLC's image
+#: preprocessing TIR) and rwkv5 (its wkv TIR) do not build on TVM 0.27 yet; they stay listed.
+ARCHS: Dict[str, Arch] = {
+    "llama": Arch("llama3_1_8b", HF, note="Llama 3.1's rope_scaling (llama3) kept"),
+    "mistral": Arch("mistral_7b", dict(HF, sliding_window_size=64), {"context_window_size": None},
+                    note="sliding window 64 and attention sink 4; context_window_size stays -1 as MLC "
+                         "sets it for a sliding-window model"),
+    "ministral3": Arch("ministral3_3b_2512", {"text_config": HF}, note="sizes in text_config (merged "
+                       "over the top level); YaRN rope_parameters kept"),
+    "gpt2": Arch("gpt2", GPT_MHA, note=MHA_NOTE),
+    "gpt_bigcode": Arch("gpt_bigcode", GPT, note="multi-query: 1 KV head by construction"),
+    "mixtral": Arch("Mixtral-8x7B-v0.1", dict(HF, num_local_experts=EXPERTS, **MOE)),
+    "mixtral_8": Arch("Mixtral-8x7B-v0.1", dict(HF, num_local_experts=8, **MOE),
+                      note="8 experts: TVM's router GEMV writes 16 outputs into 8 (its defect; kdflow refuses)"),
+    "gpt_neox": Arch("redpajama_3b_v1", MHA, note=MHA_NOTE),
+    "phi-msft": Arch("phi-1_5", dict(GPT, rotary_dim=8, n_head_kv=2), note="rotary_dim 8 of head_dim 16 (the "
+                     "preset's 32 of 64); n_head_kv 2 (the preset's None is one per query head)"),
+    "phi3": Arch("phi-3_5", PHI3, note="LongRoPE factors subsampled to head_dim 16"),
+    "phi3_v": Arch("phi-3_5-vision", PHI3, fix=_phi3v_small_vision, note="LongRoPE as phi3; vision "
+                   "tower set on the config object"),
+    "qwen": Arch("qwen", {"num_hidden_layers": 2, "hidden_size": 128, "num_attention_heads": 4, "kv_channels": 32,
+                          "intermediate_size": 256, "vocab_size": 256, "seq_length": 128},
+                 note="intermediate_size 256: QWen's MLP is intermediate_size // 2 wide; " + MHA_NOTE),
+    "qwen2": Arch("qwen2_0_5b", HF, note="tied embeddings"),
+    "qwen2_moe": Arch("qwen2moe", dict(HF, num_experts=EXPERTS, moe_intermediate_size=32,
+                                       shared_expert_intermediate_size=128, **MOE)),
+    "deepseek_v2": Arch("deepseek_v2_lite", dict(HF, num_key_value_heads=4, n_routed_experts=EXPERTS,
+                                                 moe_intermediate_size=32, kv_lora_rank=64, qk_rope_head_dim=8,
+                                                 qk_nope_head_dim=16, v_head_dim=16, **MOE),
+                        note="MLA ranks the preset's / 8 (kv_lora_rank 64, rope 8, nope 16, v 16); "
+                             "layer 0 dense, layer 1 MoE (first_k_dense_replace 1), 2 shared experts; "
+                             "YaRN kept"),
+    "stablelm": Arch("stablelm", HF, note="partial_rotary_factor 0.25 kept (rotary 4 of 16)"),
+    "baichuan": Arch("baichuan", MHA, note=MHA_NOTE),
+    "internlm": Arch("internlm", MHA, note=MHA_NOTE),
+    "gemma": Arch("gemma_2b", HF),
+    "gemma2": Arch("gemma2_2b", dict(HF, query_pre_attn_scalar=16, sliding_window=128),
+                   note="MLC makes gemma2's context window its sliding_window (no sliding layers): 128; "
+                        "soft-capping kept"),
+    "gemma3_text": Arch("gemma3_1b_it", dict(HF, query_pre_attn_scalar=16, sliding_window=32),
+                        fix=_gemma3_sliding_every_other,
+                        note="sliding window 32 on layer 0, full attention on layer 1 (pattern 2)"),
+    "rwkv5": Arch("rwkv5_3b", {"num_hidden_layers": 2, "hidden_size": 64, "head_size": 16, "intermediate_size": 128,
+                               "vocab_size": 256}, note="an RNN state, not a paged KV cache"),
+    "orion": Arch("orion", HF),
+    "llava": Arch("llava", {"vocab_size": 256, "image_token_index": 255, "vision_config": CLIP,
+                            "text_config": lambda _: dict(HF, rms_norm_eps=1e-5)},
+                  note="text_config replaced whole (its _name_or_path would load Llama-2-7B's preset)"),
+    "chatglm": Arch("chatglm", {"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "kv_channels": 16,
+                                "multi_query_group_num": 2, "ffn_hidden_size": 128, "vocab_size": 256,
+                                "padded_vocab_size": 256, "seq_length": 128}),
+    "qwen3": Arch("qwen3_0.6b", HF),
+    "internlm2": Arch("internlm2", HF),
+    "starcoder2": Arch("starcoder2", HF),
+    "cohere": Arch("aya-23", HF),
+    "minicpm": Arch("minicpm_2b", dict(HF, dim_model_base=16), note=MINICPM),
+    "minicpm_moe": Arch("minicpm-moe-8x2b", dict(HF, dim_model_base=16, num_experts=EXPERTS, **MOE),
+                        note="model_type minicpm, MoE; " + MINICPM),
+    "deepseek": Arch("deepseek", dict(HF, n_routed_experts=EXPERTS, moe_intermediate_size=32, **MOE),
+                     note="layer 0 dense, layer 1 MoE (first_k_dense_replace 1), 2 shared experts"),
+    "gptj": Arch("gpt_j", dict(GPT_MHA, rotary_dim=8), note="rotary_dim 8 of head_dim 32 (the preset's 64 of 256); "
+                 + MHA_NOTE),
+    "olmo2": Arch("olmo2_7b", HF),
+}
+
+
+def _merge(base: Dict[str, Any], over: Dict[str, Any]) -> Dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if callable(v):
+            out[k] = v(out.get(k))
+        elif isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _mlc() -> None:
+    """MLC-LLM's Python importable on TVM 0.27, with its two workarounds."""
+    src = os.environ.get("MLC_LLM_SHIM", os.path.join(ROOT, "..", "shared", "mlc_llm"))
+    if src not in sys.path:
+        sys.path.insert(0, src)
+    import mlc_shim
+    mlc_shim.setup()
+    mlc_shim.disable_matmul_tensorization()
+    mlc_shim.fix_tvm027_longrope()
+
+
+class _Applied:
+    """The overrides, already applied (with the fix after them): _compile's own apply would
+    rebuild the config from a dict and drop what the fix set on the object."""
+
+    def apply(self, config: Any) -> Any:
+        return config
+
+
+def model_config(name: str) -> Tuple[Any, Any]:
+    """(MLC's Model, its config shrunk) of ARCHS[name]: the preset merged with the shrink, read by
+    the architecture's config class, MLC's --overrides applied, then the fix."""
+    _mlc()
+    from mlc_llm.interface.compiler_flags import ModelConfigOverride
+    from mlc_llm.model import MODELS
+    from mlc_llm.model.model_preset import MODEL_PRESETS
+    arch = ARCHS[name]
+    preset = MODEL_PRESETS[arch.preset]
+    model = MODELS[preset["model_type"]]
+    cfg = model.config.from_dict(_merge(preset, arch.config))
+    cfg = ModelConfigOverride(**{k: v for k, v in dict(SIZES, **arch.override).items()
+                                 if k in {f.name for f in dataclasses.fields(cfg)}}).apply(cfg)
+    if arch.fix:
+        arch.fix(cfg)
+    return model, cfg
+
+
+def _export(model: Any, cfg: Any, target: Any) -> Tuple[Any, List[Tuple[str, Any]]]:
+    """MLC's Relax module of the model for `target` (as _compile makes it) and its named params."""
+    from mlc_llm import op as op_ext
+    from mlc_llm.quantization import QUANTIZATION
+    with target:
+        op_ext.enable(target=target, flashinfer=False, faster_transformer=False, cutlass=False)
+        nn_model, _ = model.quantize["no-quant"](cfg, QUANTIZATION["q0f32"])
+        mod, named, _ext = nn_model.export_tvm(spec=nn_model.get_default_spec(), allow_extern=True)
+    return mod, named
+
+
+def params(cfg: Any, named: List[Tuple[str, Any]], seed: int = 0) -> List[Tuple[str, np.ndarray]]:
+    """Deterministic weights of the named params, symbolic dims (vocab_size) read from the config:
+    matrices N(0, 1/fan_in) so that activations keep their size through the layers, norm
+    scales 1 + N(0, 0.1^2), other vectors N(0, 0.02^2)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for name, p in named:
+        shape = [d if isinstance(d, int) else int(getattr(cfg, str(d))) for d in p.shape]
+        if "float" not in str(p.dtype):
+            a = np.zeros(shape, dtype=str(p.dtype))
+        elif len(shape) >= 2:
+            a = rng.standard_normal(shape) / np.sqrt(shape[-1])
+        elif any("norm" in part or part.startswith("ln") for part in name.split(".")[:-1]):
+            a = 1 + 0.1 * rng.standard_normal(shape)
+        else:
+            a = 0.02 * rng.standard_normal(shape)
+        out.append((name, np.asarray(a, dtype=str(p.dtype))))
+    return out
+
+
+def build(tvm: Any, name: str, out: str) -> Dict[str, Any]:
+    """ARCHS[name] built for CUDA into `out` by MLC's _compile, then its session references
+    (SESSION) from TVM's CPU VM where TVM can run the model there (`tvm`: the imported package,
+    as test/tvm's other builders take it; MLC imports its own). Returns what was done:
+    name, model_type, preset, functions, params, build_s, reference (bool), reference_s or
+    why_no_reference (TVM's one-line error)."""
+    import kdflow_tvm
+    from tvm import relax
+    from tvm.target import Target
+    model, cfg = model_config(name)
+    from mlc_llm.interface.compile import CompileArgs, _compile
+    from mlc_llm.interface.compiler_flags import OptimizationFlags
+    from mlc_llm.quantization import QUANTIZATION
+
+    t0 = time.time()
+    target = Target({"kind": "cuda", "arch": ARCH}, host={"kind": "c"})
+    built: Dict[str, Any] = {}
+
+    def build_func(mod: Any, args: Any, pipeline: Any = None) -> None:
+        built["ex"] = relax.build(mod, target=args.target, relax_pipeline=pipeline)
+        built["functions"] = sorted(gv.name_hint for gv, f in mod.functions.items() if isinstance(f, relax.Function))
+
+    args = CompileArgs(config=Path(out), quantization=QUANTIZATION["q0f32"], model=model, target=target,
+                       opt=OptimizationFlags(), build_func=build_func, system_lib_prefix="", output=Path(out),
+                       overrides=_Applied(), debug_dump=None)
+    _compile(args, cfg)
+    _, named = _export(model, cfg, Target("llvm"))
+    weights = params(cfg, named)
+    kdflow_tvm.export(built["ex"], out, force=True, arch=ARCH, params=weights, quiet=True)
+    info: Dict[str, Any] = {"name": name, "model_type": model.name, "preset": ARCHS[name].preset,
+                            "functions": built["functions"], "params": len(weights),
+                            "build_s": round(time.time() - t0, 1), "reference": False}
+
+    def make() -> Tuple[Any, Dict[str, np.ndarray]]:
+        """The model for llvm, its KV cache creation made concrete by MLC's own pass (the one
+        step of its pipeline TVM's default one lacks)."""
+        from mlc_llm.compiler_pass.dispatch_kv_cache_creation import DispatchKVCacheCreation
+        import mlc_moe_reference  # MLC's MoE kernels have no CPU schedule: the same mathematics, densely
+        llvm = Target("llvm")
+        with mlc_moe_reference.dense_moe():
+            mod, again = _export(model, cfg, llvm)
+        assert [n for n, _ in again] == [n for n, _ in weights], "the llvm export's params differ"
+        return DispatchKVCacheCreation(llvm, False, {})(mod), dict(weights)
+
+    t1 = time.time()
+    try:
+        kdflow_tvm.llm_session(make, out, SESSION, quiet=True)
+        info.update(reference=True, reference_s=round(time.time() - t1, 1),
+                    reference_kind="TVM's CPU run, MoE computed densely (mlc_moe_reference.py)"
+                    if any("experts" in n or ".e1_e3." in n for n, _ in weights) else "TVM's CPU run")
+    except Exception as e:  # TVM's own failure to build or run it on the CPU: the reason is the result
+        for f in glob.glob(os.path.join(out, "output_*.npy")) + glob.glob(os.path.join(out, "input_ids.npy")):
+            os.unlink(f)
+        info["why_no_reference"] = _one_line(e)
+    return info
+
+
+def _one_line(e: BaseException) -> str:
+    """The exception's most telling line: TVM's errors put their message last, its script
+    parser's after "error:" above the source it quotes."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    said = [ln for ln in lines if ln.startswith("error:")] or lines[-1:]
+    return f"{type(e).__name__}: {said[0] if said else ''}"[:300]
+
+
+#: What CI builds (run.sh mlc; KDFLOW_MLC_MODELS=all for every one): Llama 3's RoPE scaling, tied
+#: embeddings and biases, GPT-2's positions from the KV cache, LongRoPE, soft-capping, GLM's
+#: layout, MoE with a shared expert, and TVM's router defect.
+CI = ["llama", "qwen2", "gpt2", "phi3", "gemma2", "chatglm", "qwen2_moe", "mixtral_8"]
+
+
+def _stamp(tvm: Any, names: List[str]) -> str:
+    """What a folder of builds depends on: TVM, these sources, the exporter, MLC's patched code."""
+    import hashlib
+    h = hashlib.sha256()
+    src = os.environ.get("MLC_LLM_SHIM", os.path.join(ROOT, "..", "shared", "mlc_llm"))
+    files = [os.path.join(HERE, "mlc_models.py"), os.path.join(HERE, "mlc_moe_reference.py"),
+             *sorted(glob.glob(os.path.join(ROOT, "python", "kdflow_tvm", "*.py"))),
+             os.path.join(src, "mlc_shim.py"), os.path.join(src, "mlc_llm_tvm027.patch")]
+    for f in files:
+        h.update(f.encode() + (open(f, "rb").read() if os.path.exists(f) else b""))
+    return f"tvm {tvm.__version__} sources {h.hexdigest()[:16]} mlc {' '.join(names)}\n"
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out_dir", help="the folders go to OUT_DIR/mlc_<NAME>, each with mlc_build.json (build())")
+    ap.add_argument("names", nargs="*", metavar="NAME", help=f"of ARCHS (default: all): {' '.join(ARCHS)}; "
+                    "ci: those of CI")
+    ap.add_argument("--stamp", action="store_true", help="build nothing when OUT_DIR/stamp says these builds are "
+                    "up to date (the same TVM, sources and names); write it when every one built")
+    a = ap.parse_args(argv)
+    names = CI if a.names == ["ci"] else a.names or list(ARCHS)
+    unknown = [n for n in names if n not in ARCHS]
+    if unknown:
+        ap.error(f"not in ARCHS: {' '.join(unknown)}")
+    logging.disable(logging.INFO)  # MLC logs every override and its memory estimate
+    import json
+    import shutil
+    import tvm
+    stamp_file = os.path.join(a.out_dir, "stamp")
+    stamp = _stamp(tvm, names)
+    if a.stamp:
+        if os.path.exists(stamp_file) and open(stamp_file).read() == stamp:
+            print(f"mlc_models: {a.out_dir} is up to date ({stamp.strip()})", file=sys.stderr)
+            return 0
+        shutil.rmtree(a.out_dir, ignore_errors=True)
+    os.makedirs(a.out_dir, exist_ok=True)
+    failed = 0
+    for name in names:
+        out = os.path.join(a.out_dir, f"mlc_{name}")
+        t0 = time.time()
+        try:
+            info = build(tvm, name, out)
+        except Exception as e:  # one architecture's failure is its line; the others still build
+            failed += 1
+            print(f"mlc_{name}: FAILED after {time.time() - t0:.0f} s: {_one_line(e)}", flush=True)
+            continue
+        with open(os.path.join(out, "mlc_build.json"), "w") as f:
+            json.dump(info, f, indent=1)
+        ref = (f"reference in {info['reference_s']} s" if info["reference"]
+               else f"no reference: {info['why_no_reference']}")
+        print(f"mlc_{name}: {info['model_type']} ({info['preset']}) built in {info['build_s']} s, {ref}", flush=True)
+    if a.stamp and not failed:
+        with open(stamp_file, "w") as f:
+            f.write(stamp)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
