@@ -36,9 +36,22 @@ BoundsVerdict bounds_verdict(const Dataflow& df, const Kernel& k, size_t arg, st
     int64_t lo = 0, hi = 0;
     if (__builtin_add_overflow(a.offset, (**r)[0], &lo) || __builtin_add_overflow(a.offset, (**r)[1], &hi) || lo < 0 ||
         hi > size) {
+      const char* verb = r == &f.read ? "read" : "write";
       bad = fmt::format("kernel {} ({}) argument {} {}s bytes [{}, {}) of buffer {} ('{}', {} bytes)", k.id, k.name, arg,
-                        r == &f.read ? "read" : "write", static_cast<long long>(a.offset) + (**r)[0],
-                        static_cast<long long>(a.offset) + (**r)[1], b.id, b.name, b.bytes);
+                        verb, static_cast<long long>(lo), static_cast<long long>(hi), b.id, b.name, b.bytes);
+      // Where, for a report upstream: the access reaching the end that leaves the buffer.
+      const bool high = hi > size;
+      const Footprint::End& end = (r == &f.read ? f.read_ends : f.write_ends)[high ? 1 : 0];
+      if (end.line) {
+        const bool has_fn = k.device_function >= 0 && static_cast<size_t>(k.device_function) < df.device_functions.size();
+        const std::string file = has_fn ? df.device_functions[k.device_function].loc.file : "";
+        bad += fmt::format("; its {} byte, {}, is {} at {}:{}", high ? "highest" : "lowest",
+                           static_cast<long long>(high ? hi - 1 : lo), r == &f.read ? "read" : "written",
+                           file.empty() ? "the device source" : file, end.line);
+        if (end.at)
+          bad += fmt::format(" by thread ({}, {}, {}) of block ({}, {}, {})", (*end.at)[0], (*end.at)[1], (*end.at)[2],
+                             (*end.at)[3], (*end.at)[4], (*end.at)[5]);
+      }
       break;
     }
   }

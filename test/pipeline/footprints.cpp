@@ -5,6 +5,7 @@
 // moved to a smaller buffer) each refused by the check on a flow read back and by
 // `kdflow replay --flow` before any driver call.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -179,6 +180,10 @@ TEST_CASE("footprints: extract refuses a build whose kernel writes past its buff
   CHECK(r.err.find("out of bounds: kernel") != std::string::npos);
   CHECK(r.err.find("writes bytes [4, ") != std::string::npos);
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  // Where, for a report upstream: the edited line, and the last block writing its last byte.
+  const long line = 1 + std::count(cu.begin(), cu.begin() + static_cast<std::ptrdiff_t>(at), '\n');
+  INFO(r.err);
+  CHECK(r.err.find(fmt::format("is written at device.cu:{} by thread (0, 0, 0) of block (", line)) != std::string::npos);
   auto w = run_kdflow({"extract", dir, "--allow-oob", "-o", dir + "/out.json"});
   CHECK(w.exit_code == 0);
   CHECK(w.err.find("warning: out of bounds") != std::string::npos);

@@ -50,6 +50,7 @@ struct AffAccess {
   int64_t size = 0;   ///< bytes accessed at once (the lvalue's type)
   AffCond domain;     ///< enclosing loop bounds, guards, definitions of the quotients it uses
   bool exact = true;  ///< false: some guard was not affine and was dropped (the domain is a superset)
+  unsigned line = 0;  ///< its line in the device source (the original file's, through #line), 0 unknown
 };
 
 /// What the affine extraction found for one parameter.

@@ -70,6 +70,15 @@ struct Footprint {
   std::optional<int64_t> read_bytes;   ///< distinct bytes read, when counted
   std::optional<int64_t> write_bytes;  ///< distinct bytes written, when counted
   bool exact = true;  ///< false: a guard could not be modelled; ranges are a superset (proves bounds, not OOB)
+  /// Where a range's end comes from, for diagnostics (an out-of-bounds report a user can take
+  /// upstream): the device-source line of the access reaching that byte and, where its domain is
+  /// a box, the thread and block that reach it, threadIdx x, y, z then blockIdx x, y, z. Made at
+  /// extract only: not in the JSON, not compared.
+  struct End {
+    unsigned line = 0;  ///< 0: unknown
+    std::optional<std::array<int64_t, 6>> at;
+  };
+  std::array<End, 2> read_ends{}, write_ends{};  ///< [0]: the lowest byte's, [1]: the highest's
   bool operator==(const Footprint& o) const {
     return unknown == o.unknown && read == o.read && write == o.write && elements == o.elements &&
            read_bytes == o.read_bytes && write_bytes == o.write_bytes && exact == o.exact;

@@ -114,7 +114,9 @@ class Computer {
     struct Known {
       bool empty = false;
       int64_t lo = 0, hi = 0;  ///< of the offset without its constant
+      std::optional<std::array<std::array<int64_t, 6>, 2>> corners;  ///< box domains: the launch point at each end
     };
+    std::array<Footprint::End, 2> read_ends{}, write_ends{};
     std::map<std::string, Known> known;
     for (const AffAccess& a : pm.accesses) {
       std::string why;
@@ -122,10 +124,14 @@ class Computer {
       std::string key;
       shape_key(a, &key);
       // The access runs, its offset within [l, h]: it joins the ranges.
-      auto take = [&](int64_t l, int64_t h) {
+      std::array<std::array<int64_t, 6>, 2> corners{};
+      auto take = [&](int64_t l, int64_t h, const std::optional<std::array<std::array<int64_t, 6>, 2>>& at) {
         exact = exact && a.exact;
         for (Range* r : {a.read ? &reads : nullptr, a.write ? &writes : nullptr}) {
           if (!r) continue;
+          std::array<Footprint::End, 2>& ends = r == &reads ? read_ends : write_ends;
+          if (r->empty || l < r->lo) ends[0] = Footprint::End{a.line, at ? std::optional((*at)[0]) : std::nullopt};
+          if (r->empty || h + a.size > r->hi) ends[1] = Footprint::End{a.line, at ? std::optional((*at)[1]) : std::nullopt};
           r->lo = r->empty ? l : std::min<int64_t>(r->lo, l);
           r->hi = r->empty ? h + a.size : std::max<int64_t>(r->hi, h + a.size);
           r->empty = false;
@@ -133,10 +139,11 @@ class Computer {
         live.push_back(&a);
       };
       if (auto it = known.find(key); it != known.end()) {
-        if (!it->second.empty) take(it->second.lo + a.offset.c, it->second.hi + a.offset.c);
+        if (!it->second.empty) take(it->second.lo + a.offset.c, it->second.hi + a.offset.c, it->second.corners);
         continue;
       }
-      Box box = box_range(m, a, launch, &l, &h, &why);
+      Box box = box_range(m, a, launch, &l, &h, &why, &corners);
+      const bool boxed = box == Box::Yes;
       if (box == Box::Empty) {  // never runs in this launch
         known[key].empty = true;
         continue;
@@ -169,13 +176,17 @@ class Computer {
         h = isl_val_get_num_si(hi.get());
       }
       if (l < -kMaxByte || h > kMaxByte) return unknown(reject::kUnbounded);
-      known[key] = Known{false, l - a.offset.c, h - a.offset.c};
-      take(l, h);
+      std::optional<std::array<std::array<int64_t, 6>, 2>> at;
+      if (boxed) at = corners;
+      known[key] = Known{false, l - a.offset.c, h - a.offset.c, at};
+      take(l, h, at);
     }
     Footprint f;
     f.exact = exact;
     if (!reads.empty) f.read = std::array<int64_t, 2>{reads.lo, reads.hi};
     if (!writes.empty) f.write = std::array<int64_t, 2>{writes.lo, writes.hi};
+    f.read_ends = read_ends;
+    f.write_ends = write_ends;
     // 2. Distinct bytes, where cheap: project each access onto the bytes it touches and
     //    count, under a smaller operation budget; too costly → no count (never a guess).
     if (exact && !live.empty()) count_all(m, live, launch, reads, writes, pm.elem_size, &f);
@@ -213,7 +224,7 @@ class Computer {
   /// variable bounded on both sides) the offset's min and max are at its corners — exact,
   /// no isl. Box::No when it is not a box (isl decides); `why` on a non-launchable scalar.
   static Box box_range(const KernelModel& m, const AffAccess& a, const LaunchShape& launch, int64_t* lo, int64_t* hi,
-                       std::string* why) {
+                       std::string* why, std::array<std::array<int64_t, 6>, 2>* corners = nullptr) {
     std::map<int, std::pair<int64_t, int64_t>> b;  // var → [min, max]
     auto bound = [&](int v, int64_t l, int64_t h) {
       auto it = b.find(v);
@@ -294,6 +305,19 @@ class Computer {
     }
     *lo = static_cast<int64_t>(mn);
     *hi = static_cast<int64_t>(mx);
+    if (corners) {  // the thread and block at each end: a variable of the offset at its bound, others lowest
+      *corners = {};
+      for (const auto& [v, r] : b) {
+        const AffVar& av = m.vars[static_cast<size_t>(v)];
+        if (av.kind != AffVar::Kind::ThreadIdx && av.kind != AffVar::Kind::BlockIdx) continue;
+        const size_t slot = static_cast<size_t>(av.index) + (av.kind == AffVar::Kind::BlockIdx ? 3 : 0);
+        int64_t k = 0;
+        for (const auto& [tv, tk] : a.offset.terms)
+          if (tv == v) k = tk;
+        (*corners)[0][slot] = k < 0 ? r.second : r.first;
+        (*corners)[1][slot] = k > 0 ? r.second : r.first;
+      }
+    }
     return Box::Yes;
   }
 

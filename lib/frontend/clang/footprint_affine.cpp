@@ -18,6 +18,7 @@
 #include "footprint_affine.h"
 
 #include <clang/AST/Attr.h>
+#include <clang/Basic/SourceManager.h>
 #include <clang/AST/Expr.h>
 #include <clang/AST/ExprCXX.h>
 #include <clang/AST/RecordLayout.h>
@@ -152,6 +153,7 @@ struct Place {
   const char* why = reject::kNonAffine;
   LinExpr offset;
   int64_t size = 0;
+  unsigned line = 0;   ///< the access's line in the device source (presumed), 0 unknown
 };
 
 /// The two polarities of a condition, each an over-approximation with an exactness flag.
@@ -232,6 +234,7 @@ class Extractor {
     AffAccess a;
     a.read = read;
     a.write = write;
+    a.line = p.line;
     a.offset = p.offset;
     a.size = p.size;
     a.exact = !early_exit_;
@@ -647,6 +650,18 @@ class Extractor {
 
   Place place(const Expr* e) {
     e = e->IgnoreParens();
+    Place p = place_at(e);
+    if (!p.line) p.line = line_of(e);
+    return p;
+  }
+
+  unsigned line_of(const Expr* e) const {
+    const SourceManager& sm = ctx_.getSourceManager();
+    const PresumedLoc pl = sm.getPresumedLoc(sm.getExpansionLoc(e->getExprLoc()));
+    return pl.isValid() ? pl.getLine() : 0;
+  }
+
+  Place place_at(const Expr* e) {
     Place p;
     if (++depth_ > kMaxDepth) {
       --depth_;
