@@ -23,7 +23,8 @@ class AnnotationReader {
   Expected<ParamsFile> read() {
     ParamsFile pf;
     pf.file = where_;
-    if (!word("T.Tuple") || !take('(')) return fail("expected T.Tuple(");
+    // TVM 0.26 and 0.27 print the tuple as T.Tuple(...), 0.25 as R.Tuple(...).
+    if (!(word("T.Tuple") || word("R.Tuple")) || !take('(')) return fail("expected T.Tuple( or R.Tuple(");
     skip();
     if (peek() == ')') return ++pos_, pf;
     for (;;) {

@@ -1,6 +1,7 @@
 // packed_shapes.h — the shapes and dtypes of an nn.Module build's packed params, read from the
 // build itself: vm.builtin.check_tuple_info's error context carries the tuple's annotation
-// (`annotation=T.Tuple(R.Tensor((vocab_size, T.int64(64)), dtype="float32"), ...)`), the
+// (`annotation=T.Tuple(R.Tensor((vocab_size, T.int64(64)), dtype="float32"), ...)`; TVM 0.25
+// prints `R.Tuple(R.Tensor((256, 64), dtype="float32"), ...)`), the
 // struct info TVM printed for that parameter. A session then extracts without the weights
 // (a real-size LLM whose params are gigabytes); symbolic dimensions (vocab_size) take their
 // values from the user (--param-dim NAME=N).

@@ -26,6 +26,18 @@ TEST_CASE("packed params' shapes: TVM's annotation of a tuple of tensors, symbol
   CHECK(pf->arrays[3].nbytes == 1);
 }
 
+TEST_CASE("packed params' shapes: TVM 0.25's form, R.Tuple of plain numbers", "[packed_shapes]") {
+  // As test/tvm's llm model built with TVM 0.25 writes it.
+  const std::string text =
+      "R.Tuple(R.Tensor((256, 64), dtype=\"float32\"), R.Tensor((64,), dtype=\"float32\"), R.Tensor((128, 64), "
+      "dtype=\"float32\"))) ";
+  Expected<ParamsFile> pf = parse_packed_annotation(text, {}, "vm_exec.bin");
+  REQUIRE(pf);
+  REQUIRE(pf->arrays.size() == 3);
+  CHECK(pf->arrays[0].shape == std::vector<int64_t>{256, 64});
+  CHECK(pf->arrays[1].shape == std::vector<int64_t>{64});
+}
+
 TEST_CASE("packed params' shapes: what the annotation cannot give is refused in one line", "[packed_shapes]") {
   const std::string sym = "T.Tuple(R.Tensor((vocab_size, T.int64(64)), dtype=\"float32\"))";
   Expected<ParamsFile> pf = parse_packed_annotation(sym, {}, "vm_exec.bin");
