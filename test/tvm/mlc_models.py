@@ -328,16 +328,16 @@ CI = ["llama", "qwen2", "gpt2", "phi3", "gemma2", "chatglm", "qwen2_moe", "mixtr
 
 
 def _stamp(tvm: Any, names: List[str]) -> str:
-    """What a folder of builds depends on: TVM, these sources, the exporter, MLC's patched code."""
+    """What a folder of builds depends on: TVM, test/tvm's and the exporter's sources (as
+    build_models.py hashes them), MLC's patched code."""
     import hashlib
+    from build_models import sources_hash
     h = hashlib.sha256()
     src = os.environ.get("MLC_LLM_SHIM", os.path.join(ROOT, "..", "shared", "mlc_llm"))
-    files = [os.path.join(HERE, "mlc_models.py"), os.path.join(HERE, "mlc_moe_reference.py"),
-             *sorted(glob.glob(os.path.join(ROOT, "python", "kdflow_tvm", "*.py"))),
-             os.path.join(src, "mlc_shim.py"), os.path.join(src, "mlc_llm_tvm027.patch")]
-    for f in files:
-        h.update(f.encode() + (open(f, "rb").read() if os.path.exists(f) else b""))
-    return f"tvm {tvm.__version__} sources {h.hexdigest()[:16]} mlc {' '.join(names)}\n"
+    for f in ("mlc_shim.py", "mlc_llm_tvm027.patch"):
+        path = os.path.join(src, f)
+        h.update(f.encode() + (open(path, "rb").read() if os.path.exists(path) else b""))
+    return f"tvm {tvm.__version__} sources {sources_hash()} mlc {h.hexdigest()[:16]} {' '.join(names)}\n"
 
 
 def main(argv: Optional[List[str]] = None) -> int:
