@@ -153,7 +153,7 @@ struct Place {
   const char* why = reject::kNonAffine;
   LinExpr offset;
   int64_t size = 0;
-  unsigned line = 0;   ///< the access's line in the device source (presumed), 0 unknown
+  const clang::Expr* expr = nullptr;  ///< the access, for its line (looked up only when recorded)
 };
 
 /// The two polarities of a condition, each an over-approximation with an exactness flag.
@@ -234,7 +234,7 @@ class Extractor {
     AffAccess a;
     a.read = read;
     a.write = write;
-    a.line = p.line;
+    a.line = p.expr ? line_of(p.expr) : 0;
     a.offset = p.offset;
     a.size = p.size;
     a.exact = !early_exit_;
@@ -651,7 +651,7 @@ class Extractor {
   Place place(const Expr* e) {
     e = e->IgnoreParens();
     Place p = place_at(e);
-    if (!p.line) p.line = line_of(e);
+    if (!p.expr) p.expr = e;
     return p;
   }
 
