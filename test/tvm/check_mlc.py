@@ -5,11 +5,14 @@
 For every architecture built: the session (mlc_models.SESSION) extracts, `show` and `costs` read
 it, `--function decode` extracts, and `replay --backend cpu` computes TVM's logits of every
 forward (the references are TVM's own CPU run; for MoE models with the experts computed densely,
-mlc_moe_reference.py). What must fail fails: another token sequence gives other logits, and a
+mlc_moe_reference.py, and each MoE node checked on its replayed inputs, mlc_moe_nodes.py). What
+must fail fails: another token sequence gives other logits, and a
 build with TVM's known defect (EXPECT_REFUSED) is refused in one line naming the kernel. The
 session without the params file (--no-params: the shapes from the build) gives the same flow.
-One program from kdflow codegen is built and run on the fake driver. Exits 1 when a check
-fails, 77 when nothing was built.
+One program from kdflow codegen is built and run on the fake driver. Sharded builds
+(tensor_parallel_shards 2 and 4) are checked as test/tvm's own sharded models are
+(check_models.check_sharded): every rank's replay against the unsharded model's logits. Exits 1
+when a check fails, 77 when nothing was built.
 """
 
 from __future__ import annotations
@@ -40,11 +43,59 @@ EXPECT_REFUSED: Dict[str, Tuple[int, List[str]]] = {
 }
 #: Architectures whose build exercises one thing more: the session without weights, codegen.
 WITHOUT_WEIGHTS = "mlc_llama"
-CODEGEN = "mlc_qwen2"
+CODEGEN = ("mlc_qwen2", "mlc_mixtral_tp2")
+
+
+def tp_calls(layers: int) -> Dict[str, Dict[str, int]]:
+    """The collectives MLC's sharded decoders call, per VM function of a session, as their model
+    code writes them (e.g. mlc_llm/model/llama/llama_model.py, mixtral_model.py): an allreduce
+    after each layer's attention output and after its MLP or MoE; embed broadcasts worker 0's
+    token ids (prefill's logit positions are not a collective: it takes the last token)."""
+    ar, bc = "runtime.disco.allreduce", "runtime.disco.broadcast_from_worker0"
+    return {"embed": {bc: 1}, "prefill": {ar: 2 * layers}, "decode": {ar: 2 * layers}}
+
+
+def check_sharded(kdflow: str, d: str, info: Dict[str, object], tmp: str) -> None:
+    """A sharded build (tensor_parallel_shards): check_models.check_sharded with MLC's calls (the
+    ranks, TVM's collectives and kdflow's, extract of the session and --function decode, CPU
+    replay of every rank against the unsharded model's logits, a wrong shard failing, ASTRA-sim
+    on the ranks' Chakra traces); the session without weights (--no-params --shards N) the same
+    flow; codegen's program for CODEGEN."""
+    want = {"ranks": info["shards"], "collectives": tp_calls(2), "session": SESSION, "functions": {"decode": []}}
+    check_models.check_sharded(kdflow, d, want, tmp)
+    # What an MLC user has: the build without per-rank weights (MLC shards them when it loads).
+    flow = os.path.join(tmp, f"{os.path.basename(d)}_session.json")
+    if run([kdflow, "extract", d, "-q", "--session", SESSION, "-o", flow]).returncode == 0:
+        check_without_weights(kdflow, d, tmp, json.load(open(flow)), SESSION,
+                              ["--param-dim", "vocab_size=256", "--shards", str(info["shards"])])
+    if os.path.basename(d) in CODEGEN:
+        check_codegen(kdflow, d, ["--session", SESSION], int(str(info["shards"])))
+
+
+def check_moe_nodes(kdflow: str, d: str, tmp: str) -> None:
+    """Every MoE node of the session, on the replay's inputs, is what MLC's code says it computes
+    (mlc_moe_nodes.py): the gating, the routing plan, the experts' GEMMs and GEMVs, the scatter
+    and each weighted sum; and with one token's experts swapped in the dump, the top-k node is
+    named."""
+    import mlc_moe_nodes
+    name = os.path.basename(d)
+    flow, counts, failures = mlc_moe_nodes.run_check(kdflow, d, SESSION, tmp)
+    kinds = ("topk", "get_indices", "indptr", "group_gemm", "moe_gemv", "scatter", "weighted_sum")
+    expect(not failures and all(counts.get(k, 0) > 0 for k in kinds)
+           and counts["weighted_sum"] == counts["topk"],
+           f"{name}: every MoE node equals NumPy's result on its replayed inputs: {counts}"
+           f"{'; ' + '; '.join(failures[:3]) if failures else ''}")
+    bad = mlc_moe_nodes.check_corrupted(flow, tmp)
+    expect(bool(bad) and re.search(r"\(top\d+(_softmax)?, prefill\)", bad[0]) is not None,
+           f"{name}: with one token's two experts swapped in the dump, the top-k node is named: "
+           f"{bad[0] if bad else 'nothing found'}")
 
 
 def check_one(kdflow: str, d: str, info: Dict[str, object], tmp: str) -> None:
     name = os.path.basename(d)
+    if int(str(info.get("shards", 1))) > 1:
+        check_sharded(kdflow, d, info, tmp)
+        return
     flow = os.path.join(tmp, f"{name}_session.json")
     if name in EXPECT_REFUSED:
         code, words = EXPECT_REFUSED[name]
@@ -72,7 +123,7 @@ def check_one(kdflow: str, d: str, info: Dict[str, object], tmp: str) -> None:
     expect(r.returncode == 0, f"{name}: extract --function decode ({r.stderr.strip()[-300:]})")
     if name == WITHOUT_WEIGHTS:
         check_without_weights(kdflow, d, tmp, df, SESSION, ["--param-dim", "vocab_size=256"])
-    if name == CODEGEN:
+    if name in CODEGEN:
         check_codegen(kdflow, d, ["--session", SESSION])
     if not info.get("reference"):
         print(f"skip  {name}: replay: no reference ({info.get('why_no_reference')})")
@@ -85,6 +136,8 @@ def check_one(kdflow: str, d: str, info: Dict[str, object], tmp: str) -> None:
            f"({len(rows)} of 2 match; exit {r.returncode}: {r.stderr.strip()[-300:]})")
     if r.returncode != 0:
         return
+    if any(re.fullmatch(r"top\d+(_softmax)?", n.get("function", "")) for n in df["nodes"]):  # MoE gating
+        check_moe_nodes(kdflow, d, tmp)
     # The comparison can fail: other prefill tokens, other logits.
     tokens = np.load(os.path.join(d, "input_ids.npy"))
     other = os.path.join(tmp, f"{name}_other_ids.npy")

@@ -728,8 +728,7 @@ def check_sharded(kdflow: str, d: str, want: Dict[str, Any], tmp: str) -> None:
         where = "TVM's text of the executable"
     expect(got == want["collectives"],
            f"{name}: the collectives each VM function calls, in {where}: {got} (want {want['collectives']})")
-    refs = ["input_ids.npy", "output_prefill.npy", "output_decode_0.npy", "output_decode_1.npy"] \
-        if want.get("session") else ["output_0.npy"]
+    refs = _session_refs(want["session"]) if want.get("session") else ["output_0.npy"]
     missing = [f for f in refs if not os.path.exists(os.path.join(d, f))]
     expect(not missing and not os.path.exists(os.path.join(d, "reference", "nodes.json")),
            f"{name}: the unsharded model's references {refs} and no node references (missing {missing})")
@@ -737,7 +736,8 @@ def check_sharded(kdflow: str, d: str, want: Dict[str, Any], tmp: str) -> None:
 
 
 def _session_forwards(spec: str) -> Dict[str, int]:
-    """How many times a session spec ("prefill:7,decode:2") runs each VM function."""
+    """How many times a session spec ("prefill:7,decode:2") runs each VM function: every forward
+    (a prefill, each decode step) embeds its tokens first."""
     n: Dict[str, int] = {"prefill": 0, "decode": 0}
     for part in spec.split(","):
         key, _, value = part.partition(":")
@@ -745,7 +745,16 @@ def _session_forwards(spec: str) -> Dict[str, int]:
             n["prefill"] += 1
         elif key == "decode":
             n["decode"] += int(value)
+    n["embed"] = n["prefill"] + n["decode"]
     return n
+
+
+def _session_refs(spec: str) -> List[str]:
+    """The references llm_session writes for a one-sequence session spec: its tokens and each
+    forward's logits."""
+    n = _session_forwards(spec)
+    return ["input_ids.npy"] + ["output_prefill.npy"] * (n["prefill"] > 0) + \
+        [f"output_decode_{i}.npy" for i in range(n["decode"])]
 
 
 def check_sharded_astra_sim(kdflow: str, d: str, want: Dict[str, Any], tmp: str) -> None:
@@ -832,12 +841,12 @@ def check_sharded_kdflow(kdflow: str, d: str, want: Dict[str, Any], tvm_calls: D
     r = run([kdflow, "replay", d, "--backend", "cpu", "--repeat", "1", "--warmup", "0", *base])
     out = r.stdout + r.stderr
     rows = re.findall(r"^r(\d+):(\d+)\s.*\bok\b", out, re.M)
-    outputs = 3 if want.get("session") else 1
+    outputs = len(_session_refs(want["session"])) - 1 if want.get("session") else 1
     expect(r.returncode == 0 and len(rows) == ranks * outputs and {int(a) for a, _ in rows} == set(range(ranks)),
            f"{name}: replay --backend cpu of all {ranks} ranks: every rank's {outputs} output(s) equal the unsharded "
            f"model's (exit {r.returncode}, {len(rows)} ok rows){'' if r.returncode == 0 else ': ' + out.strip()[-400:]}")
     check_sharded_astra_sim(kdflow, d, want, tmp)
-    if want.get("session") or want.get("compiled"):
+    if want.get("compiled"):
         return
     # A wrong shard must fail: every rank given rank 0's params.
     wrong = os.path.join(tmp, f"{name}.same_shard")
@@ -845,7 +854,8 @@ def check_sharded_kdflow(kdflow: str, d: str, want: Dict[str, Any], tvm_calls: D
     shutil.copytree(d, wrong)
     for rk in range(1, ranks):
         shutil.copyfile(os.path.join(wrong, "params_shard0.bin"), os.path.join(wrong, f"params_shard{rk}.bin"))
-    r = run([kdflow, "replay", wrong, "--backend", "cpu", "--repeat", "1", "--warmup", "0"])
+    r = run([kdflow, "replay", wrong, "--backend", "cpu", "--repeat", "1", "--warmup", "0", *base])
+    shutil.rmtree(wrong, ignore_errors=True)
     expect(r.returncode == 1 and "MISMATCH" in r.stdout,
            f"{name}: replay with every rank given rank 0's shard fails (exit {r.returncode}, want 1)")
 

@@ -68,6 +68,7 @@ class Arch(NamedTuple):
     override: Dict[str, Optional[int]] = {}       #: MLC's --overrides, on top of SIZES
     fix: Optional[Callable[[Any], None]] = None   #: on the config object, for what neither can say
     note: str = ""                                #: what needed special care
+    shards: int = 1                               #: tensor_parallel_shards: ranks of a sharded build
 
 
 def _every(factors: List[float], n: int) -> List[float]:
@@ -112,6 +113,11 @@ MINICPM = "dim_model_base 16: the logits' divisor is hidden_size // dim_model_ba
 #: Every decoder model_type of MODEL_PRESETS (bert, an encoder, left out), by its name, and
 #: minicpm_moe (model_type minicpm, MiniCPM-MoE's preset). phi3_v, llava (MLC's image
 #: preprocessing TIR) and rwkv5 (its wkv TIR) do not build on TVM 0.27 yet; they stay listed.
+#: The sharded builds' shrink: 8 query heads sharing 4 KV heads (head_dim 16), so that 4 ranks
+#: still hold whole KV heads (MLC asserts num_key_value_heads % tensor_parallel_shards == 0) with
+#: the grouping of the unsharded shrink (2 query heads per KV head) on every rank.
+HF_TP = dict(HF, num_attention_heads=8, num_key_value_heads=4)
+TP_NOTE = "8 query heads, 4 KV heads; the unsharded model (tensor_parallel_shards 1) is the reference"
 ARCHS: Dict[str, Arch] = {
     "llama": Arch("llama3_1_8b", HF, note="Llama 3.1's rope_scaling (llama3) kept"),
     "mistral": Arch("mistral_7b", dict(HF, sliding_window_size=64), {"context_window_size": None},
@@ -173,6 +179,14 @@ ARCHS: Dict[str, Arch] = {
     "gptj": Arch("gpt_j", dict(GPT_MHA, rotary_dim=8), note="rotary_dim 8 of head_dim 32 (the preset's 64 of 256); "
                  + MHA_NOTE),
     "olmo2": Arch("olmo2_7b", HF),
+    # Tensor parallelism as MLC shards a model: each rank's weights are its slices of the full
+    # ones (the params' shard_strategy, cut by MLC's own shard functions: shard_params).
+    "llama_tp2": Arch("llama3_1_8b", HF_TP, shards=2, note=TP_NOTE),
+    "llama_tp4": Arch("llama3_1_8b", HF_TP, shards=4, note=TP_NOTE),
+    "mixtral_tp2": Arch("Mixtral-8x7B-v0.1", dict(HF_TP, num_local_experts=EXPERTS, **MOE), shards=2,
+                        note="experts' intermediate split across ranks; " + TP_NOTE),
+    "mixtral_tp4": Arch("Mixtral-8x7B-v0.1", dict(HF_TP, num_local_experts=EXPERTS, **MOE), shards=4,
+                        note="experts' intermediate split across ranks; " + TP_NOTE),
 }
 
 
@@ -207,9 +221,10 @@ class _Applied:
         return config
 
 
-def model_config(name: str) -> Tuple[Any, Any]:
+def model_config(name: str, shards: Optional[int] = None) -> Tuple[Any, Any]:
     """(MLC's Model, its config shrunk) of ARCHS[name]: the preset merged with the shrink, read by
-    the architecture's config class, MLC's --overrides applied, then the fix."""
+    the architecture's config class, MLC's --overrides applied (tensor_parallel_shards: `shards`,
+    else the arch's), then the fix."""
     _mlc()
     from mlc_llm.interface.compiler_flags import ModelConfigOverride
     from mlc_llm.model import MODELS
@@ -218,7 +233,8 @@ def model_config(name: str) -> Tuple[Any, Any]:
     preset = MODEL_PRESETS[arch.preset]
     model = MODELS[preset["model_type"]]
     cfg = model.config.from_dict(_merge(preset, arch.config))
-    cfg = ModelConfigOverride(**{k: v for k, v in dict(SIZES, **arch.override).items()
+    sizes = dict(SIZES, **arch.override, tensor_parallel_shards=shards or arch.shards)
+    cfg = ModelConfigOverride(**{k: v for k, v in sizes.items()
                                  if k in {f.name for f in dataclasses.fields(cfg)}}).apply(cfg)
     if arch.fix:
         arch.fix(cfg)
@@ -256,12 +272,57 @@ def params(cfg: Any, named: List[Tuple[str, Any]], seed: int = 0) -> List[Tuple[
     return out
 
 
+def shard_params(tvm: Any, named: List[Tuple[str, Any]], full: List[Tuple[str, np.ndarray]],
+                 shards: int) -> List[Dict[str, np.ndarray]]:
+    """Each rank's params of a sharded model, as MLC's weight conversion cuts them
+    (support/preshard.py): a param with a shard_strategy (tp.ShardSingleDim) goes through the
+    strategy's own TIR function (gen_tir: the full weight to [shards, *the rank's shape]), run on
+    the CPU; the others are whole on every rank. `named`: the sharded model's params (their
+    attrs), `full`: the unsharded model's weights, in the same order."""
+    assert [n for n, _ in named] == [n for n, _ in full], "the sharded and unsharded params differ in names"
+    ranks: List[Dict[str, np.ndarray]] = [{} for _ in range(shards)]
+    funcs: Dict[Any, Any] = {}
+    for (name, p), (_, w) in zip(named, full):
+        strategy = p.attrs.get("shard_strategy")
+        if strategy is None:
+            for r in ranks:
+                r[name] = w
+            continue
+        shape = [int(d) for d in p.shape]
+        key = (strategy.name, strategy.dim, tuple(strategy.segs or ()), tuple(shape), str(p.dtype))
+        if key not in funcs:
+            funcs[key] = tvm.compile(strategy.gen_tir(shards, p), target="llvm")
+        out = tvm.runtime.empty((shards, *shape), str(p.dtype), tvm.cpu())
+        funcs[key](tvm.runtime.tensor(w), out)
+        cut = out.numpy()
+        for r in range(shards):
+            ranks[r][name] = np.ascontiguousarray(cut[r])
+    return ranks
+
+
+def _cpu_model(model: Any, cfg: Any, names: List[str]) -> Any:
+    """The model for llvm, its KV cache creation made concrete by MLC's own pass (the one step of
+    its pipeline TVM's default one lacks), MoE blocks computed densely (mlc_moe_reference.py:
+    MLC's MoE kernels have no CPU schedule)."""
+    from mlc_llm.compiler_pass.dispatch_kv_cache_creation import DispatchKVCacheCreation
+    from tvm.target import Target
+    import mlc_moe_reference
+    llvm = Target("llvm")
+    with mlc_moe_reference.dense_moe():
+        mod, again = _export(model, cfg, llvm)
+    assert [n for n, _ in again] == names, "the llvm export's params differ"
+    return DispatchKVCacheCreation(llvm, False, {})(mod)
+
+
 def build(tvm: Any, name: str, out: str) -> Dict[str, Any]:
     """ARCHS[name] built for CUDA into `out` by MLC's _compile, then its session references
     (SESSION) from TVM's CPU VM where TVM can run the model there (`tvm`: the imported package,
-    as test/tvm's other builders take it; MLC imports its own). Returns what was done:
-    name, model_type, preset, functions, params, build_s, reference (bool), reference_s or
-    why_no_reference (TVM's one-line error)."""
+    as test/tvm's other builders take it; MLC imports its own). A sharded build (Arch.shards > 1)
+    is exported with each rank's slice of the unsharded model's weights (shard_params,
+    params_shard<r>.bin), its references are the unsharded model's session, and every rank of it
+    run on TVM's CPU VM (sharded_models.check_session_ranks) must give them. Returns what was
+    done: name, model_type, preset, functions, params, shards, build_s, reference (bool),
+    reference_s or why_no_reference (TVM's one-line error)."""
     import kdflow_tvm
     from tvm import relax
     from tvm.target import Target
@@ -269,6 +330,7 @@ def build(tvm: Any, name: str, out: str) -> Dict[str, Any]:
     from mlc_llm.interface.compile import CompileArgs, _compile
     from mlc_llm.interface.compiler_flags import OptimizationFlags
     from mlc_llm.quantization import QUANTIZATION
+    shards = ARCHS[name].shards
 
     t0 = time.time()
     target = Target({"kind": "cuda", "arch": ARCH}, host={"kind": "c"})
@@ -283,33 +345,43 @@ def build(tvm: Any, name: str, out: str) -> Dict[str, Any]:
                        overrides=_Applied(), debug_dump=None)
     _compile(args, cfg)
     _, named = _export(model, cfg, Target("llvm"))
-    weights = params(cfg, named)
-    kdflow_tvm.export(built["ex"], out, force=True, arch=ARCH, params=weights, quiet=True)
+    full_cfg = cfg if shards == 1 else model_config(name, shards=1)[1]
+    weights = params(full_cfg, named if shards == 1 else _export(model, full_cfg, Target("llvm"))[1])
+    names = [n for n, _ in weights]
+    if shards == 1:
+        kdflow_tvm.export(built["ex"], out, force=True, arch=ARCH, params=weights, quiet=True)
+    else:
+        import sharded_models
+        rank_params = shard_params(tvm, named, weights, shards)
+        kdflow_tvm.export(built["ex"], out, force=True, arch=ARCH, params=rank_params, quiet=True)
+        sharded_models.write_vm_calls(built["ex"], out)
     info: Dict[str, Any] = {"name": name, "model_type": model.name, "preset": ARCHS[name].preset,
-                            "functions": built["functions"], "params": len(weights),
+                            "functions": built["functions"], "params": len(weights), "shards": shards,
                             "build_s": round(time.time() - t0, 1), "reference": False}
 
-    def make() -> Tuple[Any, Dict[str, np.ndarray]]:
-        """The model for llvm, its KV cache creation made concrete by MLC's own pass (the one
-        step of its pipeline TVM's default one lacks)."""
-        from mlc_llm.compiler_pass.dispatch_kv_cache_creation import DispatchKVCacheCreation
-        import mlc_moe_reference  # MLC's MoE kernels have no CPU schedule: the same mathematics, densely
-        llvm = Target("llvm")
-        with mlc_moe_reference.dense_moe():
-            mod, again = _export(model, cfg, llvm)
-        assert [n for n, _ in again] == [n for n, _ in weights], "the llvm export's params differ"
-        return DispatchKVCacheCreation(llvm, False, {})(mod), dict(weights)
-
     t1 = time.time()
+    moe = any("expert" in n or "moe" in n or ".e1_e3." in n for n in names)
     try:
-        kdflow_tvm.llm_session(make, out, SESSION, quiet=True)
+        if shards == 1:
+            kdflow_tvm.llm_session(lambda: (_cpu_model(model, cfg, names), dict(weights)), out, SESSION, quiet=True)
+        else:
+            kdflow_tvm.llm_session(lambda: (_cpu_model(model, cfg, names), rank_params[0]), out, SESSION, quiet=True,
+                                   reference_make=lambda: (_cpu_model(model, full_cfg, names), dict(weights)))
         info.update(reference=True, reference_s=round(time.time() - t1, 1),
-                    reference_kind="TVM's CPU run, MoE computed densely (mlc_moe_reference.py)"
-                    if any("experts" in n or ".e1_e3." in n for n, _ in weights) else "TVM's CPU run")
+                    reference_kind="TVM's CPU run, MoE computed densely (mlc_moe_reference.py)" if moe
+                    else "TVM's CPU run")
     except Exception as e:  # TVM's own failure to build or run it on the CPU: the reason is the result
         for f in glob.glob(os.path.join(out, "output_*.npy")) + glob.glob(os.path.join(out, "input_ids.npy")):
             os.unlink(f)
         info["why_no_reference"] = _one_line(e)
+        return info
+    if shards > 1:  # the sharding itself: every rank of the sharded model on the CPU gives the references
+        import sharded_models
+        llvm = Target("llvm")
+        with llvm:
+            ex = tvm.compile(_cpu_model(model, cfg, names), llvm)
+        sharded_models.check_session_ranks(tvm, ex, rank_params, SESSION, out, f"mlc_{name}")
+        info["ranks_checked"] = "every rank's session on TVM's CPU VM gives the unsharded references"
     return info
 
 
@@ -323,8 +395,10 @@ def _one_line(e: BaseException) -> str:
 
 #: What CI builds (run.sh mlc; KDFLOW_MLC_MODELS=all for every one): Llama 3's RoPE scaling, tied
 #: embeddings and biases, GPT-2's positions from the KV cache, LongRoPE, soft-capping, GLM's
-#: layout, MoE with a shared expert, and TVM's router defect.
-CI = ["llama", "qwen2", "gpt2", "phi3", "gemma2", "chatglm", "qwen2_moe", "mixtral_8"]
+#: layout, MoE with a shared expert, TVM's router defect, and a dense and an MoE model sharded
+#: over 2 and 4 ranks.
+CI = ["llama", "qwen2", "gpt2", "phi3", "gemma2", "chatglm", "qwen2_moe", "mixtral_8",
+      "llama_tp2", "llama_tp4", "mixtral_tp2", "mixtral_tp4"]
 
 
 def _stamp(tvm: Any, names: List[str]) -> str:

@@ -76,11 +76,13 @@ def _check(ok: bool, what: str) -> None:
 
 class Ranks:
     """`n` ranks of a sharded module run as threads of this process on TVM's CPU VM: while
-    entered, runtime.disco.allreduce and allgather are stand-ins (every rank's tensor, met at a
-    barrier, reduced or joined in rank order along axis 0, as NCCL's are), and disco's
-    worker_id is the thread's rank. A check of the sharding, not a model of NCCL."""
+    entered, runtime.disco.allreduce, allgather and broadcast_from_worker0 are stand-ins (every
+    rank's tensor, met at a barrier, reduced or joined in rank order along axis 0, or rank 0's
+    given to all, as NCCL's are), and disco's worker_id is the thread's rank. A check of the
+    sharding, not a model of NCCL."""
 
-    _NAMES = ("runtime.disco.allreduce", "runtime.disco.allgather", "runtime.disco.worker_id")
+    _NAMES = ("runtime.disco.allreduce", "runtime.disco.allgather", "runtime.disco.broadcast_from_worker0",
+              "runtime.disco.worker_id")
 
     def __init__(self, tvm: Any, n: int) -> None:
         self.tvm, self.n = tvm, n
@@ -107,9 +109,12 @@ class Ranks:
         def allgather(send: Any, in_group: Any, recv: Any) -> None:
             recv.copyfrom(np.concatenate(self._meet(send), axis=0))
 
+        def broadcast(send: Any, in_group: Any, recv: Any) -> None:
+            recv.copyfrom(self._meet(send)[0])
+
         def worker_id() -> Any:
             return tvm_ffi.Shape([self.local.rank])
-        for name, f in zip(self._NAMES, (allreduce, allgather, worker_id)):
+        for name, f in zip(self._NAMES, (allreduce, allgather, broadcast, worker_id)):
             self.saved[name] = tvm_ffi.get_global_func(name, allow_missing=True)
             tvm_ffi.register_global_func(name, f, override=True)
         return self
@@ -161,7 +166,8 @@ def _check_ranks(tvm: Any, mod: Any, names: List[str], shards: List[Dict[str, np
                f"(max {np.abs(g - want).max():.3g})")
 
 
-def _vm_calls(ex: Any, out: str) -> None:
+def write_vm_calls(ex: Any, out: str) -> None:
+    """out/vm_calls.json: the packed functions each VM function calls, in TVM's text of the executable."""
     from tvm import relax
     sys.path.insert(0, HERE)
     from build_models import vm_calls
@@ -206,7 +212,7 @@ def tp_mlp(tvm: Any, out: str, mode: str = "bytecode", ranks: int = 2) -> None:
                "l2.weight": np.ascontiguousarray(w2[:, r * k:(r + 1) * k])} for r in range(ranks)]
     ex = kdflow_tvm.build(mod, "cuda", out=out, params=shards, inputs={"x": x}, arch="sm_90", exec_mode=mode,
                           reference=(full_mod, {"l1.weight": w1, "l2.weight": w2}), quiet=True)
-    _vm_calls(ex, out)
+    write_vm_calls(ex, out)
     # The split is exact: the sum over ranks of the row-parallel products is the unsharded
     # product, and TVM's reference (the unsharded model) is that.
     parts = [_gelu(x @ s["l1.weight"].T) @ s["l2.weight"].T for s in shards]
@@ -248,7 +254,7 @@ def tp_allgather(tvm: Any, out: str, ranks: int = 2) -> None:
     shards = [{"w": np.ascontiguousarray(w[r * k:(r + 1) * k])} for r in range(ranks)]
     ex = kdflow_tvm.build(mod, "cuda", out=out, params=shards, inputs={"x": x}, arch="sm_90",
                           reference=(full_mod, {"w": w}), quiet=True)
-    _vm_calls(ex, out)
+    write_vm_calls(ex, out)
     gathered = np.concatenate([s["w"] @ x.T for s in shards], axis=0)
     _check(np.allclose(gathered, w @ x.T, rtol=1e-5, atol=1e-6), "tp_allgather: the ranks' rows joined are not Wxᵀ")
     z = gathered.T - gathered.T.max(axis=-1, keepdims=True)
@@ -334,7 +340,7 @@ def tp_llm(tvm: Any, out: str, ranks: int) -> None:
     _check(list(shards[0]) == list(rank_params), "tp_llm: the slices are not in the packed tuple's order")
     _check_llm_split(full, shards, LLM_TP)
     kdflow_tvm.export(ex, out, params=shards, arch="sm_90", quiet=True)
-    _vm_calls(ex, out)
+    write_vm_calls(ex, out)
     kdflow_tvm.llm_session(lambda: llm_model.decoder_lm(tvm, **LLM_TP, shards=ranks), out, "prefill:7,decode:2",
                            reference_make=lambda: llm_model.decoder_lm(tvm, **LLM_TP), quiet=True)
     _check_llm_ranks(tvm, ranks, shards, out)
@@ -342,15 +348,23 @@ def tp_llm(tvm: Any, out: str, ranks: int) -> None:
 
 def _check_llm_ranks(tvm: Any, ranks: int, shards: List[Dict[str, np.ndarray]], out: str) -> None:
     """The session llm_session ran with the unsharded model, run by every rank of the sharded one
-    (each its own KV cache of its heads) on the CPU: the same tokens, and each rank's logits of
-    every step the references."""
-    from kdflow_tvm import _session
+    (each its own KV cache of its heads) on the CPU: check_session_ranks."""
     sys.path.insert(0, HERE)
     import llm_model
     target = tvm.target.Target("llvm")
     with target:
         ex = tvm.compile(llm_model.decoder_lm(tvm, **LLM_TP, shards=ranks)[0], target)
-    spec = _session.parse("prefill:7,decode:2")
+    check_session_ranks(tvm, ex, shards, "prefill:7,decode:2", out, f"tp_llm_{ranks}")
+
+
+def check_session_ranks(tvm: Any, ex: Any, shards: List[Dict[str, np.ndarray]], session: str, out: str,
+                        what: str) -> None:
+    """`session`, which llm_session ran with the unsharded model into `out`, run by every rank of
+    the sharded llvm executable `ex` (rank r with shards[r], its own KV cache of its heads) on
+    the CPU at once (Ranks): every rank runs the same tokens, and its logits of every step are
+    the references (rtol and atol 1e-4)."""
+    from kdflow_tvm import _session
+    spec = _session.parse(session)
     files = sorted(f for f in os.listdir(out) if f.startswith("output_") and f.endswith(".npy"))
     tmp = tempfile.mkdtemp(prefix="kdflow_tp_llm.")
     try:
@@ -358,16 +372,17 @@ def _check_llm_ranks(tvm: Any, ranks: int, shards: List[Dict[str, np.ndarray]], 
             d = os.path.join(tmp, str(r))
             os.makedirs(d)
             return _session.run(tvm, ex, shards[r], spec, d)
-        with Ranks(tvm, ranks) as rs:
+        with Ranks(tvm, len(shards)) as rs:
             tokens = rs.run(rank)
         want_tokens = np.load(os.path.join(out, "input_ids.npy")).tolist()
-        for r in range(ranks):
-            _check(tokens[r] == want_tokens, f"tp_llm_{ranks}: rank {r} ran tokens {tokens[r]}, the reference "
+        _check(bool(files), f"{what}: no references output_<step>.npy in {out}")
+        for r in range(len(shards)):
+            _check(tokens[r] == want_tokens, f"{what}: rank {r} ran tokens {tokens[r]}, the reference "
                    f"{want_tokens}")
             for f in files:
                 g, w = np.load(os.path.join(tmp, str(r), f)), np.load(os.path.join(out, f))
                 _check(g.shape == w.shape and np.allclose(g, w, rtol=1e-4, atol=1e-4),
-                       f"tp_llm_{ranks}: rank {r}'s {f} differs from the unsharded model's (max "
+                       f"{what}: rank {r}'s {f} differs from the unsharded model's (max "
                        f"{np.abs(g - w).max() if g.shape == w.shape else g.shape}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
