@@ -69,6 +69,8 @@ class Arch(NamedTuple):
     fix: Optional[Callable[[Any], None]] = None   #: on the config object, for what neither can say
     note: str = ""                                #: what needed special care
     shards: int = 1                               #: tensor_parallel_shards: ranks of a sharded build
+    session: Any = SESSION                        #: the references' session: a spec, or a session file's
+                                                  #: content (session.json); mlc_build.json says which
 
 
 def _every(factors: List[float], n: int) -> List[float]:
@@ -104,6 +106,15 @@ def _phi3v_small_vision(cfg: Any) -> None:
     cfg.img_processor = dict(cfg.img_processor, image_dim_out=CLIP["hidden_size"], num_img_tokens=4)
 
 
+#: A session (a session file, written as session.json beside the build) past the 1,024-token
+#: window TVM's runtime gives sliding-window layers: sequence 0 prefills 1,100 tokens, decodes
+#: (its window leaves out tokens 0-76: 4 pages and 13 tokens of a fifth), prefills 8 more on its
+#: cached pages (a sliding layer's paged prefill is causal) and decodes; then sequence 1 prefills
+#: 30 tokens and both decode in one batch (each sequence's own window pages).
+LONG_SESSION: Dict[str, Any] = {"kv_cache": {}, "steps": [
+    {"op": "add_sequence", "seq": 0}, {"op": "prefill", "seq": 0, "tokens": 1100}, {"op": "decode", "seq": 0},
+    {"op": "prefill", "seq": 0, "tokens": 8}, {"op": "decode", "seq": 0},
+    {"op": "add_sequence", "seq": 1}, {"op": "prefill", "seq": 1, "tokens": 30}, {"op": "decode", "seq": [0, 1]}]}
 #: Top-2 of 16 experts: with fewer, TVM's GEMV of the router (dlight, block (32, 16)) stores
 #: NT_matmul_ptr[threadIdx.y] unguarded, 16 floats into an output of one per expert (its defect,
 #: which kdflow refuses by its static bounds: mixtral_8 keeps it, for that check).
@@ -156,8 +167,11 @@ ARCHS: Dict[str, Arch] = {
                    note="MLC makes gemma2's context window its sliding_window (no sliding layers): 128; "
                         "soft-capping kept"),
     "gemma3_text": Arch("gemma3_1b_it", dict(HF, query_pre_attn_scalar=16, sliding_window=32),
-                        fix=_gemma3_sliding_every_other,
-                        note="sliding window 32 on layer 0, full attention on layer 1 (pattern 2)"),
+                        {"context_window_size": 2048, "prefill_chunk_size": 1104},
+                        fix=_gemma3_sliding_every_other, session=LONG_SESSION,
+                        note="a sliding-window layer 0 and a full-attention layer 1 (pattern 2); TVM's "
+                             "runtime slides such layers over 1,024 tokens whatever sliding_window says, so "
+                             "the session (LONG_SESSION) is longer than that"),
     "rwkv5": Arch("rwkv5_3b", {"num_hidden_layers": 2, "hidden_size": 64, "head_size": 16, "intermediate_size": 128,
                                "vocab_size": 256}, note="an RNN state, not a paged KV cache"),
     "orion": Arch("orion", HF),
@@ -330,7 +344,11 @@ def build(tvm: Any, name: str, out: str) -> Dict[str, Any]:
     from mlc_llm.interface.compile import CompileArgs, _compile
     from mlc_llm.interface.compiler_flags import OptimizationFlags
     from mlc_llm.quantization import QUANTIZATION
-    shards = ARCHS[name].shards
+    shards, session = ARCHS[name].shards, ARCHS[name].session
+    session_file = None
+    if isinstance(session, dict):  # a session file beside the build
+        import json
+        session_file = "session.json"
 
     t0 = time.time()
     target = Target({"kind": "cuda", "arch": ARCH}, host={"kind": "c"})
@@ -344,6 +362,10 @@ def build(tvm: Any, name: str, out: str) -> Dict[str, Any]:
                        opt=OptimizationFlags(), build_func=build_func, system_lib_prefix="", output=Path(out),
                        overrides=_Applied(), debug_dump=None)
     _compile(args, cfg)
+    if session_file:
+        session_spec = os.path.join(out, session_file)
+    else:
+        session_spec = session
     _, named = _export(model, cfg, Target("llvm"))
     full_cfg = cfg if shards == 1 else model_config(name, shards=1)[1]
     weights = params(full_cfg, named if shards == 1 else _export(model, full_cfg, Target("llvm"))[1])
@@ -357,15 +379,19 @@ def build(tvm: Any, name: str, out: str) -> Dict[str, Any]:
         sharded_models.write_vm_calls(built["ex"], out)
     info: Dict[str, Any] = {"name": name, "model_type": model.name, "preset": ARCHS[name].preset,
                             "functions": built["functions"], "params": len(weights), "shards": shards,
+                            "session": session_file or session,
                             "build_s": round(time.time() - t0, 1), "reference": False}
 
+    if session_file:
+        with open(session_spec, "w") as f:
+            json.dump(session, f, indent=1)
     t1 = time.time()
     moe = any("expert" in n or "moe" in n or ".e1_e3." in n for n in names)
     try:
         if shards == 1:
-            kdflow_tvm.llm_session(lambda: (_cpu_model(model, cfg, names), dict(weights)), out, SESSION, quiet=True)
+            kdflow_tvm.llm_session(lambda: (_cpu_model(model, cfg, names), dict(weights)), out, session_spec, quiet=True)
         else:
-            kdflow_tvm.llm_session(lambda: (_cpu_model(model, cfg, names), rank_params[0]), out, SESSION, quiet=True,
+            kdflow_tvm.llm_session(lambda: (_cpu_model(model, cfg, names), rank_params[0]), out, session_spec, quiet=True,
                                    reference_make=lambda: (_cpu_model(model, full_cfg, names), dict(weights)))
         info.update(reference=True, reference_s=round(time.time() - t1, 1),
                     reference_kind="TVM's CPU run, MoE computed densely (mlc_moe_reference.py)" if moe
@@ -380,7 +406,7 @@ def build(tvm: Any, name: str, out: str) -> Dict[str, Any]:
         llvm = Target("llvm")
         with llvm:
             ex = tvm.compile(_cpu_model(model, cfg, names), llvm)
-        sharded_models.check_session_ranks(tvm, ex, rank_params, SESSION, out, f"mlc_{name}")
+        sharded_models.check_session_ranks(tvm, ex, rank_params, session_spec, out, f"mlc_{name}")
         info["ranks_checked"] = "every rank's session on TVM's CPU VM gives the unsharded references"
     return info
 
@@ -395,9 +421,9 @@ def _one_line(e: BaseException) -> str:
 
 #: What CI builds (run.sh mlc; KDFLOW_MLC_MODELS=all for every one): Llama 3's RoPE scaling, tied
 #: embeddings and biases, GPT-2's positions from the KV cache, LongRoPE, soft-capping, GLM's
-#: layout, MoE with a shared expert, TVM's router defect, and a dense and an MoE model sharded
-#: over 2 and 4 ranks.
-CI = ["llama", "qwen2", "gpt2", "phi3", "gemma2", "chatglm", "qwen2_moe", "mixtral_8",
+#: layout, sliding-window layers past the runtime's window, MoE with a shared expert, TVM's router
+#: defect, and a dense and an MoE model sharded over 2 and 4 ranks.
+CI = ["llama", "qwen2", "gpt2", "phi3", "gemma2", "gemma3_text", "chatglm", "qwen2_moe", "mixtral_8",
       "llama_tp2", "llama_tp4", "mixtral_tp2", "mixtral_tp4"]
 
 

@@ -40,6 +40,16 @@ Expected<PagedKvCacheModel> PagedKvCacheModel::create(const KvCacheConfig& c) {
   for (const std::string* f : {&c.transpose_append, &c.prefill_ragged, &c.prefill_paged, &c.decode, &c.merge,
                                &c.split_rotary})
     if (f->empty()) return refuse("without one of its TIR kernels (transpose-append, prefill, decode, merge, rotary)");
+  for (int64_t k : c.attn_kinds)
+    if (k != 0 && k != 3)
+      return refuse(k == 1 ? "with MLA layers" : k == 2 ? "with linear-attention layers"
+                                                         : fmt::format("with attention kind {}", k));
+  if (c.layer_sliding() && (c.prefill_sliding.empty() || c.decode_sliding.empty()))
+    return refuse("with sliding-window layers but no sliding-window prefill or decode kernel");
+  if (c.layer_sliding() && (c.layer_window <= 0 || c.layer_window > (int64_t(1) << 24)))
+    return Error{fmt::format("the KV cache's layer sliding window of {} tokens (TVM's runtime requires more than 0)",
+                             c.layer_window),
+                 ExitCode::DataError};
   // Bound what the model allocates: pages × layers, and the token capacity.
   if (c.max_total_seq_len > (int64_t(1) << 24) || c.prefill_chunk_size > (int64_t(1) << 20) ||
       c.max_batch_size > 4096 || c.num_layers > 4096)
@@ -416,20 +426,36 @@ Status PagedKvCacheModel::begin_forward(const std::vector<int64_t>& seq_ids, con
     for (size_t i = 0; i < B; ++i)
       if (Status s = reserve(block(seq(i).last_block), lengths[i]); !s) return s;
   // Step 7: the page table of each depth (before this round's tokens in a prefill).
-  std::vector<std::vector<int64_t>> qo_indptr(static_cast<size_t>(num_depths_)),
-      page_indptr(static_cast<size_t>(num_depths_)), page_indices(static_cast<size_t>(num_depths_)),
-      last_page_len(static_cast<size_t>(num_depths_)), k_rope(static_cast<size_t>(num_depths_));
+  const size_t D = static_cast<size_t>(num_depths_);
+  std::vector<std::vector<int64_t>> qo_indptr(D), page_indptr(D), page_indices(D), last_page_len(D), k_rope(D);
+  // With sliding-window layers (support_layer_sliding_window_), the same tables restricted to
+  // each sequence's last W tokens, as TVM 0.27's runtime computes them (GetLayerSlidingWindowOffset,
+  // GetLayerSlidingWindowNumPages): the window starts `offset` tokens into its first page, its
+  // pages are the last ones of the sequence's list, its RoPE positions start at length - W.
+  // (v0.26.0's runtime, with W fixed at 1,024, gives the same tables for one sequence of one
+  // block; with several sequences it fails its own size check.)
+  const bool sliding = cfg_.layer_sliding();
+  const int64_t W = cfg_.layer_window;
+  auto window_offset_of = [&](int64_t len) { return len <= W ? int64_t(0) : (len - W) % P; };
+  auto window_pages_of = [&](int64_t len) {
+    return len == 0 ? int64_t(0) : (window_offset_of(len) + std::min(len, W) + P - 1) / P;
+  };
+  std::vector<std::vector<int64_t>> page_indptr_sw(D), page_indices_sw(D), window_offset(D), k_rope_sw(D);
   for (int d = 0; d < num_depths_; ++d) {
     const size_t du = static_cast<size_t>(d);
     qo_indptr[du] = {0};
     page_indptr[du] = {0};
+    page_indptr_sw[du] = {0};
     for (size_t i = 0; i < chunks[du].size(); ++i) {
       const auto [b, len] = chunks[du][i];
       qo_indptr[du].push_back(qo_indptr[du].back() + len);
       if (b == -1) {
         page_indptr[du].push_back(page_indptr[du].back());
+        page_indptr_sw[du].push_back(page_indptr_sw[du].back());
         last_page_len[du].push_back(0);
         k_rope[du].push_back(0);
+        window_offset[du].push_back(0);
+        k_rope_sw[du].push_back(0);
         continue;
       }
       const Block& bl = block(b);
@@ -445,6 +471,16 @@ Status PagedKvCacheModel::begin_forward(const std::vector<int64_t>& seq_ids, con
       page_indptr[du].push_back(page_indptr[du].back() + pages);
       last_page_len[du].push_back(length == 0 ? 0 : (length - 1) % P + 1);
       k_rope[du].push_back(bl.start_pos);
+      if (!sliding) continue;
+      // Below the maximum depth the block alone; at it, the block with its trailing blocks.
+      const bool whole = d == kMaxDepth - 1;
+      const int64_t seq_len = whole ? length : bl.seq_length;
+      const int64_t in_window =
+          std::min(whole ? pages : static_cast<int64_t>(bl.page_ids.size()), window_pages_of(seq_len));
+      page_indptr_sw[du].push_back(page_indptr_sw[du].back() + in_window);
+      page_indices_sw[du].insert(page_indices_sw[du].end(), page_indices[du].end() - in_window, page_indices[du].end());
+      window_offset[du].push_back(window_offset_of(seq_len));
+      k_rope_sw[du].push_back(std::max<int64_t>(0, bl.start_pos + seq_len - W));
     }
   }
   depth_has_pages_.assign(static_cast<size_t>(num_depths_), false);
@@ -483,8 +519,30 @@ Status PagedKvCacheModel::begin_forward(const std::vector<int64_t>& seq_ids, con
   per_depth("qo_indptr", qo_indptr);
   per_depth("page_indptr", page_indptr);
   per_depth("page_indices", page_indices);
-  per_depth("last_page_len", last_page_len);
-  per_depth("k_rope_pos_offset", k_rope);
+  if (sliding) {
+    per_depth("page_indptr_sliding_window", page_indptr_sw);
+    per_depth("page_indices_sliding_window", page_indices_sw);
+  }
+  // Per depth, the length info (last_page_len alone without a sequence's sliding window), then
+  // a sliding layer's [3, n]: last_page_len, sliding_window_offset, sink_size (no sinks here).
+  for (int d = 0; d < num_depths_; ++d) {
+    const size_t du = static_cast<size_t>(d);
+    std::vector<int64_t> info;
+    if (sliding) {
+      info = last_page_len[du];
+      info.insert(info.end(), window_offset[du].begin(), window_offset[du].end());
+      info.resize(3 * last_page_len[du].size(), 0);
+    }
+    put(fmt::format("last_page_len[{}]", d), std::move(last_page_len[du]));
+    if (sliding) {
+      put(fmt::format("layer_sliding_window_length_info[{}]", d), std::move(info));
+      aux_.back().rows = 3;
+    }
+  }
+  for (int d = 0; d < num_depths_; ++d) {
+    put(fmt::format("k_rope_pos_offset[{}]", d), std::move(k_rope[static_cast<size_t>(d)]));
+    if (sliding) put(fmt::format("k_rope_pos_offset_sliding_window[{}]", d), std::move(k_rope_sw[static_cast<size_t>(d)]));
+  }
   put("cur_append_length_indptr", cur_indptr);
   put("k_ragged_rope_pos_offset", k_ragged);
   put("append_position_map", append_pos);
@@ -515,7 +573,8 @@ KvArg PagedKvCacheModel::aux_arg(const std::string& name) const {
   KvArg x;
   x.kind = KvArg::Kind::Buffer;
   x.buffer = KvBuffer::Aux;
-  x.shape = {static_cast<int64_t>(a.values.size())};
+  x.shape = a.rows > 1 ? std::vector<int64_t>{a.rows, static_cast<int64_t>(a.values.size()) / a.rows}
+                       : std::vector<int64_t>{static_cast<int64_t>(a.values.size())};
   x.aux_offset = a.offset;
   x.aux_name = name;
   return x;
@@ -632,21 +691,31 @@ Expected<std::vector<KvCall>> PagedKvCacheModel::attention_with_fused_qkv(int64_
   }
   // MHACrossAttnInternal: each depth with pages, the decode or the paged prefill kernel; after
   // the first kernel each result is merged into the output.
+  // A sliding-window layer reads the window's tables with its own kernels, RoPE's theta 10,000
+  // and scale 1 (constants of the runtime, PKV ~2190, unchanged in 0.27).
+  const bool window = c.sliding(layer);
+  const double theta = window ? 10000.0 : c.rope_theta, scale = window ? 1.0 : c.rope_scale;
   for (int d = 0; d < num_depths_; ++d) {
     if (!depth_has_pages_[static_cast<size_t>(d)]) continue;
     auto a = [&](const char* name) { return aux_arg(fmt::format("{}[{}]", name, d)); };
+    const KvArg indptr = a(window ? "page_indptr_sliding_window" : "page_indptr");
+    const KvArg indices = a(window ? "page_indices_sliding_window" : "page_indices");
+    const KvArg length_info = a(window ? "layer_sliding_window_length_info" : "last_page_len");
+    const KvArg k_rope = a(window ? "k_rope_pos_offset_sliding_window" : "k_rope_pos_offset");
     KvArg o = first ? out(false) : buf(KvBuffer::TempO, {T, Hq, D}, true);
     KvArg lse = buf(first ? KvBuffer::MergedLse : KvBuffer::TempLse, {T, Hq}, true);
     if (use_decode_[static_cast<size_t>(d)]) {
-      calls.push_back(KvCall{c.decode, "decode",
-                             {q, pages, a("page_indptr"), a("page_indices"), a("last_page_len"),
-                              a("k_rope_pos_offset"), aux_arg("q_rope_position_map"), o, lse, integer(rotary_mode),
-                              real(c.rope_scale), real(c.rope_theta), real(sm_scale)}});
+      calls.push_back(KvCall{window ? c.decode_sliding : c.decode, window ? "decode sliding window" : "decode",
+                             {q, pages, indptr, indices, length_info, k_rope, aux_arg("q_rope_position_map"), o, lse,
+                              integer(rotary_mode), real(scale), real(theta), real(sm_scale)}});
     } else {
-      calls.push_back(KvCall{c.prefill_paged, "prefill paged",
-                             {q, a("qo_indptr"), pages, a("page_indptr"), a("page_indices"), a("last_page_len"),
-                              a("k_rope_pos_offset"), aux_arg("q_rope_position_map"), o, lse, integer(0),
-                              integer(rotary_mode), real(c.rope_scale), real(c.rope_theta), real(sm_scale)}});
+      // Causal over the window's pages for a sliding layer's prefill (TVM 0.27's runtime; the
+      // tokens appended after attention are not in the pages yet).
+      calls.push_back(KvCall{window ? c.prefill_sliding : c.prefill_paged,
+                             window ? "prefill paged sliding window" : "prefill paged",
+                             {q, a("qo_indptr"), pages, indptr, indices, length_info, k_rope,
+                              aux_arg("q_rope_position_map"), o, lse, integer(window && !append_before_attn_ ? 1 : 0),
+                              integer(rotary_mode), real(scale), real(theta), real(sm_scale)}});
     }
     if (!first) {
       calls.push_back(KvCall{c.merge, "merge",

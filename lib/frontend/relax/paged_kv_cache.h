@@ -30,12 +30,32 @@ struct KvCacheConfig {
   std::vector<int64_t> rope_ext_factors;
   double rope_scale = 1, rope_theta = 10000;
   DType dtype;                     ///< the KV dtype (the zeros tensor's)
+  /// The attention kind of every layer of the model (create's argument 6, indexed by the
+  /// global layer id): 0 MHA, 3 MHA with a sliding window (gemma3's local layers); empty: all MHA.
+  std::vector<int64_t> attn_kinds;
   std::string transpose_append, prefill_ragged, prefill_paged, decode, merge, split_rotary;
+  /// The sliding-window layers' paged prefill and decode kernels (arguments 18 and 19).
+  std::string prefill_sliding, decode_sliding;
+  /// Their window in tokens: the configuration's sixth value (TVM 0.27's
+  /// layer_sliding_window_size), else 1,024 (v0.26.0's constant). Not the model's sliding_window
+  /// unless the build passed it.
+  int64_t layer_window = 1024;
   std::string copy_single_page;    ///< "" when the build passed none (a fork within a page is then refused)
 
   /// Pages in the pool: ceil(capacity / P) + 1 (no sliding window).
   int64_t num_pages() const { return (max_total_seq_len + page_size - 1) / page_size + 1; }
+  /// Whether layer `layer` (global id) has a sliding window (AttnKind::kMHASliding).
+  bool sliding(int64_t layer) const {
+    return layer >= 0 && layer < static_cast<int64_t>(attn_kinds.size()) && attn_kinds[static_cast<size_t>(layer)] == 3;
+  }
+  /// Whether any layer has one (the runtime's support_layer_sliding_window_).
+  bool layer_sliding() const {
+    for (int64_t k : attn_kinds)
+      if (k == 3) return true;
+    return false;
+  }
 };
+
 
 /// The elements of the merged auxiliary buffer the runtime allocates on the device
 /// (CachedPagedKVCacheAuxDataManager: 32 Mi int32, a constant in v0.26.0).
@@ -46,6 +66,7 @@ struct KvAuxArray {
   std::string name;             ///< the runtime's name ("q_rope_position_map", "page_indptr[0]", ...)
   int64_t offset = 0;           ///< in int32 elements from the buffer's start
   std::vector<int64_t> values;  ///< int32 values
+  int64_t rows = 1;             ///< the view's rows: 3 for a sliding layer's length info [3, n]
 };
 
 /// A device buffer the cache owns (allocated when it is created).

@@ -755,9 +755,9 @@ class Runner {
     if (a[1].shape.size() != 2)
       return refuse(fmt::format("split over {} layer groups (Disco)", a[1].shape.size() - 1));
     for (int64_t kind : a[6].shape)
-      if (kind != 0)
+      if (kind != 0 && kind != 3)
         return refuse(kind == 1 ? "with MLA layers" : kind == 2 ? "with linear-attention layers"
-                                                                : "with sliding-window layers");
+                                                                : fmt::format("with attention kind {}", kind));
     if (a[7].i != 0) return refuse("with disaggregation (enable_disaggregation)");
     if (!want(a, 12, Value::Kind::Tensor, "the dtype's zero tensor")) return false;
     KvCacheConfig c;
@@ -794,6 +794,10 @@ class Runner {
     if (!function(a[13], 13, &c.transpose_append) || !function(a[15], 15, &c.prefill_ragged) ||
         !function(a[16], 16, &c.prefill_paged) || !function(a[17], 17, &c.decode) ||
         !function(a[24], 24, &c.split_rotary))
+      return false;
+    c.attn_kinds = a[6].shape;
+    if (cfg.size() == 6) c.layer_window = cfg[5];  // TVM 0.27: layer_sliding_window_size
+    if (c.layer_sliding() && (!function(a[18], 18, &c.prefill_sliding) || !function(a[19], 19, &c.decode_sliding)))
       return false;
     if (a[23].kind != Value::Kind::Tuple || a[23].items.size() != 1)
       return fail("argument 23 (the merge functions) is not a tuple of one function"), false;

@@ -307,3 +307,155 @@ TEST_CASE("paged KV cache: LongRoPE's factors (Phi-3.5) go to the rotary kernel 
   c.rope_mode = 2;
   CHECK(!PagedKvCacheModel::create(c));
 }
+
+namespace {
+
+const KvAuxArray* aux_named(const PagedKvCacheModel& m, const std::string& name) {
+  for (const KvAuxArray& a : m.aux_arrays())
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+/// gemma3's cache: layer 0 slides (AttnKind 3), layer 1 attends to everything.
+KvCacheConfig gemma3(int64_t capacity = 2048, int64_t chunk = 1104, int64_t batch = 1) {
+  KvCacheConfig c = tutorial(capacity, chunk);
+  c.max_batch_size = batch;
+  c.attn_kinds = {3, 0};
+  c.rope_theta = 1e6, c.rope_scale = 1;
+  c.prefill_sliding = "batch_prefill_paged_kv_sliding_window";
+  c.decode_sliding = "batch_decode_paged_kv_sliding_window";
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("paged KV cache: sliding-window layers (gemma3) read a window of 1,024 tokens, as TVM's runtime "
+          "computes it",
+          "[kv_cache]") {
+  Expected<PagedKvCacheModel> m = PagedKvCacheModel::create(gemma3());
+  REQUIRE(m);
+  REQUIRE(m->add_sequence(0));
+  REQUIRE(m->begin_forward({0}, {1100}));  // pages 0..68 (69 of 16 tokens)
+  REQUIRE(m->end_forward());
+  // The decode appends first (its page table counts 1,101 tokens): the window is the last
+  // min(69, 1024/16 + 1) = 65 pages (4..68), starting 1101 % 16 = 13 tokens into page 4,
+  // so the window's first token is 4*16 + 13 = 77 = 1101 - 1024, its RoPE offset.
+  REQUIRE(m->begin_forward({0}, {1}));
+  const KvAuxArray* indptr = aux_named(*m, "page_indptr_sliding_window[0]");
+  const KvAuxArray* indices = aux_named(*m, "page_indices_sliding_window[0]");
+  const KvAuxArray* info = aux_named(*m, "layer_sliding_window_length_info[0]");
+  const KvAuxArray* rope = aux_named(*m, "k_rope_pos_offset_sliding_window[0]");
+  REQUIRE((indptr && indices && info && rope));
+  CHECK(indptr->values == std::vector<int64_t>{0, 65});
+  REQUIRE(indices->values.size() == 65);
+  CHECK(indices->values.front() == 4);
+  CHECK(indices->values.back() == 68);
+  CHECK(info->rows == 3);
+  CHECK(info->values == std::vector<int64_t>{13, 13, 0});  // last_page_len, window offset, sinks
+  CHECK(rope->values == std::vector<int64_t>{77});
+  CHECK(aux_named(*m, "page_indices[0]")->values.size() == 69);
+  // SyncAuxArrayToDevice's order: the window's tables after the page indices, the [3, 1]
+  // length info after last_page_len, its RoPE offsets after k_rope_pos_offset.
+  CHECK(offset_of(*m, "page_indices[0]") == 12);
+  CHECK(offset_of(*m, "page_indptr_sliding_window[0]") == 84);
+  CHECK(offset_of(*m, "page_indices_sliding_window[0]") == 88);
+  CHECK(offset_of(*m, "last_page_len[0]") == 156);
+  CHECK(offset_of(*m, "layer_sliding_window_length_info[0]") == 160);
+  CHECK(offset_of(*m, "k_rope_pos_offset[0]") == 164);
+  CHECK(offset_of(*m, "k_rope_pos_offset_sliding_window[0]") == 168);
+  CHECK(offset_of(*m, "cur_append_length_indptr") == 172);
+
+  // Layer 0 slides: its own decode kernel on the window's tables, RoPE theta 10,000 and scale 1
+  // (the runtime's constants); layer 1 the plain decode kernel on the whole page table.
+  Expected<std::vector<KvCall>> l0 = m->attention_with_fused_qkv(0, 1, 0.25);
+  REQUIRE(l0);
+  CHECK(roles(*l0) == std::vector<std::string>{"aux copy", "split rotary", "transpose append",
+                                               "decode sliding window"});
+  const KvCall& dec = l0->back();
+  CHECK(dec.function == "batch_decode_paged_kv_sliding_window");
+  REQUIRE(dec.args.size() == 13);
+  CHECK(dec.args[2].aux_name == "page_indptr_sliding_window[0]");
+  CHECK(dec.args[3].aux_name == "page_indices_sliding_window[0]");
+  CHECK(dec.args[4].aux_name == "layer_sliding_window_length_info[0]");
+  CHECK(dec.args[4].shape == std::vector<int64_t>{3, 1});
+  CHECK(dec.args[5].aux_name == "k_rope_pos_offset_sliding_window[0]");
+  CHECK(dec.args[10].f == 1.0);
+  CHECK(dec.args[11].f == 10000.0);
+  Expected<std::vector<KvCall>> l1 = m->attention_with_fused_qkv(1, 1, 0.25);
+  REQUIRE(l1);
+  const KvCall& full = l1->back();
+  CHECK(full.function == "batch_decode_paged_kv");
+  CHECK(full.args[2].aux_name == "page_indptr[0]");
+  CHECK(full.args[4].aux_name == "last_page_len[0]");
+  CHECK(full.args[4].shape == std::vector<int64_t>{1});
+  CHECK(full.args[11].f == 1e6);
+  REQUIRE(m->end_forward());
+}
+
+TEST_CASE("paged KV cache: under the window, a sliding layer's tables are the whole page table", "[kv_cache]") {
+  Expected<PagedKvCacheModel> m = PagedKvCacheModel::create(gemma3());
+  REQUIRE(m);
+  REQUIRE(m->add_sequence(0));
+  REQUIRE(m->begin_forward({0}, {20}));
+  REQUIRE(m->end_forward());
+  REQUIRE(m->begin_forward({0}, {1}));
+  CHECK(aux_named(*m, "page_indptr_sliding_window[0]")->values == std::vector<int64_t>{0, 2});
+  CHECK(aux_named(*m, "page_indices_sliding_window[0]")->values == std::vector<int64_t>{0, 1});
+  CHECK(aux_named(*m, "layer_sliding_window_length_info[0]")->values == std::vector<int64_t>{5, 0, 0});
+  CHECK(aux_named(*m, "k_rope_pos_offset_sliding_window[0]")->values == std::vector<int64_t>{0});
+}
+
+TEST_CASE("paged KV cache: sliding-window layers with several sequences, a configured window, a second prefill",
+          "[kv_cache]") {
+  // Two sequences in one decode: each one's window pages are its own last pages (TVM 0.27's
+  // runtime; v0.26.0's took them by the running total and failed its own check).
+  Expected<PagedKvCacheModel> m = PagedKvCacheModel::create(gemma3(2048, 1104, 2));
+  REQUIRE(m);
+  REQUIRE(m->add_sequence(0));
+  REQUIRE(m->add_sequence(1));
+  REQUIRE(m->begin_forward({0, 1}, {20, 40}));  // pages 0, 1 and 2, 3, 4
+  REQUIRE(m->end_forward());
+  REQUIRE(m->begin_forward({0, 1}, {1, 1}));
+  CHECK(aux_named(*m, "page_indptr_sliding_window[0]")->values == std::vector<int64_t>{0, 2, 5});
+  CHECK(aux_named(*m, "page_indices_sliding_window[0]")->values == std::vector<int64_t>{0, 1, 2, 3, 4});
+  CHECK(aux_named(*m, "layer_sliding_window_length_info[0]")->values == std::vector<int64_t>{5, 9, 0, 0, 0, 0});
+  REQUIRE(m->end_forward());
+
+  // A window of 32 tokens (the configuration's sixth value): after 101 tokens it starts at
+  // token 69, 5 tokens into page 4, and takes pages 4, 5 and 6.
+  KvCacheConfig c = gemma3();
+  c.layer_window = 32;
+  Expected<PagedKvCacheModel> w = PagedKvCacheModel::create(c);
+  REQUIRE(w);
+  REQUIRE(w->add_sequence(0));
+  REQUIRE(w->begin_forward({0}, {100}));
+  REQUIRE(w->end_forward());
+  REQUIRE(w->begin_forward({0}, {1}));
+  CHECK(aux_named(*w, "page_indptr_sliding_window[0]")->values == std::vector<int64_t>{0, 3});
+  CHECK(aux_named(*w, "page_indices_sliding_window[0]")->values == std::vector<int64_t>{4, 5, 6});
+  CHECK(aux_named(*w, "layer_sliding_window_length_info[0]")->values == std::vector<int64_t>{5, 5, 0});
+  CHECK(aux_named(*w, "k_rope_pos_offset_sliding_window[0]")->values == std::vector<int64_t>{69});
+  REQUIRE(w->end_forward());
+  // A second prefill on cached pages: the sliding layer's paged prefill is causal, the other's not.
+  REQUIRE(w->begin_forward({0}, {8}));
+  Expected<std::vector<KvCall>> l0 = w->attention_with_fused_qkv(0, 8, 0.25);
+  Expected<std::vector<KvCall>> l1 = w->attention_with_fused_qkv(1, 8, 0.25);
+  REQUIRE((l0 && l1));
+  auto paged = [](const std::vector<KvCall>& calls) {
+    for (const KvCall& k : calls)
+      if (k.role.rfind("prefill paged", 0) == 0) return k;
+    return KvCall{};
+  };
+  CHECK(paged(*l0).role == "prefill paged sliding window");
+  CHECK(paged(*l0).args[10].i == 1);
+  CHECK(paged(*l1).role == "prefill paged");
+  CHECK(paged(*l1).args[10].i == 0);
+
+  // MLA and linear attention stay refused; a sliding layer needs its kernels.
+  KvCacheConfig mla = gemma3();
+  mla.attn_kinds = {1, 0};
+  CHECK(PagedKvCacheModel::create(mla).error().message.find("MLA") != std::string::npos);
+  KvCacheConfig no_kernel = gemma3();
+  no_kernel.decode_sliding.clear();
+  CHECK_FALSE(PagedKvCacheModel::create(no_kernel));
+}
