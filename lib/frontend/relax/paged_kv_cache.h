@@ -3,7 +3,8 @@
 // calls for each attention of a forward, with which tensors, views and scalars, and the
 // auxiliary arrays it packs and copies to the device first. Pure bookkeeping on integers:
 // no TVM, no device. docs/notes/tvm-0.26-paged-kv-cache.md is the reading of the runtime it
-// follows; configurations the model does not cover are refused by name.
+// follows; sliding-window layers follow TVM 0.27's runtime (the wheel's source; v0.26.0's fails
+// there with several sequences). Configurations the model does not cover are refused by name.
 #pragma once
 
 #include <cstdint>
