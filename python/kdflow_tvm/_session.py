@@ -57,16 +57,18 @@ def parse(spec: Union[str, Mapping[str, Any]]) -> Session:
         batch = isinstance(s, dict) and s.get("op") == "decode" and isinstance(s.get("seq"), list) and \
             s["seq"] and all(isinstance(x, int) for x in s["seq"])
         if not isinstance(s, dict) or s.get("op") not in ("add_sequence", "remove_sequence", "prefill", "decode",
-                                                          "fork_sequence", "popn") \
+                                                          "fork_sequence", "popn", "enable_sliding_window") \
                 or not (isinstance(s.get("seq"), int) or batch) or \
                 (s["op"] == "prefill" and not isinstance(s.get("tokens"), int)) or \
                 (s["op"] == "fork_sequence" and not isinstance(s.get("parent"), int)) or \
                 (s["op"] == "fork_sequence" and not isinstance(s.get("pos", -1), int)) or \
-                (s["op"] == "popn" and not isinstance(s.get("n"), int)):
+                (s["op"] == "popn" and not isinstance(s.get("n"), int)) or \
+                (s["op"] == "enable_sliding_window" and not isinstance(s.get("window"), int)):
             raise ExportError(f"session: step {i} is not one kdflow runs ({s!r})", DATA_ERROR)
     cache = session.get("kv_cache", {})
-    if not isinstance(cache, dict) or any(k not in _CACHE_KEYS for k in cache):
-        raise ExportError(f"session: kv_cache takes {', '.join(_CACHE_KEYS)}", DATA_ERROR)
+    keys = _CACHE_KEYS + ("support_sliding_window",)  # a session file's only
+    if not isinstance(cache, dict) or any(k not in keys for k in cache):
+        raise ExportError(f"session: kv_cache takes {', '.join(keys)}", DATA_ERROR)
     return {"kv_cache": dict(cache), "steps": list(steps)}
 
 
@@ -105,6 +107,9 @@ def forwards(session: Session) -> List[Forward]:
             out.append((f"fork_sequence {seq}", "fork_sequence", [seq, int(s["parent"])], int(s.get("pos", -1))))
         elif s["op"] == "popn":
             out.append((f"popn {seq}", "popn", [seq], int(s["n"])))
+        elif s["op"] == "enable_sliding_window":  # seqs: [seq, window, sink]
+            out.append((f"enable_sliding_window {seq}", "enable_sliding_window",
+                        [seq, int(s["window"]), int(s.get("sink", 0))], 0))
         else:
             out.append((s["op"], s["op"], [seq], 0))
     return out
@@ -148,7 +153,11 @@ def run(tvm: Any, ex: Any, params: Mapping[str, np.ndarray], session: Session, f
     fw = forwards(session)
     if on_step:
         on_step("create")
-    args = cache_args(session, fw) + (0,) * (cache_arity(vm) - 4)  # support_sliding_window: off
+    sliding = int(bool(session.get("kv_cache", {}).get("support_sliding_window", 0)))
+    if sliding and cache_arity(vm) < 5:
+        raise ExportError("session: kv_cache support_sliding_window, but this model's create_tir_paged_kv_cache "
+                          "takes no such argument", USAGE)
+    args = cache_args(session, fw) + (sliding,) * (cache_arity(vm) - 4)  # MLC's support_sliding_window
     cache = vm["create_tir_paged_kv_cache"](*(shape([a]) for a in args))
     add_seq = tvm.get_global_func("vm.builtin.kv_state_add_sequence")
     remove_seq = tvm.get_global_func("vm.builtin.kv_state_remove_sequence")
@@ -178,6 +187,9 @@ def run(tvm: Any, ex: Any, params: Mapping[str, np.ndarray], session: Session, f
             if on_step:
                 on_step(label)
             popn(cache, seqs[0], n)
+            continue
+        if op == "enable_sliding_window":  # as MLC's engine does for a model with a sliding window
+            tvm.get_global_func("vm.builtin.attention_kv_cache_enable_sliding_window_for_seq")(cache, *seqs)
             continue
         if on_step:
             on_step(label)

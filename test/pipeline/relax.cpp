@@ -420,6 +420,16 @@ TEST_CASE("relax: session files (hand-written, labelled: the steps a driver make
                                            "seq 0 decode 0", "", "seq 0 decode 1"});
   CHECK(s->steps[4].kind == kdflow::RelaxSessionStep::Kind::BatchDecode);
   CHECK(s->steps[4].seqs == std::vector<int64_t>{3, 0});
+  // A sliding window as MLC's engine gives a sequence one (mistral).
+  auto w = kdflow::parse_session(write(R"({"kv_cache": {"support_sliding_window": true},
+      "steps": [{"op": "add_sequence", "seq": 0}, {"op": "enable_sliding_window", "seq": 0, "window": 64, "sink": 4},
+                {"op": "prefill", "seq": 0, "tokens": 5}]})"));
+  REQUIRE(w);
+  CHECK(w->support_sliding_window == 1);
+  CHECK(w->steps[1].kind == kdflow::RelaxSessionStep::Kind::EnableSlidingWindow);
+  CHECK(w->steps[1].window == 64);
+  CHECK(w->steps[1].sink == 4);
+  CHECK(w->steps[1].label == "enable_sliding_window 0");
   struct Bad {
     const char* text;
     const char* pointer;
@@ -443,7 +453,15 @@ TEST_CASE("relax: session files (hand-written, labelled: the steps a driver make
                        Bad{R"({"steps": [{"op": "decode", "seq": 0, "tokens": 2}]})", "/steps/0/tokens",
                            kdflow::ExitCode::DataError},
                        Bad{R"({"kv_cache": {"page": 16}, "steps": [{"op": "decode", "seq": 0}]})", "/kv_cache/page",
-                           kdflow::ExitCode::DataError}}) {
+                           kdflow::ExitCode::DataError},
+                       Bad{R"({"kv_cache": {"support_sliding_window": 2}, "steps": [{"op": "decode", "seq": 0}]})",
+                           "/kv_cache/support_sliding_window", kdflow::ExitCode::DataError},
+                       Bad{R"({"steps": [{"op": "enable_sliding_window", "seq": 0}]})", "/steps/0/window",
+                           kdflow::ExitCode::DataError},
+                       Bad{R"({"steps": [{"op": "enable_sliding_window", "seq": 0, "window": 8, "sink": 8}]})",
+                           "/steps/0/sink", kdflow::ExitCode::DataError},
+                       Bad{R"({"steps": [{"op": "enable_sliding_window", "seq": 0, "window": 8, "tokens": 1}]})",
+                           "/steps/0/tokens", kdflow::ExitCode::DataError}}) {
     auto r = kdflow::parse_session(write(b.text));
     INFO(b.text);
     REQUIRE_FALSE(r);

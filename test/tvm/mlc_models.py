@@ -115,6 +115,17 @@ LONG_SESSION: Dict[str, Any] = {"kv_cache": {}, "steps": [
     {"op": "add_sequence", "seq": 0}, {"op": "prefill", "seq": 0, "tokens": 1100}, {"op": "decode", "seq": 0},
     {"op": "prefill", "seq": 0, "tokens": 8}, {"op": "decode", "seq": 0},
     {"op": "add_sequence", "seq": 1}, {"op": "prefill", "seq": 1, "tokens": 30}, {"op": "decode", "seq": [0, 1]}]}
+#: A session as MLC's engine runs a model with a sliding window (mistral: sliding_window_size 64
+#: and attention_sink_size 4 here): the cache created with support_sliding_window, each sequence
+#: given its window (enable_sliding_window_for_seq). Sequence 0 prefills 100 tokens in chunks of
+#: 16 (past its window: the oldest tokens after the 4 sinks are dropped, their pages freed),
+#: decodes twice, prefills 20 more and decodes; sequence 1 prefills 30; both decode in one batch.
+WINDOW_SESSION: Dict[str, Any] = {"kv_cache": {"support_sliding_window": 1, "prefill_chunk_size": 16}, "steps": [
+    {"op": "add_sequence", "seq": 0}, {"op": "enable_sliding_window", "seq": 0, "window": 64, "sink": 4},
+    {"op": "prefill", "seq": 0, "tokens": 100}, {"op": "decode", "seq": 0}, {"op": "decode", "seq": 0},
+    {"op": "prefill", "seq": 0, "tokens": 20}, {"op": "decode", "seq": 0},
+    {"op": "add_sequence", "seq": 1}, {"op": "enable_sliding_window", "seq": 1, "window": 64, "sink": 4},
+    {"op": "prefill", "seq": 1, "tokens": 30}, {"op": "decode", "seq": [0, 1]}]}
 #: Top-2 of 16 experts: with fewer, TVM's GEMV of the router (dlight, block (32, 16)) stores
 #: NT_matmul_ptr[threadIdx.y] unguarded, 16 floats into an output of one per expert (its defect,
 #: which kdflow refuses by its static bounds: mixtral_8 keeps it, for that check).
@@ -132,8 +143,10 @@ TP_NOTE = "8 query heads, 4 KV heads; the unsharded model (tensor_parallel_shard
 ARCHS: Dict[str, Arch] = {
     "llama": Arch("llama3_1_8b", HF, note="Llama 3.1's rope_scaling (llama3) kept"),
     "mistral": Arch("mistral_7b", dict(HF, sliding_window_size=64), {"context_window_size": None},
+                    session=WINDOW_SESSION,
                     note="sliding window 64 and attention sink 4; context_window_size stays -1 as MLC "
-                         "sets it for a sliding-window model"),
+                         "sets it for a sliding-window model; the session slides as MLC's engine drives it "
+                         "(WINDOW_SESSION)"),
     "ministral3": Arch("ministral3_3b_2512", {"text_config": HF}, note="sizes in text_config (merged "
                        "over the top level); YaRN rope_parameters kept"),
     "gpt2": Arch("gpt2", GPT_MHA, note=MHA_NOTE),
@@ -421,9 +434,9 @@ def _one_line(e: BaseException) -> str:
 
 #: What CI builds (run.sh mlc; KDFLOW_MLC_MODELS=all for every one): Llama 3's RoPE scaling, tied
 #: embeddings and biases, GPT-2's positions from the KV cache, LongRoPE, soft-capping, GLM's
-#: layout, sliding-window layers past the runtime's window, MoE with a shared expert, TVM's router
+#: layout, sliding windows (mistral's per sequence, gemma3's per layer) past the window, MoE with a shared expert, TVM's router
 #: defect, and a dense and an MoE model sharded over 2 and 4 ranks.
-CI = ["llama", "qwen2", "gpt2", "phi3", "gemma2", "gemma3_text", "chatglm", "qwen2_moe", "mixtral_8",
+CI = ["llama", "mistral", "qwen2", "gpt2", "phi3", "gemma2", "gemma3_text", "chatglm", "qwen2_moe", "mixtral_8",
       "llama_tp2", "llama_tp4", "mixtral_tp2", "mixtral_tp4"]
 
 

@@ -81,8 +81,10 @@ struct RelaxSessionStep {
   /// `batch_decode` (MLC's batched decode: x of shape (batch, 1, hidden)).
   /// ForkSequence: `seq` forked from `parent` at `pos` (-1: its end), as
   /// vm.builtin.kv_state_fork_sequence; PopN: `tokens` dropped from the end of `seq`
-  /// (vm.builtin.kv_state_popn).
-  enum class Kind { AddSequence, RemoveSequence, Prefill, Decode, BatchDecode, ForkSequence, PopN };
+  /// (vm.builtin.kv_state_popn). EnableSlidingWindow: `seq` keeps its first `sink` tokens and
+  /// its last `window` - `sink` (vm.builtin.attention_kv_cache_enable_sliding_window_for_seq,
+  /// which MLC's engine calls for models with a sliding_window_size).
+  enum class Kind { AddSequence, RemoveSequence, Prefill, Decode, BatchDecode, ForkSequence, PopN, EnableSlidingWindow };
   Kind kind = Kind::Prefill;
   int64_t seq = 0;
   std::vector<int64_t> seqs;  ///< BatchDecode: the sequences, in the batch's order
@@ -90,6 +92,7 @@ struct RelaxSessionStep {
   std::string label;   ///< the step's name (Node::session_step; a forward's input_ids[label])
   int64_t parent = 0;  ///< ForkSequence
   int64_t pos = -1;    ///< ForkSequence
+  int64_t window = 0, sink = 0;  ///< EnableSlidingWindow
 };
 
 /// A stated run of a language model's host program, as TVM's LLM tutorial and MLC's chat
@@ -100,6 +103,7 @@ struct RelaxSession {
   int64_t max_total_seq_len = 0;   ///< 0: every token of the session
   int64_t prefill_chunk_size = 0;  ///< 0: the largest forward; a longer prefill is split into chunks of this size
   int64_t page_size = 16;
+  int64_t support_sliding_window = 0;  ///< create's fifth value (MLC's models): 1 lets sequences slide
   std::vector<RelaxSessionStep> steps;
 };
 

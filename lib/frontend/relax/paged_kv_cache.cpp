@@ -11,7 +11,7 @@ namespace kdflow {
 namespace {
 
 Error refuse(const std::string& what) {
-  return Error{"TVM's paged KV cache " + what + ": kdflow models v0.26.0's TIR cache for MHA layers only",
+  return Error{"TVM's paged KV cache " + what + ": not modelled (kdflow models the TIR cache's MHA layers)",
                ExitCode::Unavailable};
 }
 
@@ -34,7 +34,7 @@ Expected<PagedKvCacheModel> PagedKvCacheModel::create(const KvCacheConfig& c) {
   if (c.v_head_dim != c.qk_head_dim) return refuse("with v_head_dim != qk_head_dim (MLA)");
   if (c.rope_mode < 0 || c.rope_mode > 2) return refuse(fmt::format("with rope_mode {}", c.rope_mode));
   // The runtime's own check (PagedAttentionKVCacheObj's constructor).
-  if (!c.rope_ext_factors.empty() && c.rope_mode != 1)
+  if (!c.rope_ext_factors.empty() && c.effective_rope_mode() != 1)
     return Error{"rope_ext_factors with a RoPE mode other than normal: TVM's runtime refuses this cache",
                  ExitCode::DataError};
   for (const std::string* f : {&c.transpose_append, &c.prefill_ragged, &c.prefill_paged, &c.decode, &c.merge,
@@ -44,8 +44,8 @@ Expected<PagedKvCacheModel> PagedKvCacheModel::create(const KvCacheConfig& c) {
     if (k != 0 && k != 3)
       return refuse(k == 1 ? "with MLA layers" : k == 2 ? "with linear-attention layers"
                                                          : fmt::format("with attention kind {}", k));
-  if (c.layer_sliding() && (c.prefill_sliding.empty() || c.decode_sliding.empty()))
-    return refuse("with sliding-window layers but no sliding-window prefill or decode kernel");
+  if ((c.layer_sliding() || c.support_sliding_window) && (c.prefill_sliding.empty() || c.decode_sliding.empty()))
+    return refuse("with a sliding window but no sliding-window prefill or decode kernel");
   if (c.layer_sliding() && (c.layer_window <= 0 || c.layer_window > (int64_t(1) << 24)))
     return Error{fmt::format("the KV cache's layer sliding window of {} tokens (TVM's runtime requires more than 0)",
                              c.layer_window),
@@ -164,6 +164,8 @@ Status PagedKvCacheModel::remove_sequence(int64_t seq_id) {
 
 Expected<std::vector<KvCall>> PagedKvCacheModel::fork_sequence(int64_t parent, int64_t child, int64_t pos) {
   if (in_forward_) return Error{"a sequence forked inside a forward", ExitCode::DataError};
+  if (const Sequence* p = find(parent); p && p->window != -1)
+    return refuse(fmt::format("fork of sequence {}, which has a sliding window", parent));
   return fork(parent, child, pos);
 }
 
@@ -281,6 +283,7 @@ Expected<std::vector<KvCall>> PagedKvCacheModel::popn(int64_t seq_id, int64_t n)
   if (in_forward_) return Error{"popn inside a forward", ExitCode::DataError};
   Sequence* seq = find(seq_id);
   if (!seq) return Error{fmt::format("popn of sequence {}, which is not in the KV cache", seq_id), ExitCode::DataError};
+  if (seq->window != -1) return refuse(fmt::format("popn of sequence {}, which has a sliding window", seq_id));
   if (n < 0 || n > seq->length)
     return Error{fmt::format("popn of {} tokens from sequence {}, which holds {}", n, seq_id, seq->length),
                  ExitCode::DataError};
@@ -325,17 +328,88 @@ Expected<std::vector<KvCall>> PagedKvCacheModel::popn(int64_t seq_id, int64_t n)
   return calls;
 }
 
-Status PagedKvCacheModel::reserve(Block& b, int64_t n) {
-  // PKV ReserveAppendLengthInSeq: pages until ceil((len + n) / P), each popped from the free list.
+Status PagedKvCacheModel::reserve(Sequence& s, int64_t n) {
+  // PKV ReserveAppendLengthInSeq: pages until ceil((len - sink + window offset + n) / P), each
+  // popped from the free list; a sequence with a window borrows a temporary page (-1) when
+  // none is free, replaced after its window slides (SlideWindowForSequence frees pages).
+  Block& b = blocks_[static_cast<size_t>(s.last_block)];
   if (b.refs != 1)
     return Error{"tokens appended to a block other sequences share (the runtime refuses it)", ExitCode::DataError};
-  const int64_t target = (b.seq_length + n + cfg_.page_size - 1) / cfg_.page_size;
+  const bool windows = cfg_.sequence_windows();
+  const int64_t target = (b.seq_length - b.sink_length + b.window_offset + n + cfg_.page_size - 1) / cfg_.page_size;
   while (static_cast<int64_t>(b.page_ids.size()) < target) {
+    if (free_pages_.empty() && s.window != -1 && windows) {
+      b.page_ids.push_back(-1);
+      continue;
+    }
     Expected<int64_t> p = free_page();
     if (!p) return p.error();
     b.page_ids.push_back(*p);
   }
   b.seq_length += n;
+  if (Status st = slide(s); !st) return st;
+  if (windows)
+    for (int64_t& page : blocks_[static_cast<size_t>(s.last_block)].page_ids)
+      if (page == -1) {
+        Expected<int64_t> p = free_page();
+        if (!p) return p.error();
+        page = *p;
+      }
+  return Status::ok();
+}
+
+Status PagedKvCacheModel::slide(Sequence& s) {
+  // SlideWindowForSequence: past its window, the sequence drops its oldest tokens after the
+  // sinks; pages wholly left behind go back to the free list.
+  if (s.window == -1 || !cfg_.sequence_windows() || s.length <= s.window) return Status::ok();
+  const int64_t P = cfg_.page_size;
+  const int64_t slid = s.length - s.window;
+  Block& b = blocks_[static_cast<size_t>(s.last_block)];
+  if (s.sink > 0 && b.sink_length == 0) {
+    b.sink_length = s.sink;
+    b.window_offset = s.sink;
+  }
+  const int64_t sink_pages = (b.sink_length + P - 1) / P;
+  int64_t first = (b.window_offset + slid) / P;
+  const int64_t in_page = (b.window_offset + slid) % P;
+  while (first > sink_pages) {
+    const int64_t page = b.page_ids[static_cast<size_t>(sink_pages)];
+    if (page != -1) free_pages_.push_back(page);
+    b.page_ids.erase(b.page_ids.begin() + sink_pages);
+    --first;
+  }
+  s.length = s.window;
+  b.seq_length -= slid;
+  b.window_offset = first * P + in_page;
+  if ((first != sink_pages - 1 && first != sink_pages) || b.seq_length < b.sink_length ||
+      b.window_offset < b.sink_length ||
+      (b.window_offset + (b.seq_length - b.sink_length) + P - 1) / P != static_cast<int64_t>(b.page_ids.size()))
+    return Error{fmt::format("sequence {}'s sliding window: the runtime's own checks fail (window offset {}, {} "
+                             "tokens, {} sinks, {} pages)",
+                             s.id, b.window_offset, b.seq_length, b.sink_length, b.page_ids.size()),
+                 ExitCode::DataError};
+  return Status::ok();
+}
+
+Status PagedKvCacheModel::enable_sliding_window(int64_t seq_id, int64_t window, int64_t sink) {
+  // EnableSlidingWindowForSeq: the blocks before the last are natural sinks.
+  if (!cfg_.support_sliding_window && !cfg_.layer_sliding())
+    return Error{fmt::format("sliding window for sequence {}: the KV cache was created without support_sliding_window "
+                             "(TVM's runtime refuses it)",
+                             seq_id),
+                 ExitCode::DataError};
+  Sequence* s = find(seq_id);
+  if (!s) return Error{fmt::format("sliding window for sequence {}, which was never added", seq_id), ExitCode::DataError};
+  if (sink < 0 || window <= 0 || sink >= window)
+    return Error{fmt::format("sliding window of {} tokens with {} sinks for sequence {} (the runtime needs 0 <= sinks "
+                             "< window)",
+                             window, sink, seq_id),
+                 ExitCode::DataError};
+  if (s->window != -1)
+    return Error{fmt::format("sliding window enabled twice for sequence {}", seq_id), ExitCode::DataError};
+  const int64_t prefix = s->length - blocks_[static_cast<size_t>(s->last_block)].seq_length;
+  s->sink = std::max<int64_t>(sink - prefix, 0);
+  s->window = window;
   return Status::ok();
 }
 
@@ -371,10 +445,12 @@ Status PagedKvCacheModel::begin_forward(const std::vector<int64_t>& seq_ids, con
   const size_t B = seqs.size();
   auto seq = [&](size_t i) -> Sequence& { return seqs_[static_cast<size_t>(seqs[i])]; };
   auto block = [&](int64_t b) -> Block& { return blocks_[static_cast<size_t>(b)]; };
-  // PKV BeginForward step 1: the rotary offset of the ragged part is the length before.
-  std::vector<int64_t> k_ragged;
+  // PKV BeginForward step 1: the rotary offset of the ragged part is the length before (capped
+  // at the window by the slides of a sequence with one), and the last block's length.
+  std::vector<int64_t> k_ragged, last_before;
   for (size_t i = 0; i < B; ++i) {
     k_ragged.push_back(seq(i).length);
+    last_before.push_back(block(seq(i).last_block).seq_length);
     seq(i).length += lengths[i];
   }
   // Step 2 (GetBlockIdsOnDepth): each sequence's blocks root first; depth 0 the first, depth 1
@@ -420,11 +496,13 @@ Status PagedKvCacheModel::begin_forward(const std::vector<int64_t>& seq_ids, con
     chunks[static_cast<size_t>(d)] = use_decode || !coalesce ? unco : co;
     use_decode_[static_cast<size_t>(d)] = use_decode;
   }
-  // Step 4: no sliding window, so the decode kernel of the last depth decides.
-  append_before_attn_ = use_decode_.back();
+  // Step 4: the decode kernel of the last depth decides, unless sequences may slide (then the
+  // tokens are appended after attention).
+  const bool windows = cfg_.sequence_windows();
+  append_before_attn_ = !windows && use_decode_.back();
   if (append_before_attn_)
     for (size_t i = 0; i < B; ++i)
-      if (Status s = reserve(block(seq(i).last_block), lengths[i]); !s) return s;
+      if (Status s = reserve(seq(i), lengths[i]); !s) return s;
   // Step 7: the page table of each depth (before this round's tokens in a prefill).
   const size_t D = static_cast<size_t>(num_depths_);
   std::vector<std::vector<int64_t>> qo_indptr(D), page_indptr(D), page_indices(D), last_page_len(D), k_rope(D);
@@ -441,6 +519,9 @@ Status PagedKvCacheModel::begin_forward(const std::vector<int64_t>& seq_ids, con
     return len == 0 ? int64_t(0) : (window_offset_of(len) + std::min(len, W) + P - 1) / P;
   };
   std::vector<std::vector<int64_t>> page_indptr_sw(D), page_indices_sw(D), window_offset(D), k_rope_sw(D);
+  // With sequences' own windows, every layer's length info is [3, n]: the last page's length,
+  // the window's offset and the sinks of the block (of the last block at the maximum depth).
+  std::vector<std::vector<int64_t>> seq_offset(D), seq_sinks(D);
   for (int d = 0; d < num_depths_; ++d) {
     const size_t du = static_cast<size_t>(d);
     qo_indptr[du] = {0};
@@ -456,10 +537,13 @@ Status PagedKvCacheModel::begin_forward(const std::vector<int64_t>& seq_ids, con
         k_rope[du].push_back(0);
         window_offset[du].push_back(0);
         k_rope_sw[du].push_back(0);
+        seq_offset[du].push_back(0);
+        seq_sinks[du].push_back(0);
         continue;
       }
       const Block& bl = block(b);
       int64_t pages = static_cast<int64_t>(bl.page_ids.size()), length = bl.seq_length;
+      const Block* last = &bl;
       page_indices[du].insert(page_indices[du].end(), bl.page_ids.begin(), bl.page_ids.end());
       if (d == kMaxDepth - 1)  // the maximum depth: the trailing blocks' pages too
         for (int64_t t : trailing[i]) {
@@ -467,9 +551,12 @@ Status PagedKvCacheModel::begin_forward(const std::vector<int64_t>& seq_ids, con
           page_indices[du].insert(page_indices[du].end(), tb.page_ids.begin(), tb.page_ids.end());
           pages += static_cast<int64_t>(tb.page_ids.size());
           length += tb.seq_length;
+          last = &tb;
         }
       page_indptr[du].push_back(page_indptr[du].back() + pages);
-      last_page_len[du].push_back(length == 0 ? 0 : (length - 1) % P + 1);
+      last_page_len[du].push_back(length == 0 ? 0 : (length - last->sink_length + last->window_offset - 1) % P + 1);
+      seq_offset[du].push_back(last->window_offset);
+      seq_sinks[du].push_back(last->sink_length);
       k_rope[du].push_back(bl.start_pos);
       if (!sliding) continue;
       // Below the maximum depth the block alone; at it, the block with its trailing blocks.
@@ -487,15 +574,21 @@ Status PagedKvCacheModel::begin_forward(const std::vector<int64_t>& seq_ids, con
   for (int d = 0; d < num_depths_; ++d) depth_has_pages_[static_cast<size_t>(d)] = !page_indices[static_cast<size_t>(d)].empty();
   if (!append_before_attn_)
     for (size_t i = 0; i < B; ++i)
-      if (Status s = reserve(block(seq(i).last_block), lengths[i]); !s) return s;
-  // Step 10: per token, the query's rotary position and where its K and V are appended.
+      if (Status s = reserve(seq(i), lengths[i]); !s) return s;
+  // Step 10: per token, the query's rotary position and where its K and V are appended: a
+  // sink's own place, -1 where a sink pins it, else its place in the window.
   std::vector<int64_t> q_rope, append_pos;
   for (size_t i = 0; i < B; ++i) {
     const Block& b = block(seq(i).last_block);
     for (int64_t pos = 0; pos < lengths[i]; ++pos) {
       q_rope.push_back(k_ragged[i] + pos);
       const int64_t in_block = b.seq_length - lengths[i] + pos;
-      append_pos.push_back(b.page_ids[static_cast<size_t>(in_block / P)] * P + in_block % P);
+      int64_t at = -1;
+      if (last_before[i] + pos < b.sink_length)
+        at = last_before[i] + pos;
+      else if (in_block >= b.sink_length)
+        at = in_block - b.sink_length + b.window_offset;
+      append_pos.push_back(at < 0 ? -1 : b.page_ids[static_cast<size_t>(at / P)] * P + at % P);
     }
   }
   std::vector<int64_t> cur_indptr{0};
@@ -533,7 +626,15 @@ Status PagedKvCacheModel::begin_forward(const std::vector<int64_t>& seq_ids, con
       info.insert(info.end(), window_offset[du].begin(), window_offset[du].end());
       info.resize(3 * last_page_len[du].size(), 0);
     }
-    put(fmt::format("last_page_len[{}]", d), std::move(last_page_len[du]));
+    if (windows) {  // CopyLengthInfoOnDepthAsync: [3, n] for every layer
+      std::vector<int64_t> all = last_page_len[du];
+      all.insert(all.end(), seq_offset[du].begin(), seq_offset[du].end());
+      all.insert(all.end(), seq_sinks[du].begin(), seq_sinks[du].end());
+      put(fmt::format("length_info[{}]", d), std::move(all));
+      aux_.back().rows = 3;
+    } else {
+      put(fmt::format("last_page_len[{}]", d), std::move(last_page_len[du]));
+    }
     if (sliding) {
       put(fmt::format("layer_sliding_window_length_info[{}]", d), std::move(info));
       aux_.back().rows = 3;
@@ -661,7 +762,7 @@ Expected<std::vector<KvCall>> PagedKvCacheModel::attention_with_fused_qkv(int64_
   std::vector<KvCall> calls = pending_aux_copy();
   const std::vector<int64_t> q_shape{T, Hq, D}, kv_shape{T, Hkv, D};
   // The rotary kernel's last argument: whether RoPE applies here, or LongRoPE's factors.
-  KvArg rotary_last = integer(c.rope_mode == 1 ? 1 : 0);
+  KvArg rotary_last = integer(c.effective_rope_mode() == 1 ? 1 : 0);
   if (!c.rope_ext_factors.empty()) {
     rotary_last.kind = KvArg::Kind::RopeFactors;
     rotary_last.shape = c.rope_ext_factors;
@@ -678,7 +779,7 @@ Expected<std::vector<KvCall>> PagedKvCacheModel::attention_with_fused_qkv(int64_
   if (append_before_attn_) calls.push_back(append());
   const KvArg q = buf(KvBuffer::TempQ, q_shape, false);
   // Rotary embedding was applied by the split kernel unless the mode is inline.
-  const int64_t rotary_mode = c.rope_mode == 2 ? 1 : 0;
+  const int64_t rotary_mode = c.effective_rope_mode() == 2 ? 1 : 0;
   bool first = true;
   if (!append_before_attn_) {
     calls.push_back(KvCall{c.prefill_ragged, "prefill ragged",
@@ -694,25 +795,29 @@ Expected<std::vector<KvCall>> PagedKvCacheModel::attention_with_fused_qkv(int64_
   // A sliding-window layer reads the window's tables with its own kernels, RoPE's theta 10,000
   // and scale 1 (constants of the runtime, PKV ~2190, unchanged in 0.27).
   const bool window = c.sliding(layer);
+  // With sequences' own windows every layer takes the sliding kernels on the plain tables.
+  const bool seq_windows = c.sequence_windows();
   const double theta = window ? 10000.0 : c.rope_theta, scale = window ? 1.0 : c.rope_scale;
   for (int d = 0; d < num_depths_; ++d) {
     if (!depth_has_pages_[static_cast<size_t>(d)]) continue;
     auto a = [&](const char* name) { return aux_arg(fmt::format("{}[{}]", name, d)); };
     const KvArg indptr = a(window ? "page_indptr_sliding_window" : "page_indptr");
     const KvArg indices = a(window ? "page_indices_sliding_window" : "page_indices");
-    const KvArg length_info = a(window ? "layer_sliding_window_length_info" : "last_page_len");
+    const KvArg length_info =
+        a(window ? "layer_sliding_window_length_info" : seq_windows ? "length_info" : "last_page_len");
     const KvArg k_rope = a(window ? "k_rope_pos_offset_sliding_window" : "k_rope_pos_offset");
     KvArg o = first ? out(false) : buf(KvBuffer::TempO, {T, Hq, D}, true);
     KvArg lse = buf(first ? KvBuffer::MergedLse : KvBuffer::TempLse, {T, Hq}, true);
     if (use_decode_[static_cast<size_t>(d)]) {
-      calls.push_back(KvCall{window ? c.decode_sliding : c.decode, window ? "decode sliding window" : "decode",
+      calls.push_back(KvCall{window || seq_windows ? c.decode_sliding : c.decode,
+                             window || seq_windows ? "decode sliding window" : "decode",
                              {q, pages, indptr, indices, length_info, k_rope, aux_arg("q_rope_position_map"), o, lse,
                               integer(rotary_mode), real(scale), real(theta), real(sm_scale)}});
     } else {
       // Causal over the window's pages for a sliding layer's prefill (TVM 0.27's runtime; the
       // tokens appended after attention are not in the pages yet).
-      calls.push_back(KvCall{window ? c.prefill_sliding : c.prefill_paged,
-                             window ? "prefill paged sliding window" : "prefill paged",
+      calls.push_back(KvCall{window || seq_windows ? c.prefill_sliding : c.prefill_paged,
+                             window || seq_windows ? "prefill paged sliding window" : "prefill paged",
                              {q, a("qo_indptr"), pages, indptr, indices, length_info, k_rope,
                               aux_arg("q_rope_position_map"), o, lse, integer(window && !append_before_attn_ ? 1 : 0),
                               integer(rotary_mode), real(scale), real(theta), real(sm_scale)}});

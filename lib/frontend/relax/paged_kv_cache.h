@@ -26,6 +26,10 @@ struct KvCacheConfig {
   int64_t layer_begin = 0, num_layers = 0;  ///< layer_partition [begin, begin + L)
   int64_t num_qo_heads = 0, num_kv_heads = 0, qk_head_dim = 0, v_head_dim = 0;
   int64_t rope_mode = 0;           ///< 0 none, 1 normal, 2 inline
+  /// The configuration's fifth value: sequences may have a sliding window of their own
+  /// (enable_sliding_window; MLC's engine for mistral). RoPE is then applied inside the
+  /// attention kernels, and the pool has two more pages per sequence.
+  bool support_sliding_window = false;
   /// LongRoPE (Phi-3.5): the shape of the rope_ext_factors tensor the cache was created with,
   /// which the rotary kernel then takes in place of its mode; empty: none.
   std::vector<int64_t> rope_ext_factors;
@@ -43,8 +47,15 @@ struct KvCacheConfig {
   int64_t layer_window = 1024;
   std::string copy_single_page;    ///< "" when the build passed none (a fork within a page is then refused)
 
-  /// Pages in the pool: ceil(capacity / P) + 1 (no sliding window).
-  int64_t num_pages() const { return (max_total_seq_len + page_size - 1) / page_size + 1; }
+  /// Pages in the pool: ceil(capacity / P) + 1, and 2 per sequence with support_sliding_window.
+  int64_t num_pages() const {
+    return (max_total_seq_len + page_size - 1) / page_size + 1 + (support_sliding_window ? 2 * max_batch_size : 0);
+  }
+  /// The RoPE mode the runtime uses: inline where support_sliding_window is set.
+  int64_t effective_rope_mode() const { return support_sliding_window && rope_mode != 0 ? 2 : rope_mode; }
+  /// Whether sequences' own windows apply (the runtime's support_sliding_window_: not with
+  /// sliding-window layers).
+  bool sequence_windows() const { return support_sliding_window && !layer_sliding(); }
   /// Whether layer `layer` (global id) has a sliding window (AttnKind::kMHASliding).
   bool sliding(int64_t layer) const {
     return layer >= 0 && layer < static_cast<int64_t>(attn_kinds.size()) && attn_kinds[static_cast<size_t>(layer)] == 3;
@@ -108,6 +119,9 @@ class PagedKvCacheModel {
   DType buffer_dtype(KvBuffer b) const;
 
   Status add_sequence(int64_t seq_id);
+  /// kv_state_enable_sliding_window_for_seq(seq, window, sink): the sequence keeps its first
+  /// `sink` tokens (less what its earlier blocks hold) and its last window - sink.
+  Status enable_sliding_window(int64_t seq_id, int64_t window, int64_t sink);
   /// kv_state_remove_sequence: the pages of its blocks no other sequence shares go back to
   /// the free list in order (the last one is handed out first).
   Status remove_sequence(int64_t seq_id);
@@ -148,11 +162,15 @@ class PagedKvCacheModel {
     int64_t seq_length = 0, start_pos = 0;
     int64_t parent = -1;
     int64_t refs = 0;
+    int64_t sink_length = 0;     ///< tokens pinned at the block's start (attention sinks)
+    int64_t window_offset = 0;   ///< sliding_window_offset: where the window starts in the pages
   };
   struct Sequence {
     int64_t id = 0;
     int64_t last_block = 0;  ///< index in blocks_
     int64_t length = 0;
+    int64_t window = -1;     ///< sliding_window_size, -1: none
+    int64_t sink = 0;        ///< last_block_attn_sink_size
   };
   /// The depths of a forward (at most 2: the runtime's kPagedKVCacheMaxBlockDepth).
   static constexpr int kMaxDepth = 2;
@@ -163,7 +181,8 @@ class PagedKvCacheModel {
   Sequence* find(int64_t id);
   Status remove(int64_t seq_id);
   Expected<std::vector<KvCall>> fork(int64_t parent, int64_t child, int64_t pos);
-  Status reserve(Block& b, int64_t n);
+  Status reserve(Sequence& s, int64_t n);
+  Status slide(Sequence& s);
   const KvAuxArray& array(const std::string& name) const;
   KvArg aux_arg(const std::string& name) const;
   /// The copy of the auxiliary arrays to the device, when they are not there yet (clears dirty_).

@@ -196,8 +196,13 @@ class Runner {
                                       shape(session.max_total_seq_len > 0 ? session.max_total_seq_len : total),
                                       shape(session.prefill_chunk_size > 0 ? session.prefill_chunk_size : largest),
                                       shape(session.page_size)};
-    // MLC-LLM's models take a fifth, support_sliding_window: 0 (a sliding window is not modelled).
-    if (ex_.functions[static_cast<size_t>(create)].num_args == 5) create_args.push_back(shape(0));
+    // MLC-LLM's models take a fifth, support_sliding_window (the session's kv_cache states it).
+    if (ex_.functions[static_cast<size_t>(create)].num_args == 5)
+      create_args.push_back(shape(session.support_sliding_window));
+    else if (session.support_sliding_window)
+      return file_error(ex_.file, "the session's kv_cache asks for support_sliding_window, but this build's "
+                                  "create_tir_paged_kv_cache takes no such argument (MLC-LLM's models do)",
+                        ExitCode::Usage);
     if (!invoke(create, create_args, &cache)) return error_;
     if (cache.kind != Value::Kind::Object || !kv_)
       return fail(fmt::format("create_tir_paged_kv_cache returns {}, not the KV cache", kind_name(cache.kind)));
@@ -221,6 +226,12 @@ class Runner {
         callee_ = add ? "vm.builtin.kv_state_add_sequence" : "vm.builtin.kv_state_remove_sequence";
         step_ = fmt::format("{} {}", add ? "add_sequence" : "remove_sequence", st.seq);
         if (Status r = add ? kv_->add_sequence(st.seq) : kv_->remove_sequence(st.seq); !r) return driver_fail(r.error());
+        continue;
+      }
+      if (st.kind == RelaxSessionStep::Kind::EnableSlidingWindow) {
+        callee_ = "vm.builtin.attention_kv_cache_enable_sliding_window_for_seq";
+        step_ = st.label;
+        if (Status r = kv_->enable_sliding_window(st.seq, st.window, st.sink); !r) return driver_fail(r.error());
         continue;
       }
       const bool is_prefill = st.kind == RelaxSessionStep::Kind::Prefill;
@@ -742,8 +753,8 @@ class Runner {
       return fail(fmt::format("argument {} is {}, not a number", k, kind_name(a[k].kind))), false;
     };
     auto refuse = [&](const std::string& what) {
-      error_ = file_error(ex_.file, fmt::format("instruction {} ({}): TVM's paged KV cache {}: kdflow models v0.26.0's "
-                                                "TIR cache for MHA layers only",
+      error_ = file_error(ex_.file, fmt::format("instruction {} ({}): TVM's paged KV cache {}: not modelled (kdflow "
+                                                "models the TIR cache's MHA layers)",
                                                 pc_, callee_, what),
                           ExitCode::Unavailable);
       return false;
@@ -751,7 +762,6 @@ class Runner {
     const std::vector<int64_t>& cfg = a[0].shape;
     if (cfg.size() != 5 && cfg.size() != 6)
       return fail(fmt::format("the cache configuration has {} values, expected 5 or 6", cfg.size())), false;
-    if (cfg[4] != 0) return refuse("with a sliding window (support_sliding_window)");
     if (a[1].shape.size() != 2)
       return refuse(fmt::format("split over {} layer groups (Disco)", a[1].shape.size() - 1));
     for (int64_t kind : a[6].shape)
@@ -797,7 +807,9 @@ class Runner {
       return false;
     c.attn_kinds = a[6].shape;
     if (cfg.size() == 6) c.layer_window = cfg[5];  // TVM 0.27: layer_sliding_window_size
-    if (c.layer_sliding() && (!function(a[18], 18, &c.prefill_sliding) || !function(a[19], 19, &c.decode_sliding)))
+    c.support_sliding_window = cfg[4] != 0;
+    if ((c.layer_sliding() || c.support_sliding_window) &&
+        (!function(a[18], 18, &c.prefill_sliding) || !function(a[19], 19, &c.decode_sliding)))
       return false;
     if (a[23].kind != Value::Kind::Tuple || a[23].items.size() != 1)
       return fail("argument 23 (the merge functions) is not a tuple of one function"), false;

@@ -34,6 +34,7 @@ void label_steps(RelaxSession& s) {
     if (st.kind == RelaxSessionStep::Kind::BatchDecode) st.label = fmt::format("batch decode {}", batch_decodes++);
     if (st.kind == RelaxSessionStep::Kind::ForkSequence) st.label = fmt::format("fork_sequence {}", st.seq);
     if (st.kind == RelaxSessionStep::Kind::PopN) st.label = fmt::format("popn {}", st.seq);
+    if (st.kind == RelaxSessionStep::Kind::EnableSlidingWindow) st.label = fmt::format("enable_sliding_window {}", st.seq);
     if (st.kind != RelaxSessionStep::Kind::Prefill) continue;
     const int64_t k = prefills[st.seq]++;
     st.label = who + (k == 0 ? std::string("prefill") : fmt::format("prefill {}", k));
@@ -79,6 +80,12 @@ Expected<RelaxSession> parse_session_file(const std::string& path) {
     if (!it->is_object()) return bad("/kv_cache", "expected an object");
     for (const auto& [key, v] : it->items()) {
       int64_t x = 0;
+      if (key == "support_sliding_window") {
+        if (!v.is_boolean() && !(detail::int_in_range(v, 0, 1, &x)))
+          return bad("/kv_cache/" + key, fmt::format("expected true, false, 0 or 1, got {}", detail::kind_of(v)));
+        s.support_sliding_window = v.is_boolean() ? (v.get<bool>() ? 1 : 0) : x;
+        continue;
+      }
       int64_t* field = key == "max_batch_size"       ? &s.max_batch_size
                        : key == "max_total_seq_len"  ? &s.max_total_seq_len
                        : key == "prefill_chunk_size" ? &s.prefill_chunk_size
@@ -86,7 +93,7 @@ Expected<RelaxSession> parse_session_file(const std::string& path) {
                                                      : nullptr;
       if (!field)
         return bad("/kv_cache/" + key, fmt::format("unknown member {} (max_batch_size, max_total_seq_len, "
-                                                   "prefill_chunk_size, page_size)",
+                                                   "prefill_chunk_size, page_size, support_sliding_window)",
                                                    detail::quote_input(key)));
       if (!detail::int_in_range(v, 1, int64_t(1) << 24, &x))
         return bad("/kv_cache/" + key, fmt::format("expected an integer in [1, 16777216], got {}", detail::kind_of(v)));
@@ -102,7 +109,7 @@ Expected<RelaxSession> parse_session_file(const std::string& path) {
     const std::string p = fmt::format("/steps/{}", i);
     if (!j.is_object() || !j.contains("op") || !j["op"].is_string())
       return bad(p, "a step is an object with \"op\" (add_sequence, prefill, decode, remove_sequence, "
-                    "fork_sequence, popn)");
+                    "fork_sequence, popn, enable_sliding_window)");
     const std::string op = j["op"].get<std::string>();
     RelaxSessionStep st;
     if (op == "add_sequence") st.kind = RelaxSessionStep::Kind::AddSequence;
@@ -111,14 +118,16 @@ Expected<RelaxSession> parse_session_file(const std::string& path) {
     else if (op == "decode") st.kind = RelaxSessionStep::Kind::Decode;
     else if (op == "fork_sequence") st.kind = RelaxSessionStep::Kind::ForkSequence;
     else if (op == "popn") st.kind = RelaxSessionStep::Kind::PopN;
+    else if (op == "enable_sliding_window") st.kind = RelaxSessionStep::Kind::EnableSlidingWindow;
     else
       return bad(p + "/op", fmt::format("unknown op {} (add_sequence, prefill, decode, remove_sequence, "
-                                        "fork_sequence, popn)",
+                                        "fork_sequence, popn, enable_sliding_window)",
                                         detail::quote_input(op)));
     for (const auto& [key, v] : j.items()) {
       const bool fork = st.kind == RelaxSessionStep::Kind::ForkSequence;
       if (key != "op" && key != "seq" && !(key == "tokens" && st.kind == RelaxSessionStep::Kind::Prefill) &&
-          !(fork && (key == "parent" || key == "pos")) && !(key == "n" && st.kind == RelaxSessionStep::Kind::PopN))
+          !(fork && (key == "parent" || key == "pos")) && !(key == "n" && st.kind == RelaxSessionStep::Kind::PopN) &&
+          !((key == "window" || key == "sink") && st.kind == RelaxSessionStep::Kind::EnableSlidingWindow))
         return bad(p + "/" + key, fmt::format("unknown member {} of a {} step", detail::quote_input(key), op));
     }
     if (st.kind == RelaxSessionStep::Kind::ForkSequence) {
@@ -130,6 +139,13 @@ Expected<RelaxSession> parse_session_file(const std::string& path) {
     if (st.kind == RelaxSessionStep::Kind::PopN &&
         (!j.contains("n") || !detail::int_in_range(j["n"], 0, int64_t(1) << 31, &st.tokens)))
       return bad(p + "/n", "expected the tokens to drop, an integer in [0, 2^31]");
+    if (st.kind == RelaxSessionStep::Kind::EnableSlidingWindow) {
+      if (!j.contains("window") || !detail::int_in_range(j["window"], 1, int64_t(1) << 24, &st.window))
+        return bad(p + "/window", "expected the window in tokens, an integer in [1, 16777216]");
+      if (j.contains("sink") && !detail::int_in_range(j["sink"], 0, st.window - 1, &st.sink))
+        return bad(p + "/sink", fmt::format("expected the sink tokens, an integer in [0, {}] (below the window)",
+                                            st.window - 1));
+    }
     if (st.kind == RelaxSessionStep::Kind::Decode && j.contains("seq") && j["seq"].is_array()) {
       // Several sequences decoded in one forward (batch_decode).
       st.kind = RelaxSessionStep::Kind::BatchDecode;

@@ -459,3 +459,98 @@ TEST_CASE("paged KV cache: sliding-window layers with several sequences, a confi
   no_kernel.decode_sliding.clear();
   CHECK_FALSE(PagedKvCacheModel::create(no_kernel));
 }
+
+TEST_CASE("paged KV cache: a sequence's own sliding window (mistral under MLC's engine) slides, keeps its sinks and "
+          "frees pages",
+          "[kv_cache]") {
+  // Window 40 tokens with 4 sinks, pages of 16; the cache created with support_sliding_window:
+  // two more pages per sequence, RoPE inline, tokens appended after attention, every layer on
+  // the sliding kernels with a [3, n] length info.
+  KvCacheConfig c = tutorial(128, 64);
+  c.support_sliding_window = true;
+  c.prefill_sliding = "batch_prefill_paged_kv_sliding_window";
+  c.decode_sliding = "batch_decode_paged_kv_sliding_window";
+  Expected<PagedKvCacheModel> m = PagedKvCacheModel::create(c);
+  REQUIRE(m);
+  CHECK(m->config().num_pages() == 11);  // 128/16 + 1 + 2
+  REQUIRE(m->add_sequence(0));
+  REQUIRE(m->enable_sliding_window(0, 40, 4));
+  CHECK_FALSE(m->enable_sliding_window(0, 40, 4));  // twice
+  REQUIRE(m->begin_forward({0}, {30}));             // pages 0, 1: no slide yet
+  Expected<std::vector<KvCall>> l0 = m->attention_with_fused_qkv(0, 30, 0.125);
+  REQUIRE(l0);
+  CHECK(roles(*l0) == std::vector<std::string>{"aux copy", "split rotary", "prefill ragged", "transpose append"});
+  CHECK((*l0)[1].args[5].i == 0);    // the split kernel applies no RoPE
+  CHECK((*l0)[2].args[10].i == 1);   // the attention applies it inline
+  REQUIRE(m->end_forward());
+  // 30 + 20 = 50 tokens > 40: the 10 oldest after the 4 sinks go. The table (before the append)
+  // is the 30 tokens' 2 pages; the reserve takes pages 2 and 3 for 50, then the slide keeps 40:
+  // the 4 sinks, and the window from offset 4 + 10 = 14 (no page wholly left behind yet).
+  REQUIRE(m->begin_forward({0}, {20}));
+  const KvAuxArray* info = aux_named(*m, "length_info[0]");
+  REQUIRE(info);
+  CHECK(info->rows == 3);
+  CHECK(info->values == std::vector<int64_t>{14, 0, 0});  // 30 tokens: 14 in the last page, no window yet
+  CHECK(aux_named(*m, "last_page_len[0]") == nullptr);
+  const KvAuxArray* append = aux_named(*m, "append_position_map");
+  REQUIRE(append);
+  REQUIRE(append->values.size() == 20);
+  // The appended tokens are the block's 20..39, at offsets 20 - 4 + 14 = 30..49 of its pages.
+  CHECK(append->values.front() == 30);
+  CHECK(append->values.back() == 49);
+  Expected<std::vector<KvCall>> l1 = m->attention_with_fused_qkv(1, 20, 0.125);
+  REQUIRE(l1);
+  CHECK(roles(*l1) == std::vector<std::string>{"aux copy", "split rotary", "prefill ragged",
+                                               "prefill paged sliding window", "merge", "transpose append"});
+  const KvCall& paged = (*l1)[3];
+  CHECK(paged.function == "batch_prefill_paged_kv_sliding_window");
+  CHECK(paged.args[5].aux_name == "length_info[0]");
+  CHECK(paged.args[5].shape == std::vector<int64_t>{3, 1});
+  CHECK(paged.args[10].i == 0);  // causal only for sliding-window layers
+  REQUIRE(m->end_forward());
+  // The next decode sees the slid block: 40 tokens, window offset 14, 4 sinks; its last page
+  // holds (40 - 4 + 14 - 1) % 16 + 1 = 2 tokens.
+  REQUIRE(m->begin_forward({0}, {1}));
+  CHECK(aux_named(*m, "length_info[0]")->values == std::vector<int64_t>{2, 14, 4});
+  CHECK(aux_named(*m, "page_indices[0]")->values == std::vector<int64_t>{0, 1, 2, 3});
+  REQUIRE(m->end_forward());  // 41 tokens: slides by 1, the window from offset 15
+  // 20 more: a fifth page (4) for 60, then the slide by 20 leaves page 1 wholly behind: it is
+  // freed, the window starts 3 tokens into page 2 (offset 16 + 3 = 19). The tokens land at
+  // offsets 20 - 4 + 19 = 35..54 of pages [0, 2, 3, 4]: page 3 slot 3 to page 4 slot 6.
+  REQUIRE(m->begin_forward({0}, {20}));
+  CHECK(aux_named(*m, "append_position_map")->values.front() == 3 * 16 + 3);
+  CHECK(aux_named(*m, "append_position_map")->values.back() == 4 * 16 + 6);
+  REQUIRE(m->end_forward());
+  REQUIRE(m->begin_forward({0}, {1}));
+  CHECK(aux_named(*m, "page_indices[0]")->values == std::vector<int64_t>{0, 2, 3, 4});
+  CHECK(aux_named(*m, "length_info[0]")->values == std::vector<int64_t>{7, 19, 4});
+  REQUIRE(m->end_forward());
+  // Forks and popn of a sliding sequence are not modelled.
+  CHECK(m->fork_sequence(0, 1, -1).error().code == ExitCode::Unavailable);
+  CHECK(m->popn(0, 1).error().code == ExitCode::Unavailable);
+  // Without support_sliding_window the runtime refuses a window.
+  Expected<PagedKvCacheModel> plain = PagedKvCacheModel::create(tutorial());
+  REQUIRE(plain);
+  REQUIRE(plain->add_sequence(0));
+  CHECK_FALSE(plain->enable_sliding_window(0, 40, 4));
+}
+
+TEST_CASE("paged KV cache: a prefill longer than its window keeps the sinks and drops what the window passed", "[kv_cache]") {
+  KvCacheConfig c = tutorial(128, 64);
+  c.support_sliding_window = true;
+  c.prefill_sliding = "batch_prefill_paged_kv_sliding_window";
+  c.decode_sliding = "batch_decode_paged_kv_sliding_window";
+  Expected<PagedKvCacheModel> m = PagedKvCacheModel::create(c);
+  REQUIRE(m);
+  REQUIRE(m->add_sequence(0));
+  REQUIRE(m->enable_sliding_window(0, 40, 4));
+  // 50 tokens into a fresh sequence: the first 4 are sinks (their own places), the next 10 are
+  // passed by the window before they are written (-1: the runtime writes nothing), the last 36
+  // go to offsets 14..49.
+  REQUIRE(m->begin_forward({0}, {50}));
+  std::vector<int64_t> want{0, 1, 2, 3};
+  want.insert(want.end(), 10, -1);
+  for (int64_t at = 14; at < 50; ++at) want.push_back(at);
+  CHECK(aux_named(*m, "append_position_map")->values == want);
+  REQUIRE(m->end_forward());
+}
