@@ -135,7 +135,9 @@ def check_one(kdflow: str, d: str, info: Dict[str, object], tmp: str) -> None:
     if not info.get("reference"):
         print(f"skip  {name}: replay: no reference ({info.get('why_no_reference')})")
         return
-    base = [kdflow, "replay", d, "--session", session, "--backend", "cpu", "-q", "--repeat", "1", "--warmup", "0"]
+    tol = info.get("tolerance") or {}
+    base = [kdflow, "replay", d, "--session", session, "--backend", "cpu", "-q", "--repeat", "1", "--warmup", "0",
+            *(["--rtol", str(tol["rtol"]), "--atol", str(tol["atol"])] if isinstance(tol, dict) and tol else [])]
     r = run(base)
     rows = ok_rows(r.stdout)
     expect(r.returncode == 0 and len(rows) == forwards,

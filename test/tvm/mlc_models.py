@@ -69,6 +69,7 @@ class Arch(NamedTuple):
     fix: Optional[Callable[[Any], None]] = None   #: on the config object, for what neither can say
     note: str = ""                                #: what needed special care
     shards: int = 1                               #: tensor_parallel_shards: ranks of a sharded build
+    quantization: str = "q0f32"                   #: MLC's quantization (QUANTIZATION's key)
     session: Any = SESSION                        #: the references' session: a spec, or a session file's
                                                   #: content (session.json); mlc_build.json says which
 
@@ -206,6 +207,10 @@ ARCHS: Dict[str, Arch] = {
     "gptj": Arch("gpt_j", dict(GPT_MHA, rotary_dim=8), note="rotary_dim 8 of head_dim 32 (the preset's 64 of 256); "
                  + MHA_NOTE),
     "olmo2": Arch("olmo2_7b", HF),
+    # What most MLC users run: 4-bit group quantization, float16 (MLC's weight conversion
+    # quantizes params() made in float16 with its own quantize function).
+    "llama_q4f16": Arch("llama3_1_8b", HF, quantization="q4f16_1", note="q4f16_1: int4 weights in groups of 32 "
+                        "with float16 scales; float16 activations"),
     # Tensor parallelism as MLC shards a model: each rank's weights are its slices of the full
     # ones (the params' shard_strategy, cut by MLC's own shard functions: shard_params).
     "llama_tp2": Arch("llama3_1_8b", HF_TP, shards=2, note=TP_NOTE),
@@ -268,15 +273,42 @@ def model_config(name: str, shards: Optional[int] = None) -> Tuple[Any, Any]:
     return model, cfg
 
 
-def _export(model: Any, cfg: Any, target: Any) -> Tuple[Any, List[Tuple[str, Any]]]:
+def _export(model: Any, cfg: Any, target: Any, quant: str = "q0f32") -> Tuple[Any, List[Tuple[str, Any]]]:
     """MLC's Relax module of the model for `target` (as _compile makes it) and its named params."""
     from mlc_llm import op as op_ext
     from mlc_llm.quantization import QUANTIZATION
+    q = QUANTIZATION[quant]
     with target:
         op_ext.enable(target=target, flashinfer=False, faster_transformer=False, cutlass=False)
-        nn_model, _ = model.quantize["no-quant"](cfg, QUANTIZATION["q0f32"])
+        nn_model, _ = model.quantize[q.kind](cfg, q)
         mod, named, _ext = nn_model.export_tvm(spec=nn_model.get_default_spec(), allow_extern=True)
     return mod, named
+
+
+def quantized_params(model: Any, cfg: Any, quant: str, named: List[Tuple[str, Any]]) -> List[Tuple[str, np.ndarray]]:
+    """The quantized model's params (`named`, in their order) as MLC's weight conversion makes
+    them: params() of the unquantized model in the quantization's model dtype (q4f16_1:
+    float16), each weight then quantized by MLC's own quantize function (its quant_map's
+    map_func, run on the CPU); the others as they are."""
+    import tvm
+    from mlc_llm.quantization import QUANTIZATION
+    q = QUANTIZATION[quant]
+    plain = QUANTIZATION[f"q0{q.model_dtype.replace('float', 'f')}"]  # q0f16 / q0f32: the same dtype unquantized
+    with tvm.target.Target("llvm"):
+        _, qmap = model.quantize[q.kind](cfg, q)
+    _, full_named = _export(model, cfg, tvm.target.Target("llvm"), plain.name)
+    full = dict(params(cfg, full_named))
+    out: Dict[str, np.ndarray] = {}
+    for name, w in full.items():
+        if name in qmap.param_map:
+            parts = qmap.map_func[name](tvm.runtime.tensor(w))
+            for qname, t in zip(qmap.param_map[name], parts):
+                out[qname] = t.numpy()
+        else:
+            out[name] = w
+    missing = [n for n, _ in named if n not in out]
+    assert not missing, f"quantized params not made: {missing[:3]}"
+    return [(n, out[n]) for n, _ in named]
 
 
 def params(cfg: Any, named: List[Tuple[str, Any]], seed: int = 0) -> List[Tuple[str, np.ndarray]]:
@@ -327,7 +359,7 @@ def shard_params(tvm: Any, named: List[Tuple[str, Any]], full: List[Tuple[str, n
     return ranks
 
 
-def _cpu_model(model: Any, cfg: Any, names: List[str]) -> Any:
+def _cpu_model(model: Any, cfg: Any, names: List[str], quant: str = "q0f32") -> Any:
     """The model for llvm, its KV cache creation made concrete by MLC's own pass (the one step of
     its pipeline TVM's default one lacks), MoE blocks computed densely (mlc_moe_reference.py:
     MLC's MoE kernels have no CPU schedule)."""
@@ -336,7 +368,7 @@ def _cpu_model(model: Any, cfg: Any, names: List[str]) -> Any:
     import mlc_moe_reference
     llvm = Target("llvm")
     with mlc_moe_reference.dense_moe():
-        mod, again = _export(model, cfg, llvm)
+        mod, again = _export(model, cfg, llvm, quant)
     assert [n for n, _ in again] == names, "the llvm export's params differ"
     return DispatchKVCacheCreation(llvm, False, {})(mod)
 
@@ -357,7 +389,7 @@ def build(tvm: Any, name: str, out: str) -> Dict[str, Any]:
     from mlc_llm.interface.compile import CompileArgs, _compile
     from mlc_llm.interface.compiler_flags import OptimizationFlags
     from mlc_llm.quantization import QUANTIZATION
-    shards, session = ARCHS[name].shards, ARCHS[name].session
+    shards, session, quant = ARCHS[name].shards, ARCHS[name].session, ARCHS[name].quantization
     session_file = None
     if isinstance(session, dict):  # a session file beside the build
         import json
@@ -371,7 +403,7 @@ def build(tvm: Any, name: str, out: str) -> Dict[str, Any]:
         built["ex"] = relax.build(mod, target=args.target, relax_pipeline=pipeline)
         built["functions"] = sorted(gv.name_hint for gv, f in mod.functions.items() if isinstance(f, relax.Function))
 
-    args = CompileArgs(config=Path(out), quantization=QUANTIZATION["q0f32"], model=model, target=target,
+    args = CompileArgs(config=Path(out), quantization=QUANTIZATION[quant], model=model, target=target,
                        opt=OptimizationFlags(), build_func=build_func, system_lib_prefix="", output=Path(out),
                        overrides=_Applied(), debug_dump=None)
     _compile(args, cfg)
@@ -379,9 +411,13 @@ def build(tvm: Any, name: str, out: str) -> Dict[str, Any]:
         session_spec = os.path.join(out, session_file)
     else:
         session_spec = session
-    _, named = _export(model, cfg, Target("llvm"))
+    _, named = _export(model, cfg, Target("llvm"), quant)
     full_cfg = cfg if shards == 1 else model_config(name, shards=1)[1]
-    weights = params(full_cfg, named if shards == 1 else _export(model, full_cfg, Target("llvm"))[1])
+    if quant != "q0f32":
+        assert shards == 1, "a quantized sharded build is not made here"
+        weights = quantized_params(model, cfg, quant, named)
+    else:
+        weights = params(full_cfg, named if shards == 1 else _export(model, full_cfg, Target("llvm"))[1])
     names = [n for n, _ in weights]
     if shards == 1:
         kdflow_tvm.export(built["ex"], out, force=True, arch=ARCH, params=weights, quiet=True)
@@ -392,7 +428,10 @@ def build(tvm: Any, name: str, out: str) -> Dict[str, Any]:
         sharded_models.write_vm_calls(built["ex"], out)
     info: Dict[str, Any] = {"name": name, "model_type": model.name, "preset": ARCHS[name].preset,
                             "functions": built["functions"], "params": len(weights), "shards": shards,
-                            "session": session_file or session,
+                            "session": session_file or session, "quantization": quant,
+                            # float16 activations: the CUDA kernels (on kdflow's CPU back end) and TVM's
+                            # llvm ones round differently; logits of std ~1 differ by ~1e-2
+                            "tolerance": {"rtol": 0.01, "atol": 0.02} if "f16" in quant else None,
                             "build_s": round(time.time() - t0, 1), "reference": False}
 
     if session_file:
@@ -402,7 +441,8 @@ def build(tvm: Any, name: str, out: str) -> Dict[str, Any]:
     moe = any("expert" in n or "moe" in n or ".e1_e3." in n for n in names)
     try:
         if shards == 1:
-            kdflow_tvm.llm_session(lambda: (_cpu_model(model, cfg, names), dict(weights)), out, session_spec, quiet=True)
+            kdflow_tvm.llm_session(lambda: (_cpu_model(model, cfg, names, quant), dict(weights)), out, session_spec,
+                                   quiet=True)
         else:
             kdflow_tvm.llm_session(lambda: (_cpu_model(model, cfg, names), rank_params[0]), out, session_spec, quiet=True,
                                    reference_make=lambda: (_cpu_model(model, full_cfg, names), dict(weights)))
@@ -432,12 +472,13 @@ def _one_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {said[0] if said else ''}"[:300]
 
 
-#: What CI builds (run.sh mlc; KDFLOW_MLC_MODELS=all for every one): Llama 3's RoPE scaling, tied
-#: embeddings and biases, GPT-2's positions from the KV cache, LongRoPE, soft-capping, GLM's
-#: layout, sliding windows (mistral's per sequence, gemma3's per layer) past the window, MoE with a shared expert, TVM's router
-#: defect, and a dense and an MoE model sharded over 2 and 4 ranks.
-CI = ["llama", "mistral", "qwen2", "gpt2", "phi3", "gemma2", "gemma3_text", "chatglm", "qwen2_moe", "mixtral_8",
-      "llama_tp2", "llama_tp4", "mixtral_tp2", "mixtral_tp4"]
+#: What CI builds (run.sh mlc; KDFLOW_MLC_MODELS=all for every one): Llama 3's RoPE scaling and
+#: its 4-bit quantization, tied embeddings and biases, GPT-2's positions from the KV cache,
+#: LongRoPE, soft-capping, GLM's layout, sliding windows (mistral's per sequence, gemma3's per
+#: layer) past the window, MoE with a shared expert, TVM's router defect, and a dense and an MoE
+#: model sharded over 2 and 4 ranks.
+CI = ["llama", "llama_q4f16", "mistral", "qwen2", "gpt2", "phi3", "gemma2", "gemma3_text", "chatglm", "qwen2_moe",
+      "mixtral_8", "llama_tp2", "llama_tp4", "mixtral_tp2", "mixtral_tp4"]
 
 
 def _stamp(tvm: Any, names: List[str]) -> str:
