@@ -390,10 +390,6 @@ def build(tvm: Any, name: str, out: str) -> Dict[str, Any]:
     from mlc_llm.interface.compiler_flags import OptimizationFlags
     from mlc_llm.quantization import QUANTIZATION
     shards, session, quant = ARCHS[name].shards, ARCHS[name].session, ARCHS[name].quantization
-    session_file = None
-    if isinstance(session, dict):  # a session file beside the build
-        import json
-        session_file = "session.json"
 
     t0 = time.time()
     target = Target({"kind": "cuda", "arch": ARCH}, host={"kind": "c"})
@@ -407,10 +403,8 @@ def build(tvm: Any, name: str, out: str) -> Dict[str, Any]:
                        opt=OptimizationFlags(), build_func=build_func, system_lib_prefix="", output=Path(out),
                        overrides=_Applied(), debug_dump=None)
     _compile(args, cfg)
-    if session_file:
-        session_spec = os.path.join(out, session_file)
-    else:
-        session_spec = session
+    # A session file's content is written beside the build (session.json) and named by its path.
+    session_spec = os.path.join(out, "session.json") if isinstance(session, dict) else session
     _, named = _export(model, cfg, Target("llvm"), quant)
     full_cfg = cfg if shards == 1 else model_config(name, shards=1)[1]
     if quant != "q0f32":
@@ -428,13 +422,15 @@ def build(tvm: Any, name: str, out: str) -> Dict[str, Any]:
         sharded_models.write_vm_calls(built["ex"], out)
     info: Dict[str, Any] = {"name": name, "model_type": model.name, "preset": ARCHS[name].preset,
                             "functions": built["functions"], "params": len(weights), "shards": shards,
-                            "session": session_file or session, "quantization": quant,
+                            "session": "session.json" if isinstance(session, dict) else session,
+                            "quantization": quant,
                             # float16 activations: the CUDA kernels (on kdflow's CPU back end) and TVM's
                             # llvm ones round differently; logits of std ~1 differ by ~1e-2
                             "tolerance": {"rtol": 0.01, "atol": 0.02} if "f16" in quant else None,
                             "build_s": round(time.time() - t0, 1), "reference": False}
 
-    if session_file:
+    if isinstance(session, dict):
+        import json
         with open(session_spec, "w") as f:
             json.dump(session, f, indent=1)
     t1 = time.time()

@@ -616,29 +616,23 @@ Status PagedKvCacheModel::begin_forward(const std::vector<int64_t>& seq_ids, con
     per_depth("page_indptr_sliding_window", page_indptr_sw);
     per_depth("page_indices_sliding_window", page_indices_sw);
   }
-  // Per depth, the length info (last_page_len alone without a sequence's sliding window), then
-  // a sliding layer's [3, n]: last_page_len, sliding_window_offset, sink_size (no sinks here).
+  // Per depth, the length info (last_page_len alone without sequences' own windows), then a
+  // sliding layer's [3, n] with the layer window's offset.
   for (int d = 0; d < num_depths_; ++d) {
     const size_t du = static_cast<size_t>(d);
-    std::vector<int64_t> info;
-    if (sliding) {
-      info = last_page_len[du];
-      info.insert(info.end(), window_offset[du].begin(), window_offset[du].end());
-      info.resize(3 * last_page_len[du].size(), 0);
-    }
-    if (windows) {  // CopyLengthInfoOnDepthAsync: [3, n] for every layer
-      std::vector<int64_t> all = last_page_len[du];
-      all.insert(all.end(), seq_offset[du].begin(), seq_offset[du].end());
-      all.insert(all.end(), seq_sinks[du].begin(), seq_sinks[du].end());
-      put(fmt::format("length_info[{}]", d), std::move(all));
+    // CopyLengthInfoOnDepthAsync: last_page_len, a window offset and the sinks, as [3, n].
+    auto put_info = [&](const std::string& name, const std::vector<int64_t>& offset) {
+      std::vector<int64_t> v = last_page_len[du];
+      v.insert(v.end(), offset.begin(), offset.end());
+      v.insert(v.end(), seq_sinks[du].begin(), seq_sinks[du].end());
+      put(fmt::format("{}[{}]", name, d), std::move(v));
       aux_.back().rows = 3;
-    } else {
-      put(fmt::format("last_page_len[{}]", d), std::move(last_page_len[du]));
-    }
-    if (sliding) {
-      put(fmt::format("layer_sliding_window_length_info[{}]", d), std::move(info));
-      aux_.back().rows = 3;
-    }
+    };
+    if (windows)  // every layer
+      put_info("length_info", seq_offset[du]);
+    else
+      put(fmt::format("last_page_len[{}]", d), last_page_len[du]);
+    if (sliding) put_info("layer_sliding_window_length_info", window_offset[du]);
   }
   for (int d = 0; d < num_depths_; ++d) {
     put(fmt::format("k_rope_pos_offset[{}]", d), std::move(k_rope[static_cast<size_t>(d)]));
