@@ -127,6 +127,17 @@ WINDOW_SESSION: Dict[str, Any] = {"kv_cache": {"support_sliding_window": 1, "pre
     {"op": "prefill", "seq": 0, "tokens": 20}, {"op": "decode", "seq": 0},
     {"op": "add_sequence", "seq": 1}, {"op": "enable_sliding_window", "seq": 1, "window": 64, "sink": 4},
     {"op": "prefill", "seq": 1, "tokens": 30}, {"op": "decode", "seq": [0, 1]}]}
+#: A session over MLC's MLA cache (deepseek_v2) that takes each of its paths. MLC's `prefill`
+#: self-attends the new tokens only, so every sequence prefills once, within the build's
+#: prefill_chunk_size (16). Sequence 0 prefills 16 tokens (one full page) and decodes (the MLA
+#: kernel over the latent pages); sequence 2 forks from it at 17, inside its second page
+#: (copy_single_page), so its decodes attend over two depths, merged; sequence 1 prefills 13;
+#: batch decodes of shared and separate blocks.
+MLA_SESSION: Dict[str, Any] = {"kv_cache": {}, "steps": [
+    {"op": "add_sequence", "seq": 0}, {"op": "prefill", "seq": 0, "tokens": 16}, {"op": "decode", "seq": 0},
+    {"op": "fork_sequence", "seq": 2, "parent": 0, "pos": 17}, {"op": "decode", "seq": 2},
+    {"op": "decode", "seq": [0, 2]}, {"op": "add_sequence", "seq": 1}, {"op": "prefill", "seq": 1, "tokens": 13},
+    {"op": "decode", "seq": [1, 0, 2]}, {"op": "decode", "seq": 1}]}
 #: Top-2 of 16 experts: with fewer, TVM's GEMV of the router (dlight, block (32, 16)) stores
 #: NT_matmul_ptr[threadIdx.y] unguarded, 16 floats into an output of one per expert (its defect,
 #: which kdflow refuses by its static bounds: mixtral_8 keeps it, for that check).
@@ -168,9 +179,11 @@ ARCHS: Dict[str, Arch] = {
     "qwen2_moe": Arch("qwen2moe", dict(HF, num_experts=EXPERTS, moe_intermediate_size=32,
                                        shared_expert_intermediate_size=128, **MOE)),
     "deepseek_v2": Arch("deepseek_v2_lite", dict(HF, num_key_value_heads=4, n_routed_experts=EXPERTS,
-                                                 moe_intermediate_size=32, kv_lora_rank=64, qk_rope_head_dim=8,
+                                                 moe_intermediate_size=32, kv_lora_rank=64, qk_rope_head_dim=16,
                                                  qk_nope_head_dim=16, v_head_dim=16, **MOE),
-                        note="MLA ranks the preset's / 8 (kv_lora_rank 64, rope 8, nope 16, v 16); "
+                        session=MLA_SESSION,
+                        note="MLA: kv_lora_rank 64, rope 16, nope 16, v 16 (a latent row of 80: TVM's GEMV, "
+                             "blocks of 16 rows, stores unguarded past a width not a multiple of 16); "
                              "layer 0 dense, layer 1 MoE (first_k_dense_replace 1), 2 shared experts; "
                              "YaRN kept"),
     "stablelm": Arch("stablelm", HF, note="partial_rotary_factor 0.25 kept (rotary 4 of 16)"),
@@ -365,9 +378,10 @@ def _cpu_model(model: Any, cfg: Any, names: List[str], quant: str = "q0f32") -> 
     MLC's MoE kernels have no CPU schedule)."""
     from mlc_llm.compiler_pass.dispatch_kv_cache_creation import DispatchKVCacheCreation
     from tvm.target import Target
+    import mlc_mla_reference
     import mlc_moe_reference
     llvm = Target("llvm")
-    with mlc_moe_reference.dense_moe():
+    with mlc_moe_reference.dense_moe(), mlc_mla_reference.dense_mla():
         mod, again = _export(model, cfg, llvm, quant)
     assert [n for n, _ in again] == names, "the llvm export's params differ"
     return DispatchKVCacheCreation(llvm, False, {})(mod)
@@ -412,6 +426,9 @@ def build(tvm: Any, name: str, out: str) -> Dict[str, Any]:
         weights = quantized_params(model, cfg, quant, named)
     else:
         weights = params(full_cfg, named if shards == 1 else _export(model, full_cfg, Target("llvm"))[1])
+    import mlc_mla_reference
+    if mlc_mla_reference.is_mla(model.name):  # decode's absorbed weights are kv_b_proj's, as MLC's loader makes them
+        weights = mlc_mla_reference.absorbed_weights(full_cfg, weights)
     names = [n for n, _ in weights]
     if shards == 1:
         kdflow_tvm.export(built["ex"], out, force=True, arch=ARCH, params=weights, quiet=True)
@@ -443,8 +460,10 @@ def build(tvm: Any, name: str, out: str) -> Dict[str, Any]:
             kdflow_tvm.llm_session(lambda: (_cpu_model(model, cfg, names), rank_params[0]), out, session_spec, quiet=True,
                                    reference_make=lambda: (_cpu_model(model, full_cfg, names), dict(weights)))
         info.update(reference=True, reference_s=round(time.time() - t1, 1),
-                    reference_kind="TVM's CPU run, MoE computed densely (mlc_moe_reference.py)" if moe
-                    else "TVM's CPU run")
+                    reference_kind="TVM's CPU run" +
+                    (", MoE computed densely (mlc_moe_reference.py)" if moe else "") +
+                    (", MLA decompressed into TVM's multi-head cache (mlc_mla_reference.py)"
+                     if mlc_mla_reference.is_mla(model.name) else ""))
     except Exception as e:  # TVM's own failure to build or run it on the CPU: the reason is the result
         for f in glob.glob(os.path.join(out, "output_*.npy")) + glob.glob(os.path.join(out, "input_ids.npy")):
             os.unlink(f)

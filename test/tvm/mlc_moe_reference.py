@@ -1,6 +1,6 @@
 """An independent reference for MLC-LLM's mixture-of-experts models (written here; not MLC's code).
 
-MLC's MoE blocks (mixtral, qwen2_moe, qwen3_moe, deepseek, minicpm's MoE) route each token to its top-k experts with
+MLC's MoE blocks (mixtral, qwen2_moe, qwen3_moe, deepseek, deepseek_v2, minicpm's MoE) route each token to its top-k experts with
 GPU-only TIR kernels: `top{k}_softmax` / `gating_topk`, `moe_cumsum`, `get_indices`,
 `get_indptr`, `scatter_output`, and the experts' `moe_gemv` (one token) and `group_gemm`
 (several, sorted by expert). TVM cannot run those on the CPU, so the CPU reference of such a
@@ -48,10 +48,10 @@ def _routing(te: Any, tir: Any, k: int, norm: bool) -> Any:
 
 def _experts(block: Any) -> Tuple[Any, Any, int]:
     """The block's (gate-and-up experts, down experts, expert count), as each MLC model names them."""
-    count = getattr(block, "num_local_experts", None) or block.num_experts
+    count = getattr(block, "num_local_experts", None) or getattr(block, "num_routed_experts", None) or block.num_experts
     if hasattr(block, "e1_e3"):  # mixtral, minicpm
         return block.e1_e3, block.e2, count
-    return block.moe_gate_up_proj, block.moe_down_proj, count  # qwen2_moe, qwen3_moe, deepseek
+    return block.moe_gate_up_proj, block.moe_down_proj, count  # qwen2_moe, qwen3_moe, deepseek(_v2)
 
 
 def _dense_forward(self: Any, x: Any) -> Any:
@@ -69,7 +69,12 @@ def _dense_forward(self: Any, x: Any) -> Any:
     up, down, e_count = _experts(self)
     k = self.num_experts_per_tok
     norm = bool(getattr(self, "norm_topk_prob", True))  # mixtral's gating always renormalises
+    # DeepSeek-V2: softmax scores, greedy top-k, scaled (group-limited selection is not modelled here).
+    if getattr(self, "topk_method", "greedy") != "greedy" or getattr(self, "scoring_func", "softmax") != "softmax":
+        raise NotImplementedError(f"dense MoE reference: top-k method {self.topk_method}, scoring {self.scoring_func}")
     weights = op.tensor_expr_op(_routing(te, tir, k, norm), "dense_moe_routing", args=[self.gate(x2)])
+    if getattr(self, "routed_scaling_factor", 1.0) != 1.0:
+        weights = weights * self.routed_scaling_factor
     act = getattr(self, "act_fn", op.silu)
     hu = op.matmul(x2, op.permute_dims(up.weight, [0, 2, 1]))  # [E, n, 2I]
     x1, x3 = op.split(hu, indices_or_sections=2, axis=-1)
@@ -89,6 +94,7 @@ MOE_BLOCKS: List[Tuple[str, str]] = [
     ("mlc_llm.model.qwen3_moe.qwen3_moe_model", "Qwen3MoeSparseMoeBlock"),
     ("mlc_llm.model.deepseek.deepseek_model", "DeepseekMoE"),
     ("mlc_llm.model.minicpm.minicpm_model", "MiniCPMMoE"),
+    ("mlc_llm.model.deepseek_v2.deepseek_v2_model", "DeepseekV2MoE"),
 ]
 
 

@@ -18,6 +18,31 @@ Error refuse(const std::string& what) {
 /// The runtime's 16-byte alignment of each array in the merged buffer (AU: ceil(n/4)*4).
 int64_t aligned(int64_t n) { return (n + 3) / 4 * 4; }
 
+KvArg int_arg(int64_t v) {
+  KvArg a;
+  a.kind = KvArg::Kind::Int;
+  a.i = v;
+  return a;
+}
+
+KvArg float_arg(double v) {
+  KvArg a;
+  a.kind = KvArg::Kind::Float;
+  a.f = v;
+  return a;
+}
+
+/// The VM's tensor `slot` of a builtin, seen by the callee with `shape`.
+KvArg vm_arg(int slot, std::vector<int64_t> shape, bool writes, bool keeps = false) {
+  KvArg a;
+  a.kind = KvArg::Kind::Vm;
+  a.slot = slot;
+  a.shape = std::move(shape);
+  a.writes = writes;
+  a.keeps = keeps;
+  return a;
+}
+
 }  // namespace
 
 Expected<PagedKvCacheModel> PagedKvCacheModel::create(const KvCacheConfig& c) {
@@ -31,7 +56,24 @@ Expected<PagedKvCacheModel> PagedKvCacheModel::create(const KvCacheConfig& c) {
     return Error{fmt::format("the KV cache has {} layers, {} query heads and {} KV heads of dimension {}",
                              c.num_layers, c.num_qo_heads, c.num_kv_heads, c.qk_head_dim),
                  ExitCode::DataError};
-  if (c.v_head_dim != c.qk_head_dim) return refuse("with v_head_dim != qk_head_dim (MLA)");
+  if (c.mla()) {
+    for (int64_t k : c.attn_kinds)
+      if (k != 1) return refuse("with MLA and other layers in one cache");
+    // The runtime's constructor refuses these with MLA layers.
+    if (c.support_sliding_window) return Error{"an MLA cache with support_sliding_window: TVM's runtime refuses it",
+                                               ExitCode::DataError};
+    if (c.num_kv_heads != 1 || c.v_head_dim <= 0 || c.v_head_dim >= c.qk_head_dim)
+      return Error{fmt::format("an MLA cache with {} KV heads, latent dimension {} of {} (the runtime's kernels need "
+                               "1 head and a rotary part after the latent one)",
+                               c.num_kv_heads, c.v_head_dim, c.qk_head_dim),
+                   ExitCode::DataError};
+    for (const std::string* f : {&c.transpose_append_mla, &c.prefill_ragged, &c.mla_prefill, &c.merge, &c.merge_general})
+      if (f->empty())
+        return refuse("with MLA layers but without one of its TIR kernels (MLA append, ragged prefill, MLA prefill, "
+                      "both merges)");
+  } else if (c.v_head_dim != c.qk_head_dim) {
+    return refuse("with v_head_dim != qk_head_dim in MHA layers");
+  }
   if (c.rope_mode < 0 || c.rope_mode > 2) return refuse(fmt::format("with rope_mode {}", c.rope_mode));
   // The runtime's own check (PagedAttentionKVCacheObj's constructor).
   if (!c.rope_ext_factors.empty() && c.effective_rope_mode() != 1)
@@ -39,11 +81,12 @@ Expected<PagedKvCacheModel> PagedKvCacheModel::create(const KvCacheConfig& c) {
                  ExitCode::DataError};
   for (const std::string* f : {&c.transpose_append, &c.prefill_ragged, &c.prefill_paged, &c.decode, &c.merge,
                                &c.split_rotary})
-    if (f->empty()) return refuse("without one of its TIR kernels (transpose-append, prefill, decode, merge, rotary)");
+    if (f->empty() && !c.mla())
+      return refuse("without one of its TIR kernels (transpose-append, prefill, decode, merge, rotary)");
   for (int64_t k : c.attn_kinds)
-    if (k != 0 && k != 3)
-      return refuse(k == 1 ? "with MLA layers" : k == 2 ? "with linear-attention layers"
-                                                         : fmt::format("with attention kind {}", k));
+    if (k != 0 && k != 3 && !(k == 1 && c.mla()))
+      return refuse(k == 1 ? "with MLA and other layers in one cache" : k == 2 ? "with linear-attention layers"
+                                                                           : fmt::format("with attention kind {}", k));
   if ((c.layer_sliding() || c.support_sliding_window) && (c.prefill_sliding.empty() || c.decode_sliding.empty()))
     return refuse("with a sliding window but no sliding-window prefill or decode kernel");
   if (c.layer_sliding() && (c.layer_window <= 0 || c.layer_window > (int64_t(1) << 24)))
@@ -68,7 +111,9 @@ std::vector<int64_t> PagedKvCacheModel::buffer_shape(KvBuffer b) const {
   const KvCacheConfig& c = cfg_;
   const int64_t C = c.prefill_chunk_size;
   switch (b) {
-    case KvBuffer::Pages: return {c.num_pages(), 2, c.num_kv_heads, c.page_size, c.qk_head_dim};
+    case KvBuffer::Pages:  // GetKVCacheShape: an MLA page holds one latent row per token
+      if (c.mla()) return {c.num_pages(), c.page_size, c.qk_head_dim};
+      return {c.num_pages(), 2, c.num_kv_heads, c.page_size, c.qk_head_dim};
     case KvBuffer::TempQ: return {C, c.num_qo_heads, c.qk_head_dim};
     case KvBuffer::TempK: return {C, c.num_kv_heads, c.qk_head_dim};
     case KvBuffer::TempV: return {C, c.num_kv_heads, c.v_head_dim};
@@ -700,6 +745,11 @@ Expected<std::vector<KvCall>> PagedKvCacheModel::attention_with_fused_qkv(int64_
                                                                           double sm_scale) {
   const KvCacheConfig& c = cfg_;
   if (!in_forward_) return Error{"attention without kv_state_begin_forward", ExitCode::DataError};
+  if (c.mla())
+    return Error{fmt::format("attention_with_fused_qkv on layer {} of an MLA cache (TVM's runtime takes MLA layers' "
+                             "attention by self_attention and cross_attention)",
+                             layer),
+                 ExitCode::DataError};
   const int64_t local = layer - c.layer_begin;
   if (local < 0 || local >= c.num_layers)
     return Error{fmt::format("attention of layer {}, outside the cache's layers [{}, {})", layer, c.layer_begin,
@@ -826,6 +876,116 @@ Expected<std::vector<KvCall>> PagedKvCacheModel::attention_with_fused_qkv(int64_
   if (first) return Error{"an attention with neither new tokens nor cached pages", ExitCode::DataError};
   if (!append_before_attn_) calls.push_back(append());
   return calls;
+}
+
+Expected<int64_t> PagedKvCacheModel::local_layer(int64_t layer) const {
+  if (!in_forward_) return Error{"attention without kv_state_begin_forward", ExitCode::DataError};
+  const int64_t local = layer - cfg_.layer_begin;
+  if (local < 0 || local >= cfg_.num_layers)
+    return Error{fmt::format("attention of layer {}, outside the cache's layers [{}, {})", layer, cfg_.layer_begin,
+                             cfg_.layer_begin + cfg_.num_layers),
+                 ExitCode::DataError};
+  return local;
+}
+
+// MLA (PKV 0.27: SelfAttention, CrossAttention, AppendMLAKV, MergeAttnOutputInplace). The
+// runtime's shape checks are the model's: a tensor of another row count than the forward's
+// tokens fails there too.
+namespace {
+Error mla_only(const char* what) {
+  return Error{fmt::format("{} on a cache without MLA layers: kdflow models TVM's MHA layers through "
+                           "attention_with_fused_qkv",
+                           what),
+               ExitCode::Unavailable};
+}
+}  // namespace
+
+Expected<std::vector<KvCall>> PagedKvCacheModel::self_attention(int64_t layer, int64_t rows, double sm_scale) {
+  if (!cfg_.mla()) return mla_only("self_attention");
+  Expected<int64_t> local = local_layer(layer);
+  if (!local) return local.error();
+  const int64_t T = total_tokens_;
+  if (rows != T) return Error{fmt::format("q holds {} tokens, the forward appends {}", rows, T), ExitCode::DataError};
+  // The VM's q, k, v, o and lse keep their own shapes (MLA's original head dimensions, not the
+  // cache's); the callee's host function checks them against its kernel.
+  std::vector<KvCall> calls = pending_aux_copy();
+  calls.push_back(KvCall{cfg_.prefill_ragged, "prefill ragged",
+                         {vm_arg(0, {}, false), aux_arg("cur_append_length_indptr"), vm_arg(1, {}, false),
+                          vm_arg(2, {}, false), aux_arg("cur_append_length_indptr"), aux_arg("q_rope_position_map"),
+                          aux_arg("k_ragged_rope_pos_offset"), vm_arg(3, {}, true), vm_arg(4, {}, true), int_arg(1),
+                          int_arg(0), float_arg(cfg_.rope_scale), float_arg(cfg_.rope_theta), float_arg(sm_scale)}});
+  return calls;
+}
+
+Expected<std::vector<KvCall>> PagedKvCacheModel::cross_attention(int64_t layer, int64_t rows, double sm_scale) {
+  if (!cfg_.mla()) return mla_only("cross_attention");
+  Expected<int64_t> local = local_layer(layer);
+  if (!local) return local.error();
+  const int64_t T = total_tokens_, Hq = cfg_.num_qo_heads;
+  if (rows != T) return Error{fmt::format("q holds {} tokens, the forward appends {}", rows, T), ExitCode::DataError};
+  auto buffer = [&](KvBuffer b, std::vector<int64_t> shape, bool writes) {
+    KvArg a;
+    a.kind = KvArg::Kind::Buffer;
+    a.buffer = b;
+    a.layer = *local;
+    a.shape = std::move(shape);
+    a.writes = writes;
+    return a;
+  };
+  std::vector<KvCall> calls = pending_aux_copy();
+  bool first = true;
+  for (int d = 0; d < num_depths_; ++d) {
+    if (!depth_has_pages_[static_cast<size_t>(d)]) continue;
+    auto a = [&](const char* name) { return aux_arg(fmt::format("{}[{}]", name, d)); };
+    KvArg o = first ? vm_arg(1, {}, true) : buffer(KvBuffer::TempO, {T, Hq, cfg_.v_head_dim}, true);
+    KvArg lse = first ? vm_arg(2, {}, true) : buffer(KvBuffer::TempLse, {T, Hq}, true);
+    calls.push_back(KvCall{cfg_.mla_prefill, "mla prefill",
+                           {vm_arg(0, {}, false), a("qo_indptr"), buffer(KvBuffer::Pages, buffer_shape(KvBuffer::Pages), false),
+                            a("page_indptr"), a("page_indices"), a("last_page_len"), o, lse, int_arg(0),
+                            float_arg(sm_scale)}});
+    if (!first)
+      calls.push_back(KvCall{cfg_.merge, "merge",
+                             {vm_arg(1, {}, true, true), vm_arg(2, {}, true, true),
+                              buffer(KvBuffer::TempO, {T, Hq, cfg_.v_head_dim}, false),
+                              buffer(KvBuffer::TempLse, {T, Hq}, false)}});
+    first = false;
+  }
+  if (first)
+    return Error{fmt::format("cross_attention of layer {} with no cached tokens: TVM's runtime calls no kernel and "
+                             "leaves its output unwritten",
+                             layer),
+                 ExitCode::DataError};
+  return calls;
+}
+
+Expected<std::vector<KvCall>> PagedKvCacheModel::append_mla_kv(int64_t layer, int64_t rows) {
+  if (!cfg_.mla()) return mla_only("append_mla_kv");
+  Expected<int64_t> local = local_layer(layer);
+  if (!local) return local.error();
+  if (rows > total_tokens_)
+    return Error{fmt::format("kv holds {} tokens, the forward appends {}", rows, total_tokens_), ExitCode::DataError};
+  std::vector<KvCall> calls = pending_aux_copy();
+  KvArg pages;
+  pages.kind = KvArg::Kind::Buffer;
+  pages.buffer = KvBuffer::Pages;
+  pages.layer = *local;
+  pages.shape = buffer_shape(KvBuffer::Pages);
+  pages.writes = pages.keeps = true;
+  calls.push_back(KvCall{cfg_.transpose_append_mla, "transpose append mla",
+                         {pages, vm_arg(0, {}, false), aux_arg("append_position_map")}});
+  return calls;
+}
+
+Expected<std::vector<KvCall>> PagedKvCacheModel::merge_attn_output(int64_t rows) {
+  if (!cfg_.mla() || cfg_.merge_general.empty()) return mla_only("merge_attn_output_inplace");
+  if (!in_forward_) return Error{"merge_attn_output_inplace outside a forward", ExitCode::DataError};
+  if (rows != total_tokens_)
+    return Error{fmt::format("the outputs hold {} tokens, the forward appends {}", rows, total_tokens_),
+                 ExitCode::DataError};
+  // No wait for the auxiliary copy: the merge reads none of it.
+  return std::vector<KvCall>{KvCall{cfg_.merge_general, "merge general",
+                                    {vm_arg(0, {}, true, true), vm_arg(1, {}, true, true), vm_arg(2, {}, false),
+                                     vm_arg(3, {}, false)}}};
 }
 
 }  // namespace kdflow

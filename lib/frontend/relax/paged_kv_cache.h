@@ -37,6 +37,8 @@ struct KvCacheConfig {
   DType dtype;                     ///< the KV dtype (the zeros tensor's)
   /// The attention kind of every layer of the model (create's argument 6, indexed by the
   /// global layer id): 0 MHA, 3 MHA with a sliding window (gemma3's local layers); empty: all MHA.
+  /// 1: MLA (DeepSeek-V2's latent cache, pages [pages, P, qk_head_dim]); a cache is all MHA-like
+  /// or all MLA (TVM's kv_cache.py makes no mix).
   std::vector<int64_t> attn_kinds;
   std::string transpose_append, prefill_ragged, prefill_paged, decode, merge, split_rotary;
   /// The sliding-window layers' paged prefill and decode kernels (arguments 18 and 19).
@@ -46,6 +48,9 @@ struct KvCacheConfig {
   /// unless the build passed it.
   int64_t layer_window = 1024;
   std::string copy_single_page;    ///< "" when the build passed none (a fork within a page is then refused)
+  /// MLA caches: the latent append (argument 14), the MLA paged attention (argument 22) and the
+  /// general merge (the second of argument 23's functions, MergeAttnOutputInplace's).
+  std::string transpose_append_mla, mla_prefill, merge_general;
 
   /// Pages in the pool: ceil(capacity / P) + 1, and 2 per sequence with support_sliding_window.
   int64_t num_pages() const {
@@ -60,6 +65,8 @@ struct KvCacheConfig {
   bool sliding(int64_t layer) const {
     return layer >= 0 && layer < static_cast<int64_t>(attn_kinds.size()) && attn_kinds[static_cast<size_t>(layer)] == 3;
   }
+  /// Whether the cache's layers are MLA (AttnKind::kMLA).
+  bool mla() const { return !attn_kinds.empty() && attn_kinds.front() == 1; }
   /// Whether any layer has one (the runtime's support_layer_sliding_window_).
   bool layer_sliding() const {
     for (int64_t k : attn_kinds)
@@ -86,8 +93,11 @@ enum class KvBuffer { Pages, TempQ, TempK, TempV, TempO, TempLse, MergedLse, Aux
 
 /// One argument of a host function the runtime calls.
 struct KvArg {
-  enum class Kind { Qkv, Output, Buffer, Int, Float, RopeFactors };  ///< RopeFactors: the tensor create received
+  /// RopeFactors: the tensor create received; Vm: the VM's tensor `slot` of the builtin's
+  /// tensors in the order it takes them (MLA's q, k, v, o, lse; ...).
+  enum class Kind { Qkv, Output, Buffer, Int, Float, RopeFactors, Vm };
   Kind kind = Kind::Int;
+  int slot = 0;                       ///< Vm
   KvBuffer buffer = KvBuffer::Pages;  ///< Buffer
   int64_t layer = 0;                  ///< Buffer Pages: the local layer
   std::vector<int64_t> shape;         ///< Qkv, Output, Buffer: the shape the callee sees
@@ -142,6 +152,19 @@ class PagedKvCacheModel {
   /// (the auxiliary copy first when the arrays are not on the device yet). `qkv_rows` is
   /// qkv's first dimension (≥ the forward's tokens).
   Expected<std::vector<KvCall>> attention_with_fused_qkv(int64_t layer, int64_t qkv_rows, double sm_scale);
+  /// MLA's fine-grained calls (kv_state.cc's builtins, DeepSeek-V2 in MLC-LLM). The VM's
+  /// tensors are Vm slots in the order each builtin takes them.
+  /// SelfAttention(layer, q, k, v, o, lse, sm_scale): the ragged prefill over the forward's own
+  /// tokens, causal, no RoPE (MLASelfAttnInternal). `rows`: q's first dimension.
+  Expected<std::vector<KvCall>> self_attention(int64_t layer, int64_t rows, double sm_scale);
+  /// CrossAttention(layer, q, o, lse, sm_scale): per depth with pages, the MLA paged kernel over
+  /// the latent pages, merged after the first (MLACrossAttnInternal).
+  Expected<std::vector<KvCall>> cross_attention(int64_t layer, int64_t rows, double sm_scale);
+  /// AppendMLAKV(layer, kv): the latent rows appended at append_position_map.
+  Expected<std::vector<KvCall>> append_mla_kv(int64_t layer, int64_t rows);
+  /// MergeAttnOutputInplace(o1, lse1, o2, lse2): the general merge, o1 and lse1 in place.
+  Expected<std::vector<KvCall>> merge_attn_output(int64_t rows);
+
   /// GetQueryPositions (vm.builtin.attention_kv_cache_get_query_positions): each appended
   /// token's position in its sequence is the q_rope_position_map array, tokens() int32 at
   /// offset 0 of the auxiliary buffer. The runtime waits for the auxiliary copy first, so when
@@ -185,6 +208,8 @@ class PagedKvCacheModel {
   Status slide(Sequence& s);
   const KvAuxArray& array(const std::string& name) const;
   KvArg aux_arg(const std::string& name) const;
+  /// The local layer of a global one, checked to be in the cache and in a forward.
+  Expected<int64_t> local_layer(int64_t layer) const;
   /// The copy of the auxiliary arrays to the device, when they are not there yet (clears dirty_).
   std::vector<KvCall> pending_aux_copy();
 

@@ -217,7 +217,8 @@ class Runner {
         Expected<std::vector<KvCall>> calls = fork ? kv_->fork_sequence(st.parent, st.seq, st.pos)
                                                    : kv_->popn(st.seq, st.tokens);
         if (!calls) return driver_fail(calls.error());
-        if (!kv_runtime_calls(*calls, callee_, -1, -1, -1)) return error_;
+        std::vector<int> none;
+        if (!kv_runtime_calls(*calls, callee_, -1, none)) return error_;
         continue;
       }
       if (st.kind == RelaxSessionStep::Kind::AddSequence || st.kind == RelaxSessionStep::Kind::RemoveSequence) {
@@ -525,6 +526,10 @@ class Runner {
     if (n == "vm.builtin.cuda_graph.run_or_capture") return cuda_graph_run(ins, a);
     if (n == "vm.builtin.check_shape_info") return check_shape_info(a);
     if (is_kv_cache_attention(n)) return kv_attention(ins, a);
+    if (n == "vm.builtin.attention_kv_cache_self_attention" || n == "vm.builtin.attention_kv_cache_cross_attention" ||
+        n == "vm.builtin.attention_kv_cache_append_mla_kv" ||
+        n == "vm.builtin.attention_kv_cache_merge_attn_output_inplace")
+      return kv_mla(ins, a, n.substr(std::string("vm.builtin.attention_kv_cache_").size()));
     if (n == "vm.builtin.attention_kv_cache_get_query_positions") return kv_query_positions(ins, a);
     if (n.rfind("vm.builtin.attention_kv_cache_", 0) == 0 || n.rfind("vm.builtin.kv_state_", 0) == 0 ||
         n.rfind("vm.builtin.paged_attention_kv_cache", 0) == 0)
@@ -764,10 +769,12 @@ class Runner {
       return fail(fmt::format("the cache configuration has {} values, expected 5 or 6", cfg.size())), false;
     if (a[1].shape.size() != 2)
       return refuse(fmt::format("split over {} layer groups (Disco)", a[1].shape.size() - 1));
+    const bool mla = !a[6].shape.empty() && a[6].shape.front() == 1;
     for (int64_t kind : a[6].shape)
-      if (kind != 0 && kind != 3)
-        return refuse(kind == 1 ? "with MLA layers" : kind == 2 ? "with linear-attention layers"
-                                                                : fmt::format("with attention kind {}", kind));
+      if ((kind != 0 && kind != 3 && kind != 1) || (kind == 1) != mla)
+        return refuse(kind == 1 || mla ? "with MLA and other layers in one cache"
+                      : kind == 2      ? "with linear-attention layers"
+                                       : fmt::format("with attention kind {}", kind));
     if (a[7].i != 0) return refuse("with disaggregation (enable_disaggregation)");
     if (!want(a, 12, Value::Kind::Tensor, "the dtype's zero tensor")) return false;
     KvCacheConfig c;
@@ -802,8 +809,12 @@ class Runner {
       return true;
     };
     if (!function(a[13], 13, &c.transpose_append) || !function(a[15], 15, &c.prefill_ragged) ||
-        !function(a[16], 16, &c.prefill_paged) || !function(a[17], 17, &c.decode) ||
         !function(a[24], 24, &c.split_rotary))
+      return false;
+    // An MLA cache has no MHA paged kernels (empty tuples); its own are the latent append and
+    // the MLA paged attention.
+    if (mla ? !function(a[14], 14, &c.transpose_append_mla) || !function(a[22], 22, &c.mla_prefill)
+            : !function(a[16], 16, &c.prefill_paged) || !function(a[17], 17, &c.decode))
       return false;
     c.attn_kinds = a[6].shape;
     if (cfg.size() == 6) c.layer_window = cfg[5];  // TVM 0.27: layer_sliding_window_size
@@ -811,9 +822,13 @@ class Runner {
     if ((c.layer_sliding() || c.support_sliding_window) &&
         (!function(a[18], 18, &c.prefill_sliding) || !function(a[19], 19, &c.decode_sliding)))
       return false;
-    if (a[23].kind != Value::Kind::Tuple || a[23].items.size() != 1)
-      return fail("argument 23 (the merge functions) is not a tuple of one function"), false;
+    // The merge functions: the depths' merge, and with MLA the general one (MergeAttnOutputInplace).
+    if (a[23].kind != Value::Kind::Tuple || a[23].items.size() != (mla ? 2u : 1u))
+      return fail(fmt::format("argument 23 (the merge functions) is not a tuple of {} function{}", mla ? 2 : 1,
+                              mla ? "s" : "")),
+             false;
     if (!function(a[23].items[0], 23, &c.merge)) return false;
+    if (mla && !function(a[23].items[1], 23, &c.merge_general)) return false;
     // copy_single_page (forks within a page): absent in some builds; a fork that needs it is refused.
     if ((a[25].kind == Value::Kind::Func || a[25].kind == Value::Kind::Tuple) &&
         !function(a[25], 25, &c.copy_single_page))
@@ -849,9 +864,11 @@ class Runner {
     };
     for (int64_t l = 0; l < c.num_layers; ++l)
       alloc(KvBuffer::Pages, l, fmt::format("kv_cache.pages[{}]", c.layer_begin + l));
-    alloc(KvBuffer::TempQ, 0, "kv_cache.temp_q");
-    alloc(KvBuffer::TempK, 0, "kv_cache.temp_k");
-    alloc(KvBuffer::TempV, 0, "kv_cache.temp_v");
+    if (!c.mla()) {  // the constructor allocates the split q, k and v only for MHA layers
+      alloc(KvBuffer::TempQ, 0, "kv_cache.temp_q");
+      alloc(KvBuffer::TempK, 0, "kv_cache.temp_k");
+      alloc(KvBuffer::TempV, 0, "kv_cache.temp_v");
+    }
     alloc(KvBuffer::TempO, 0, "kv_cache.temp_output");
     alloc(KvBuffer::TempLse, 0, "kv_cache.temp_lse");
     alloc(KvBuffer::MergedLse, 0, "kv_cache.merged_lse");
@@ -874,15 +891,17 @@ class Runner {
     Expected<std::vector<KvCall>> calls =
         kv_->attention_with_fused_qkv(layer, tensors_[qkv].shape.empty() ? 0 : tensors_[qkv].shape[0], sm_scale);
     if (!calls) return fail(calls.error().message), false;
-    if (!kv_runtime_calls(*calls, callee_, layer, qkv, out)) return false;
+    std::vector<int> vm{qkv, out};
+    if (!kv_runtime_calls(*calls, callee_, layer, vm)) return false;
     return set(ins.dst, void_value());
   }
 
   /// The host functions the KV cache's runtime calls (an attention's, or a fork's page copies),
-  /// each a node of the flow in order, called from `runtime_call`; `qkv` and `out` are the
-  /// attention's tensors (-1 outside one).
-  bool kv_runtime_calls(const std::vector<KvCall>& calls, const std::string& runtime_call, int64_t layer, int qkv,
-                        int out) {
+  /// each a node of the flow in order, called from `runtime_call`; `vm` holds the builtin's
+  /// tensors (fused attention: qkv and the output; empty outside one), each replaced by its new
+  /// version where a call writes it again.
+  bool kv_runtime_calls(const std::vector<KvCall>& calls, const std::string& runtime_call, int64_t layer,
+                        std::vector<int>& vm) {
     for (const KvCall& call : calls) {
       PendingNode node;
       node.func = call.function.empty() ? "kv_cache.copy_aux_to_device" : call.function;
@@ -904,7 +923,12 @@ class Runner {
           node.args.push_back(pa);
           continue;
         }
-        int current = ka.kind == KvArg::Kind::Qkv ? qkv : ka.kind == KvArg::Kind::RopeFactors ? kv_factors_ : out;
+        const size_t slot = ka.kind == KvArg::Kind::Qkv ? 0 : ka.kind == KvArg::Kind::Output ? 1
+                                                                                           : static_cast<size_t>(ka.slot);
+        const bool from_vm = ka.kind == KvArg::Kind::Qkv || ka.kind == KvArg::Kind::Output || ka.kind == KvArg::Kind::Vm;
+        if (from_vm && slot >= vm.size())
+          return fail("internal: a KV cache call outside an attention names its tensors"), false;
+        int current = from_vm ? vm[slot] : ka.kind == KvArg::Kind::RopeFactors ? kv_factors_ : -1;
         if (ka.kind != KvArg::Kind::Buffer && current < 0)
           return fail("internal: a KV cache call outside an attention names its tensors"), false;
         if (ka.kind == KvArg::Kind::Buffer) {
@@ -915,7 +939,7 @@ class Runner {
         int used = current;
         if (ka.writes) {
           TensorObj& cur = tensors_[current];
-          if (ka.kind == KvArg::Kind::Output && !cur.written) {
+          if ((ka.kind == KvArg::Kind::Output || ka.kind == KvArg::Kind::Vm) && !cur.written) {
             cur.written = true;  // the VM's freshly allocated output, written the first time
             cur.producer = self;
           } else {
@@ -926,7 +950,8 @@ class Runner {
             t.index = tensors_[root].index;
             t.known = t.dtype_known = true;
             t.shape = ka.kind == KvArg::Kind::Buffer && ka.buffer == KvBuffer::Aux ? std::vector<int64_t>{kv_->aux_length()}
-                                                                                  : ka.shape;
+                      : ka.kind == KvArg::Kind::Vm                                    ? cur.shape
+                                                                                      : ka.shape;
             t.dtype = tensors_[current].dtype;
             t.written = true;
             t.producer = self;
@@ -943,7 +968,7 @@ class Runner {
           add_unique(node.inputs, current);
         }
         pa.entry = used;
-        pa.shape = ka.shape;
+        pa.shape = ka.kind == KvArg::Kind::Vm && ka.shape.empty() ? tensors_[used].shape : ka.shape;
         pa.dtype = tensors_[used].dtype;
         pa.byte_offset = static_cast<uint64_t>(ka.aux_offset) * 4;
         node.args.push_back(pa);
@@ -967,7 +992,7 @@ class Runner {
         v.kind = Value::Kind::Tensor;
         v.i = to;
         replace_everywhere(from, v);
-        out = to;
+        std::replace(vm.begin(), vm.end(), from, to);
       }
     }
     return true;
@@ -986,7 +1011,8 @@ class Runner {
     if (kv_ && a[0].kind == Value::Kind::Object) {
       Expected<std::vector<KvCall>> calls = kv_->query_positions();
       if (!calls) return fail(calls.error().message), false;
-      if (!kv_runtime_calls(*calls, callee_, -1, -1, -1)) return false;
+      std::vector<int> none;
+      if (!kv_runtime_calls(*calls, callee_, -1, none)) return false;
       auto it = kv_tensor_.find({static_cast<int>(KvBuffer::Aux), 0});
       if (it == kv_tensor_.end()) return fail("internal: the KV cache has no auxiliary buffer"), false;
       Value src, shape, positions;
@@ -1075,6 +1101,93 @@ class Runner {
     mark(node);
     nodes_.push_back(std::move(node));
     return set(ins.dst, void_value());
+  }
+
+  /// MLA's builtins (kv_state.cc), as MLC-LLM's DeepSeek-V2 calls them:
+  ///   self_attention(cache, layer, sm_scale, q, k, v, o, lse), cross_attention(cache, layer,
+  ///   sm_scale, q, o, lse), append_mla_kv(cache, layer, kv) → cache,
+  ///   merge_attn_output_inplace(cache, o1, lse1, o2, lse2) → (o1, lse1).
+  /// In a session each is the host functions the runtime calls (PagedKvCacheModel); without one,
+  /// a node of the runtime call with the tensors it reads and writes.
+  bool kv_mla(const VmInstruction& ins, const std::vector<Value>& a, const std::string& which) {
+    const bool self = which == "self_attention", cross = which == "cross_attention",
+               append = which == "append_mla_kv";
+    const size_t want_args = self ? 8 : cross ? 6 : append ? 3 : 5;
+    if (a.size() != want_args) return fail(fmt::format("{} arguments, expected {}", a.size(), want_args)), false;
+    const size_t first_tensor = append ? 2 : (self || cross) ? 3 : 1;
+    if ((self || cross || append) && !want(a, 1, Value::Kind::Int, "the layer")) return false;
+    double sm_scale = 0;
+    if (self || cross) {
+      if (a[2].kind != Value::Kind::Float && a[2].kind != Value::Kind::Int)
+        return fail(fmt::format("argument 2 (the attention scale) is {}, not a number", kind_name(a[2].kind))), false;
+      sm_scale = a[2].kind == Value::Kind::Float ? a[2].f : static_cast<double>(a[2].i);
+    }
+    std::vector<int> vm;
+    for (size_t k = first_tensor; k < a.size(); ++k) {
+      if (!want(a, k, Value::Kind::Tensor, "a tensor") || !usable(static_cast<int>(a[k].i), static_cast<int>(k)))
+        return false;
+      vm.push_back(static_cast<int>(a[k].i));
+    }
+    // The outputs the VM allocated for the call (o and lse), written the first time here.
+    const size_t fresh = self ? 3 : cross ? 1 : vm.size();
+    for (size_t k = fresh; k < vm.size() && (self || cross); ++k) {
+      const TensorObj& t = tensors_[vm[k]];
+      if (t.home != TensorObj::Home::Storage || t.written)
+        return fail(fmt::format("argument {} (an output) is not a freshly allocated tensor", first_tensor + k)), false;
+    }
+    const int64_t rows = tensors_[vm[0]].shape.empty() ? 0 : tensors_[vm[0]].shape[0];
+    if (kv_ && a[0].kind == Value::Kind::Object) {
+      Expected<std::vector<KvCall>> calls = self     ? kv_->self_attention(a[1].i, rows, sm_scale)
+                                            : cross  ? kv_->cross_attention(a[1].i, rows, sm_scale)
+                                            : append ? kv_->append_mla_kv(a[1].i, rows)
+                                                     : kv_->merge_attn_output(rows);
+      if (!calls) return fail(calls.error().message), false;
+      if (!kv_runtime_calls(*calls, callee_, append || self || cross ? a[1].i : -1, vm)) return false;
+    } else {
+      // No session: one node of the runtime call; a merge writes o1 and lse1 anew.
+      PendingNode node;
+      node.func = callee_;
+      node.instr = static_cast<uint64_t>(pc_);
+      if (self || cross || append) node.attrs["kv_layer"] = std::to_string(a[1].i);
+      if (self || cross) node.attrs["sm_scale"] = fmt::format("{}", sm_scale);
+      const int me = static_cast<int>(nodes_.size());
+      const size_t outs_from = self ? 3 : cross ? 1 : append ? vm.size() : 0, outs_to = append ? vm.size() : self || cross ? vm.size() : 2;
+      for (size_t k = 0; k < vm.size(); ++k) {
+        if (k >= outs_from && k < outs_to) {
+          if (!self && !cross) {  // in place: a new version that reads the old
+            node.inputs.push_back(vm[k]);
+            TensorObj t = tensors_[vm[k]];
+            t.producer = me;
+            const int id = static_cast<int>(tensors_.size());
+            tensors_.push_back(t);
+            Value v;
+            v.kind = Value::Kind::Tensor;
+            v.i = id;
+            replace_everywhere(vm[k], v);
+            vm[k] = id;
+          } else {
+            tensors_[vm[k]].written = true;
+            tensors_[vm[k]].producer = me;
+          }
+          node.outputs.push_back(vm[k]);
+        } else {
+          node.inputs.push_back(vm[k]);
+        }
+      }
+      mark(node);
+      nodes_.push_back(std::move(node));
+    }
+    if (append) return set(ins.dst, a[0]);
+    if (self || cross) return set(ins.dst, void_value());
+    Value t;  // the merge returns (o1, lse1), their new versions
+    t.kind = Value::Kind::Tuple;
+    for (int k : {vm[0], vm[1]}) {
+      Value v;
+      v.kind = Value::Kind::Tensor;
+      v.i = k;
+      t.items.push_back(v);
+    }
+    return set(ins.dst, std::move(t));
   }
 
   /// vm.builtin.match_shape(tensor or shape, heap or NULL, ndim, (code, value) × ndim, error

@@ -234,12 +234,12 @@ TEST_CASE("paged KV cache: errors and configurations the model does not cover", 
   REQUIRE_FALSE(full);
   CHECK(full.error().message.find("the KV cache is full") != std::string::npos);
 
-  KvCacheConfig mla = tutorial();
-  mla.v_head_dim = 32;
-  Expected<PagedKvCacheModel> r = PagedKvCacheModel::create(mla);
+  KvCacheConfig narrow_v = tutorial();
+  narrow_v.v_head_dim = 32;
+  Expected<PagedKvCacheModel> r = PagedKvCacheModel::create(narrow_v);
   REQUIRE_FALSE(r);
   CHECK(r.error().code == ExitCode::Unavailable);
-  CHECK(r.error().message.find("MLA") != std::string::npos);
+  CHECK(r.error().message.find("v_head_dim != qk_head_dim in MHA layers") != std::string::npos);
   KvCacheConfig none = tutorial();
   none.decode.clear();
   CHECK_FALSE(PagedKvCacheModel::create(none));
@@ -553,4 +553,140 @@ TEST_CASE("paged KV cache: a prefill longer than its window keeps the sinks and 
   for (int64_t at = 14; at < 50; ++at) want.push_back(at);
   CHECK(aux_named(*m, "append_position_map")->values == want);
   REQUIRE(m->end_forward());
+}
+
+namespace {
+
+/// MLC-LLM's DeepSeek-V2 as test/tvm's mlc_deepseek_v2 builds it: 4 heads, latent rank 64 and a
+/// rotary key of 8 in one row of 72 per token.
+KvCacheConfig deepseek(int64_t capacity = 128, int64_t chunk = 64) {
+  KvCacheConfig c;
+  c.max_batch_size = 4, c.max_total_seq_len = capacity, c.prefill_chunk_size = chunk, c.page_size = 16;
+  c.num_layers = 2, c.num_qo_heads = 4, c.num_kv_heads = 1, c.qk_head_dim = 72, c.v_head_dim = 64;
+  c.attn_kinds = {1, 1};
+  c.dtype = DType{kDLFloat, 32, 1};
+  c.transpose_append = "kv_cache_transpose_append", c.transpose_append_mla = "kv_cache_transpose_append_mla";
+  c.prefill_ragged = "batch_prefill_ragged_kv", c.mla_prefill = "batch_mla_paged_attention";
+  c.merge = "tir_attention_merge_state", c.merge_general = "tir_attention_merge_state_mla";
+  c.split_rotary = "fused_rope", c.copy_single_page = "kv_cache_copy_single_page";
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("paged KV cache: MLA (DeepSeek-V2) appends latent rows, self-attends a prefill and cross-attends the "
+          "pages, merging depths",
+          "[kv_cache]") {
+  Expected<PagedKvCacheModel> m = PagedKvCacheModel::create(deepseek());
+  REQUIRE(m);
+  // GetKVCacheShape: one latent row per token, no K/V split, no heads.
+  CHECK(m->buffer_shape(KvBuffer::Pages) == std::vector<int64_t>{9, 16, 72});
+  CHECK(m->buffer_shape(KvBuffer::TempO) == std::vector<int64_t>{64, 4, 64});
+  REQUIRE(m->add_sequence(0));
+  REQUIRE(m->begin_forward({0}, {20}));
+  // A prefill: the latent rows go to pages 0 and 1 (handed out from the stack's top).
+  Expected<std::vector<KvCall>> app = m->append_mla_kv(0, 20);
+  REQUIRE(app);
+  REQUIRE(app->size() == 2);  // the aux copy first: AppendMLAKV waits for it
+  CHECK(roles(*app) == std::vector<std::string>{"aux copy", "transpose append mla"});
+  CHECK((*app)[1].function == "kv_cache_transpose_append_mla");
+  CHECK((*app)[1].args[0].buffer == KvBuffer::Pages);
+  CHECK((*app)[1].args[0].keeps);
+  CHECK((*app)[1].args[1].kind == KvArg::Kind::Vm);
+  CHECK((*app)[1].args[2].aux_name == "append_position_map");
+  std::vector<int64_t> positions;
+  for (const KvAuxArray& a : m->aux_arrays())
+    if (a.name == "append_position_map") positions = a.values;
+  REQUIRE(positions.size() == 20);
+  CHECK(positions[0] == 0);
+  CHECK(positions[15] == 15);
+  CHECK(positions[16] == 16);  // page 1 starts at 16 × 1
+  // Self-attention: the ragged kernel, causal, no RoPE, q/k/v/o/lse the VM's.
+  Expected<std::vector<KvCall>> self = m->self_attention(0, 20, 0.2);
+  REQUIRE(self);
+  REQUIRE(self->size() == 1);  // the copy was made by the append
+  const KvCall& rag = (*self)[0];
+  CHECK(rag.function == "batch_prefill_ragged_kv");
+  REQUIRE(rag.args.size() == 14);
+  CHECK(rag.args[3].kind == KvArg::Kind::Vm);
+  CHECK(rag.args[3].slot == 2);
+  CHECK(rag.args[7].slot == 3);
+  CHECK(rag.args[7].writes);
+  CHECK(rag.args[9].i == 1);   // causal
+  CHECK(rag.args[10].i == 0);  // RoPE none
+  CHECK(rag.args[13].f == 0.2);
+  // A prefill's page table does not hold its own tokens yet: no pages to cross-attend.
+  Expected<std::vector<KvCall>> none = m->cross_attention(0, 20, 0.2);
+  REQUIRE_FALSE(none);
+  CHECK(none.error().message.find("no cached tokens") != std::string::npos);
+  CHECK_FALSE(m->self_attention(0, 19, 0.2));  // q of another length than the forward's
+  CHECK_FALSE(m->attention_with_fused_qkv(0, 20, 0.2));
+  REQUIRE(m->end_forward());
+
+  // A decode: the token is appended before attention, the page table holds it.
+  REQUIRE(m->begin_forward({0}, {1}));
+  Expected<std::vector<KvCall>> a2 = m->append_mla_kv(1, 1);
+  REQUIRE(a2);
+  CHECK((*a2)[1].args[0].layer == 1);
+  Expected<std::vector<KvCall>> cross = m->cross_attention(1, 1, 0.2);
+  REQUIRE(cross);
+  REQUIRE(cross->size() == 1);
+  const KvCall& mla = (*cross)[0];
+  CHECK(mla.function == "batch_mla_paged_attention");
+  REQUIRE(mla.args.size() == 10);
+  CHECK(mla.args[1].aux_name == "qo_indptr[0]");
+  CHECK(mla.args[2].shape == std::vector<int64_t>{9, 16, 72});
+  CHECK(mla.args[5].aux_name == "last_page_len[0]");
+  CHECK(mla.args[6].slot == 1);
+  CHECK(mla.args[8].i == 0);  // not causal
+  for (const KvAuxArray& a : m->aux_arrays()) {
+    if (a.name == "page_indices[0]") CHECK(a.values == std::vector<int64_t>{0, 1});
+    if (a.name == "last_page_len[0]") CHECK(a.values == std::vector<int64_t>{5});
+  }
+  REQUIRE(m->end_forward());
+
+  // A fork inside page 1 copies its first 5 rows; the child's decode attends over two depths,
+  // the second merged into the first by the depths' merge.
+  Expected<std::vector<KvCall>> fork = m->fork_sequence(0, 2, 21);
+  REQUIRE(fork);
+  REQUIRE(fork->size() == 2);
+  CHECK((*fork)[0].function == "kv_cache_copy_single_page");
+  REQUIRE(m->begin_forward({2}, {1}));
+  REQUIRE(m->append_mla_kv(0, 1));
+  Expected<std::vector<KvCall>> deep = m->cross_attention(0, 1, 0.2);
+  REQUIRE(deep);
+  CHECK(roles(*deep) == std::vector<std::string>{"mla prefill", "mla prefill", "merge"});
+  CHECK((*deep)[1].args[6].buffer == KvBuffer::TempO);
+  CHECK((*deep)[2].function == "tir_attention_merge_state");
+  CHECK((*deep)[2].args[0].keeps);
+  // MLC's extend: self-attention and cross-attention merged by the general merge, in place.
+  Expected<std::vector<KvCall>> merge = m->merge_attn_output(1);
+  REQUIRE(merge);
+  CHECK((*merge)[0].function == "tir_attention_merge_state_mla");
+  CHECK((*merge)[0].args[0].keeps);
+  CHECK_FALSE((*merge)[0].args[2].writes);
+  REQUIRE(m->end_forward());
+}
+
+TEST_CASE("paged KV cache: MLA configurations TVM's runtime refuses, and MLA calls on an MHA cache", "[kv_cache]") {
+  KvCacheConfig sliding = deepseek();
+  sliding.support_sliding_window = true;
+  Expected<PagedKvCacheModel> s = PagedKvCacheModel::create(sliding);
+  REQUIRE_FALSE(s);
+  CHECK(s.error().code == ExitCode::DataError);
+  KvCacheConfig mixed = deepseek();
+  mixed.attn_kinds = {1, 0};
+  Expected<PagedKvCacheModel> x = PagedKvCacheModel::create(mixed);
+  REQUIRE_FALSE(x);
+  CHECK(x.error().message.find("MLA and other layers") != std::string::npos);
+  KvCacheConfig no_kernel = deepseek();
+  no_kernel.mla_prefill.clear();
+  CHECK_FALSE(PagedKvCacheModel::create(no_kernel));
+  Expected<PagedKvCacheModel> mha = PagedKvCacheModel::create(tutorial());
+  REQUIRE(mha);
+  REQUIRE(mha->add_sequence(0));
+  REQUIRE(mha->begin_forward({0}, {4}));
+  Expected<std::vector<KvCall>> r = mha->append_mla_kv(0, 4);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == ExitCode::Unavailable);
 }
