@@ -6,11 +6,14 @@ For every architecture built: the session of its references (mlc_build.json; mlc
 unless the architecture needs a longer one) extracts, `show` and `costs` read
 it, `--function decode` extracts, and `replay --backend cpu` computes TVM's logits of every
 forward (the references are TVM's own CPU run; for MoE models with the experts computed densely,
-mlc_moe_reference.py, and each MoE node checked on its replayed inputs, mlc_moe_nodes.py). What
+mlc_moe_reference.py, and each MoE node checked on its replayed inputs, mlc_moe_nodes.py; for
+DeepSeek-V2's MLA with its attention decompressed into TVM's multi-head cache,
+mlc_mla_reference.py, and every call of TVM's runtime on the MLA cache against its recording,
+mla_kv_truth.py). What
 must fail fails: another token sequence gives other logits, and a
 build with TVM's known defect (EXPECT_REFUSED) is refused in one line naming the kernel. The
 session without the params file (--no-params: the shapes from the build) gives the same flow.
-One program from kdflow codegen is built and run on the fake driver. Sharded builds
+Programs from kdflow codegen (CODEGEN) are built and run on the fake driver. Sharded builds
 (tensor_parallel_shards 2 and 4) are checked as test/tvm's own sharded models are
 (check_models.check_sharded): every rank's replay against the unsharded model's logits. Exits 1
 when a check fails, 77 when nothing was built.
@@ -44,7 +47,7 @@ EXPECT_REFUSED: Dict[str, Tuple[int, List[str]]] = {
 }
 #: Architectures whose build exercises one thing more: the session without weights, codegen.
 WITHOUT_WEIGHTS = "mlc_llama"
-CODEGEN = ("mlc_qwen2", "mlc_mixtral_tp2")
+CODEGEN = ("mlc_qwen2", "mlc_mixtral_tp2", "mlc_deepseek_v2")
 
 
 def tp_calls(layers: int) -> Dict[str, Dict[str, int]]:
@@ -128,6 +131,9 @@ def check_one(kdflow: str, d: str, info: Dict[str, object], tmp: str) -> None:
     expect(len(df["kernels"]) > 0 and len(df["outputs"]) == forwards and any("prefill" in t for t in steps)
            and any("decode" in t for t in steps),
            f"{name}: the session's {len(df['kernels'])} kernels in steps {steps}, {forwards} logits outputs")
+    truth = os.path.join(d, "kv_truth.json")  # an MLA build: TVM's runtime recorded (mla_kv_truth.py)
+    if os.path.exists(truth):
+        check_models.check_kv_runtime(name, df, truth)
     for cmd in ("show", "costs"):
         r = run([kdflow, cmd, flow])
         expect(r.returncode == 0 and r.stdout.strip() != "", f"{name}: {cmd} ({r.stderr.strip()[-200:]})")

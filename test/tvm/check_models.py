@@ -549,17 +549,23 @@ def check_kv_runtime(name: str, df: dict, truth_path: str) -> None:
            f"{next(((g, w) for g, w in zip(got_seq, want_seq) if g != w), None)})")
     if got_seq != want_seq:
         return
-    bufs = df["buffers"]
     copy_of_step = {}
     for n in nodes:
         if n["runtime_role"] == "aux copy":
             copy_of_step[n["session_step"]] = copies[n["id"]]
     bad: List[str] = []
     same_kdflow, same_tvm = {}, {}
+    bufs = df["buffers"]
     base = {}  # step → the address of the aux buffer's start (q_rope_position_map, offset 0)
     for n, t in zip(calls, truth):
         if t["role"] == "split rotary":
             base.setdefault(t["step"], t["args"][1]["address"])
+    # A step with no rotary split (MLA's): its first auxiliary argument anchors the others.
+    for n, t in zip(calls, truth):
+        for a, w in zip(n["runtime_args"], t["args"]):
+            if t["step"] not in base and w["kind"] == "tensor" and "address" in w and "buffer" in a and \
+                    bufs[a["buffer"]]["name"] == "kv_cache.aux":
+                base[t["step"]] = w["address"] - a["offset"]
     for n, t in zip(calls, truth):
         where = f"{n['session_step']} {n['runtime_role']} (n{n['id']})"
         if len(n["runtime_args"]) != len(t["args"]):

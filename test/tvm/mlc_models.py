@@ -469,6 +469,15 @@ def build(tvm: Any, name: str, out: str) -> Dict[str, Any]:
             os.unlink(f)
         info["why_no_reference"] = _one_line(e)
         return info
+    if mlc_mla_reference.is_mla(model.name):  # TVM's runtime on the MLA cache, recorded (mla_kv_truth.py)
+        import mla_kv_truth
+        attn = model.model(cfg).model.layers[0].self_attn
+        spec = session if isinstance(session, dict) else None
+        assert spec is not None, "an MLA build's session is a session file (MLC's prefill self-attends only)"
+        info["kv_truth_calls"] = mla_kv_truth.record(
+            tvm, spec, os.path.join(out, "kv_truth.json"), layers=cfg.num_hidden_layers, heads=attn.num_heads,
+            latent=cfg.kv_lora_rank, rope=cfg.qk_rope_head_dim, nope=cfg.qk_nope_head_dim, v_dim=cfg.v_head_dim,
+            sm_scale=attn.softmax_scale)
     if shards > 1:  # the sharding itself: every rank of the sharded model on the CPU gives the references
         import sharded_models
         llvm = Target("llvm")
@@ -493,7 +502,7 @@ def _one_line(e: BaseException) -> str:
 #: layer) past the window, MoE with a shared expert, TVM's router defect, a dense model sharded
 #: over 4 ranks and an MoE one over 2 (llama_tp2 and mixtral_tp4 with KDFLOW_MLC_MODELS=all).
 CI = ["llama", "llama_q4f16", "mistral", "qwen2", "gpt2", "phi3", "gemma2", "gemma3_text", "chatglm", "qwen2_moe",
-      "mixtral_8", "llama_tp4", "mixtral_tp2"]
+      "mixtral_8", "llama_tp4", "mixtral_tp2", "deepseek_v2"]
 
 
 def _stamp(tvm: Any, names: List[str]) -> str:
