@@ -394,13 +394,17 @@ std::optional<double> intensity(std::optional<uint64_t> flops, uint64_t bytes) {
 }
 
 /// The attention a KV cache runtime call computes (Node::runtime_role "prefill ragged",
-/// "prefill paged", "decode"), from the runtime's arguments and the auxiliary arrays the flow
-/// copied before it (Dataflow::host_copies): 4 · query heads · head dim per (query, key) pair
-/// — q·k and p·v, 2 · head dim each — summed over the sequences' pairs (causal: a query sees
-/// the keys up to its own). nullopt for other nodes or when an array is not in a copy.
+/// "prefill paged", "decode", "mla prefill"), from the runtime's arguments and the auxiliary
+/// arrays the flow copied before it (Dataflow::host_copies): 2 · query heads · (q·k's dim +
+/// p·v's dim) per (query, key) pair — 4 · heads · head dim where both are the head dim —
+/// summed over the sequences' pairs (causal: a query sees the keys up to its own). An MLA page
+/// holds one latent row per token, read once as key and value. nullopt for other nodes or when
+/// an array is not in a copy.
 static std::optional<OpWork> kv_attention_work(const Dataflow& df, const Node& n) {
   const std::string& role = n.runtime_role;
-  if (role != "prefill ragged" && role != "prefill paged" && role != "decode") return std::nullopt;
+  if (role != "prefill ragged" && role != "prefill paged" && role != "decode" && role != "mla prefill")
+    return std::nullopt;
+  const bool mla = role == "mla prefill";
   const std::vector<Arg>& a = n.runtime_args;
   auto tensor = [&](size_t i) -> const Arg* {
     return i < a.size() && a[i].kind == Arg::Kind::Buffer && !a[i].tensor_shape.empty() ? &a[i] : nullptr;
@@ -424,16 +428,22 @@ static std::optional<OpWork> kv_attention_work(const Dataflow& df, const Node& n
   const uint64_t heads = static_cast<uint64_t>(q->tensor_shape[1]), dim = static_cast<uint64_t>(q->tensor_shape[2]);
   const auto qt = parse_dtype(q->tensor_dtype);
   const uint64_t elem = qt ? dtype_element_bytes(*qt) : 4;
+  // p·v's dimension: the output's (MLA's differs from q's).
+  uint64_t dim_v = dim;
+  const size_t out_at = role == "prefill paged" ? 8 : mla ? 6 : 7;
+  if (const Arg* o = tensor(out_at); o && o->tensor_shape.size() == 3)
+    dim_v = static_cast<uint64_t>(std::max<int64_t>(0, o->tensor_shape[2]));
   uint64_t pairs = 0;
   uint64_t keys = 0;      // K and V rows read: new tokens (ragged) or cached ones (paged, decode)
   uint64_t kv_heads = 0;
   auto kv_lengths = [&](size_t pages_at, size_t indptr_at, size_t last_at) -> std::optional<std::vector<int64_t>> {
     const Arg* pages = tensor(pages_at);
     auto indptr = values(indptr_at), last = values(last_at);
-    if (!pages || pages->tensor_shape.size() != 5 || !indptr || !last || indptr->size() != last->size() + 1)
+    if (!pages || pages->tensor_shape.size() != (mla ? 3u : 5u) || !indptr || !last ||
+        indptr->size() != last->size() + 1)
       return std::nullopt;
-    const int64_t page = pages->tensor_shape[3];
-    kv_heads = static_cast<uint64_t>(std::max<int64_t>(0, pages->tensor_shape[2]));
+    const int64_t page = pages->tensor_shape[mla ? 1 : 3];
+    kv_heads = mla ? 1 : static_cast<uint64_t>(std::max<int64_t>(0, pages->tensor_shape[2]));
     std::vector<int64_t> len;
     for (size_t i = 0; i < last->size(); ++i) {
       const int64_t np = (*indptr)[i + 1] - (*indptr)[i];
@@ -470,11 +480,12 @@ static std::optional<OpWork> kv_attention_work(const Dataflow& df, const Node& n
   OpWork w;
   w.op = n.relay_ops.empty() ? "kv_cache." + role : n.relay_ops[0].name;
   w.formula = "attention";
-  w.flops = mul(4, mul(heads, mul(dim, pairs)));
+  w.flops = mul(2, mul(heads, mul(add(dim, dim_v), pairs)));
   // Bytes: q read and the output written (rows · heads · dim), the LSE (float32), and each
-  // key's K and V row read once: what grows with the context.
-  w.bytes = add(mul(2, mul(rows, mul(heads, mul(dim, elem)))),
-                add(mul(rows, mul(heads, 4)), mul(2, mul(keys, mul(kv_heads, mul(dim, elem))))));
+  // key's K and V row read once (MLA: the one latent row): what grows with the context.
+  const uint64_t kv_row = mla ? dim : add(dim, dim_v);
+  w.bytes = add(add(mul(rows, mul(heads, mul(dim, elem))), mul(rows, mul(heads, mul(dim_v, elem)))),
+                add(mul(rows, mul(heads, 4)), mul(keys, mul(kv_heads, mul(kv_row, elem)))));
   w.tensor_core = q->tensor_dtype == "float16" || q->tensor_dtype == "bfloat16";
   return w;
 }

@@ -500,7 +500,8 @@ def _one_line(e: BaseException) -> str:
 #: its 4-bit quantization, tied embeddings and biases, GPT-2's positions from the KV cache,
 #: LongRoPE, soft-capping, GLM's layout, sliding windows (mistral's per sequence, gemma3's per
 #: layer) past the window, MoE with a shared expert, TVM's router defect, a dense model sharded
-#: over 4 ranks and an MoE one over 2 (llama_tp2 and mixtral_tp4 with KDFLOW_MLC_MODELS=all).
+#: over 4 ranks and an MoE one over 2 (llama_tp2 and mixtral_tp4 with KDFLOW_MLC_MODELS=all),
+#: DeepSeek-V2's MLA cache with a fork.
 CI = ["llama", "llama_q4f16", "mistral", "qwen2", "gpt2", "phi3", "gemma2", "gemma3_text", "chatglm", "qwen2_moe",
       "mixtral_8", "llama_tp4", "mixtral_tp2", "deepseek_v2"]
 

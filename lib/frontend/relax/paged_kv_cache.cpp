@@ -11,7 +11,7 @@ namespace kdflow {
 namespace {
 
 Error refuse(const std::string& what) {
-  return Error{"TVM's paged KV cache " + what + ": not modelled (kdflow models the TIR cache's MHA layers)",
+  return Error{"TVM's paged KV cache " + what + ": not modelled (kdflow models the TIR cache's MHA and MLA layers)",
                ExitCode::Unavailable};
 }
 

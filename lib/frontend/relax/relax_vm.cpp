@@ -759,7 +759,7 @@ class Runner {
     };
     auto refuse = [&](const std::string& what) {
       error_ = file_error(ex_.file, fmt::format("instruction {} ({}): TVM's paged KV cache {}: not modelled (kdflow "
-                                                "models the TIR cache's MHA layers)",
+                                                "models the TIR cache's MHA and MLA layers)",
                                                 pc_, callee_, what),
                           ExitCode::Unavailable);
       return false;
