@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple, Union
 
 import numpy as np
 
@@ -125,6 +125,18 @@ def cache_args(session: Session, fw: List[Forward]) -> Tuple[int, int, int, int]
             int(cfg.get("prefill_chunk_size", max(sizes))), int(cfg.get("page_size", 16)))
 
 
+def has_function(vm: Any, name: str) -> bool:
+    """Whether the VM's executable has function `name`."""
+    try:
+        return bool(vm.module.implements_function(name))
+    except AttributeError:  # a TVM whose VM module cannot say: look the function up
+        try:
+            vm[name]
+            return True
+        except AttributeError:
+            return False
+
+
 def cache_arity(vm: Any) -> int:
     """How many arguments `vm`'s create_tir_paged_kv_cache takes: 4 as TVM's LLM tutorial
     builds it, 5 where the model adds support_sliding_window (MLC-LLM's models); 4 where the
@@ -169,16 +181,22 @@ def run(tvm: Any, ex: Any, params: Mapping[str, np.ndarray], session: Session, f
     rng = np.random.default_rng(seed)
     nxt: Dict[int, int] = {}
     tokens_all: List[int] = []
+    # MLC-LLM's engine prefills a sequence it prefilled before, or forked, with `extend` where
+    # the model has one (DeepSeek-V2's `prefill` attends to the new tokens only); so does kdflow.
+    extend = has_function(vm, "extend")
+    prefilled: Set[int] = set()
     for label, op, seqs, n in fw:
         if op == "add_sequence":
             add_seq(cache, seqs[0])
             continue
         if op == "remove_sequence":
             remove_seq(cache, seqs[0])
+            prefilled.discard(seqs[0])
             continue
         if op == "fork_sequence":  # the child continues from the parent's next token
             if on_step:
                 on_step(label)
+            prefilled.add(seqs[0])
             fork_seq(cache, seqs[1], seqs[0], n)
             if seqs[1] in nxt:
                 nxt[seqs[0]] = nxt[seqs[1]]
@@ -204,7 +222,11 @@ def run(tvm: Any, ex: Any, params: Mapping[str, np.ndarray], session: Session, f
         batch = op == "batch_decode"
         x = view(e, shape([e.shape[0], 1, e.shape[1]] if batch else [1, e.shape[0], e.shape[1]]))
         begin(cache, shape(seqs), shape([1] * len(seqs) if batch else [n]))
-        logits, cache = vm[op](x, cache, packed)
+        function = op
+        if op == "prefill":
+            function = "extend" if extend and seqs[0] in prefilled else "prefill"
+            prefilled.add(seqs[0])
+        logits, cache = vm[function](x, cache, packed)
         end(cache)
         out = logits.numpy()
         write_npy(folder, "output_" + label.replace(" ", "_") + ".npy", out)

@@ -8,8 +8,9 @@ call: here the cache is created through `vm.builtin.paged_attention_kv_cache_cre
 CPU with a recorder in every kernel slot, in the layout TVM's kv_cache.py gives an MLA cache
 (MHA's paged slots empty, the MLA paged kernel at 22, two merges at 23), and driven as MLC-LLM's
 DeepSeek-V2 drives it in each forward: begin_forward, get_query_positions, then per layer
-append_mla_kv and self_attention (prefill) or cross_attention (decode), end_forward; forks and
-sequences as the session says. Every call the runtime makes is logged in order with its
+append_mla_kv and self_attention (prefill), cross_attention (decode) or both merged by
+merge_attn_output_inplace (extend: a sequence prefilled before, or forked, as MLC's engine
+chooses), end_forward; forks and sequences as the session says. Every call the runtime makes is logged in order with its
 arguments, as kv_truth.py logs them; the recorders compute nothing, and the tensors handed to the
 builtins hold zeros (the runtime reads only their shapes).
 """
@@ -68,29 +69,39 @@ def record(tvm: Any, session: Dict[str, Any], out_json: str, *, layers: int, hea
     append = tvm.get_global_func("vm.builtin.attention_kv_cache_append_mla_kv")
     self_attn = tvm.get_global_func("vm.builtin.attention_kv_cache_self_attention")
     cross_attn = tvm.get_global_func("vm.builtin.attention_kv_cache_cross_attention")
+    merge = tvm.get_global_func("vm.builtin.attention_kv_cache_merge_attn_output_inplace")
+    prefilled = set()  # MLC's engine: a sequence prefilled before, or forked, prefills by `extend`
     for label, op, seqs, n in fw:
         step[0] = label
         if op == "add_sequence":
             add_seq(cache, seqs[0])
         elif op == "remove_sequence":
             remove_seq(cache, seqs[0])
+            prefilled.discard(seqs[0])
         elif op == "fork_sequence":
             fork_seq(cache, seqs[1], seqs[0], n)
+            prefilled.add(seqs[0])
         elif op == "popn":
             popn(cache, seqs[0], n)
         elif op in ("prefill", "decode", "batch_decode"):
             lengths = [1] * len(seqs) if op == "batch_decode" else [n]
             t = sum(lengths)
+            extend = op == "prefill" and seqs[0] in prefilled
+            if op == "prefill":
+                prefilled.add(seqs[0])
             begin(cache, shape(seqs), shape(lengths))
             positions(cache)
             for layer in range(layers):
                 append(cache, layer, zeros(t, qk))
-                if op == "prefill":  # MLC's forward_mode "prefill": self-attention over the new tokens
+                if op == "prefill":  # "prefill" and "extend": self-attention over the new tokens
+                    o1, lse1 = zeros(t, heads, v_dim), zeros(t, heads, dt="float32")
                     self_attn(cache, layer, sm_scale, zeros(t, heads, nope + rope), zeros(t, heads, nope + rope),
-                              zeros(t, heads, v_dim), zeros(t, heads, v_dim), zeros(t, heads, dt="float32"))
-                else:  # "decode": the latent pages
-                    cross_attn(cache, layer, sm_scale, zeros(t, heads, qk), zeros(t, heads, latent),
-                               zeros(t, heads, dt="float32"))
+                              zeros(t, heads, v_dim), o1, lse1)
+                if op != "prefill" or extend:  # "decode" and "extend": the latent pages
+                    lse2 = zeros(t, heads, dt="float32")
+                    cross_attn(cache, layer, sm_scale, zeros(t, heads, qk), zeros(t, heads, latent), lse2)
+                if extend:  # the two merged, w_uv applied to the second (MLC's model)
+                    merge(cache, o1, lse1, zeros(t, heads, v_dim), lse2)
             end(cache)
         else:
             raise ValueError(f"mla_kv_truth: session op {op} is not driven here")

@@ -127,16 +127,18 @@ WINDOW_SESSION: Dict[str, Any] = {"kv_cache": {"support_sliding_window": 1, "pre
     {"op": "prefill", "seq": 0, "tokens": 20}, {"op": "decode", "seq": 0},
     {"op": "add_sequence", "seq": 1}, {"op": "enable_sliding_window", "seq": 1, "window": 64, "sink": 4},
     {"op": "prefill", "seq": 1, "tokens": 30}, {"op": "decode", "seq": [0, 1]}]}
-#: A session over MLC's MLA cache (deepseek_v2) that takes each of its paths. MLC's `prefill`
-#: self-attends the new tokens only, so every sequence prefills once, within the build's
-#: prefill_chunk_size (16). Sequence 0 prefills 16 tokens (one full page) and decodes (the MLA
-#: kernel over the latent pages); sequence 2 forks from it at 17, inside its second page
-#: (copy_single_page), so its decodes attend over two depths, merged; sequence 1 prefills 13;
-#: batch decodes of shared and separate blocks.
+#: A session over MLC's MLA cache (deepseek_v2) that takes each of its paths, as MLC's engine
+#: drives it: a sequence's first prefill calls `prefill` (self-attention over the new tokens),
+#: a later one, or a forked sequence's, `extend` (self-attention and the latent pages, merged),
+#: each within the build's prefill_chunk_size (16). Sequence 0 prefills 16 tokens (one full
+#: page), decodes (the MLA kernel over the latent pages) and extends by 5; sequence 2 forks from
+#: it at 20, inside its second page (copy_single_page), decodes over two depths (merged) and
+#: extends by 3 over both; sequence 1 prefills 13; batch decodes of shared and separate blocks.
 MLA_SESSION: Dict[str, Any] = {"kv_cache": {}, "steps": [
     {"op": "add_sequence", "seq": 0}, {"op": "prefill", "seq": 0, "tokens": 16}, {"op": "decode", "seq": 0},
-    {"op": "fork_sequence", "seq": 2, "parent": 0, "pos": 17}, {"op": "decode", "seq": 2},
-    {"op": "decode", "seq": [0, 2]}, {"op": "add_sequence", "seq": 1}, {"op": "prefill", "seq": 1, "tokens": 13},
+    {"op": "prefill", "seq": 0, "tokens": 5}, {"op": "fork_sequence", "seq": 2, "parent": 0, "pos": 20},
+    {"op": "decode", "seq": 2}, {"op": "prefill", "seq": 2, "tokens": 3}, {"op": "decode", "seq": [0, 2]},
+    {"op": "add_sequence", "seq": 1}, {"op": "prefill", "seq": 1, "tokens": 13},
     {"op": "decode", "seq": [1, 0, 2]}, {"op": "decode", "seq": 1}]}
 #: Top-2 of 16 experts: with fewer, TVM's GEMV of the router (dlight, block (32, 16)) stores
 #: NT_matmul_ptr[threadIdx.y] unguarded, 16 floats into an output of one per expert (its defect,

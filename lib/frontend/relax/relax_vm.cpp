@@ -152,7 +152,8 @@ class Runner {
       return fi >= 0 && ex_.functions[fi].kind == VmFunction::Kind::Bytecode ? fi : -1;
     };
     const int create = bytecode("create_tir_paged_kv_cache"), embed = bytecode("embed"),
-              prefill = bytecode("prefill"), decode = bytecode("decode"), batch_decode = bytecode("batch_decode");
+              prefill = bytecode("prefill"), decode = bytecode("decode"), batch_decode = bytecode("batch_decode"),
+              extend = bytecode("extend");
     for (auto [fi, name] : {std::pair{create, "create_tir_paged_kv_cache"}, std::pair{embed, "embed"},
                             std::pair{prefill, "prefill"}, std::pair{decode, "decode"}})
       if (fi < 0)
@@ -207,8 +208,14 @@ class Runner {
     if (cache.kind != Value::Kind::Object || !kv_)
       return fail(fmt::format("create_tir_paged_kv_cache returns {}, not the KV cache", kind_name(cache.kind)));
     std::vector<int> heads;
+    // MLC-LLM's engine (serve/model.cc) prefills a sequence it has prefilled before, or forked,
+    // with `extend` where the model has one (DeepSeek-V2: its `prefill` attends to the new
+    // tokens only).
+    std::set<int64_t> prefilled;
     for (const RelaxSessionStep& st : session.steps) {
       callee_ = "";
+      if (st.kind == RelaxSessionStep::Kind::ForkSequence) prefilled.insert(st.seq);
+      if (st.kind == RelaxSessionStep::Kind::RemoveSequence) prefilled.erase(st.seq);
       if (st.kind == RelaxSessionStep::Kind::ForkSequence || st.kind == RelaxSessionStep::Kind::PopN) {
         // The runtime's page bookkeeping; a fork inside a page copies it (copy_single_page per layer).
         const bool fork = st.kind == RelaxSessionStep::Kind::ForkSequence;
@@ -275,7 +282,9 @@ class Runner {
         return driver_fail(r.error());
       callee_ = "";
       Value result;
-      if (!invoke(is_prefill ? prefill : batch ? batch_decode : decode, {v, cache, params}, &result)) return error_;
+      const bool extends = is_prefill && extend >= 0 && !prefilled.insert(st.seq).second;
+      if (!invoke(extends ? extend : is_prefill ? prefill : batch ? batch_decode : decode, {v, cache, params}, &result))
+        return error_;
       if (Status r = kv_->end_forward(); !r) return driver_fail(r.error());
       std::vector<int> logits;
       collect_heads(result, &logits);
