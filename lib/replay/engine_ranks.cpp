@@ -54,7 +54,8 @@ Expected<ReplayReport> replay_ranks(const Dataflow& df, const ReplayOptions& opt
   const int n = df.ranks;
   if (opt.mode != ReplayMode::Eager) return usage("--mode graph and dag capture one rank's run; replay it eager");
   if (opt.kernel >= 0 || opt.slice_first >= 0) return usage("--kernel and --nodes replay one rank's slice: not yet");
-  if (!opt.dump_dir.empty() || !opt.compare_dir.empty()) return usage("--dump-dir and --compare-dumps: not yet");
+  // (--compare-dumps is refused before: the collectives are library calls, which dumps do not cover.)
+  if (!opt.compare_dir.empty()) return usage("--compare-dumps: not yet");
   if (opt.guard) return usage("--guard: not yet (a rank the guard stops would leave the others waiting)");
   if (!opt.node_checks.empty())
     return usage("node references: a sharded build's intermediate buffers are slices, TVM's unsharded results are "
@@ -68,6 +69,8 @@ Expected<ReplayReport> replay_ranks(const Dataflow& df, const ReplayOptions& opt
   std::vector<ReplayReport> reps(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
     opts[r].inputs.packed_params = opt.rank_params[static_cast<size_t>(r)];
+    // Each rank's dumps in a folder of its own: DIR/rank<r> (its buffers are its slices).
+    if (!opt.dump_dir.empty()) opts[r].dump_dir = fmt::format("{}/rank{}", opt.dump_dir, r);
     Expected<ReplayPlan> plan = make_plan(df, opts[r].inputs);
     if (!plan) return plan.error();
     reps[r].plan = plan.take();

@@ -27,7 +27,7 @@ import re
 import shutil
 import sys
 import tempfile
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
@@ -75,16 +75,24 @@ def check_sharded(kdflow: str, d: str, info: Dict[str, object], tmp: str) -> Non
                               ["--param-dim", "vocab_size=256", "--shards", str(info["shards"])])
     if os.path.basename(d) in CODEGEN:
         check_codegen(kdflow, d, ["--session", session], int(str(info["shards"])))
+    if os.path.exists(flow) and any(re.fullmatch(r"top\d+(_softmax)?", n.get("function", ""))
+                                    for n in json.load(open(flow))["nodes"]):
+        check_moe_nodes(kdflow, d, session, tmp, int(str(info["shards"])))
 
 
-def check_moe_nodes(kdflow: str, d: str, session: str, tmp: str) -> None:
+def check_moe_nodes(kdflow: str, d: str, session: str, tmp: str, ranks: int = 1) -> None:
     """Every MoE node of the session, on the replay's inputs, is what MLC's code says it computes
     (mlc_moe_nodes.py): the gating, the routing plan, the experts' GEMMs and GEMVs, the scatter
     and each weighted sum; and with one token's experts swapped in the dump, the top-k node is
-    named."""
+    named. A sharded build's every rank, on its own dump and weights (each rank holds a slice of
+    every expert; its weighted sums are partials the allreduce adds)."""
     import mlc_moe_nodes
-    name = os.path.basename(d)
-    flow, counts, failures = mlc_moe_nodes.run_check(kdflow, d, session, tmp)
+    for r, (flow, counts, failures) in enumerate(mlc_moe_nodes.run_check_ranks(kdflow, d, session, tmp, ranks)):
+        check_moe_rank(os.path.basename(d) + (f" rank {r}" if ranks > 1 else ""), flow, counts, failures, tmp)
+
+
+def check_moe_rank(name: str, flow: Any, counts: Dict[str, int], failures: List[str], tmp: str) -> None:
+    import mlc_moe_nodes
     kinds = ("topk", "get_indices", "indptr", "group_gemm", "moe_gemv", "scatter", "weighted_sum")
     # Every top-k's weights feed a checked weighted sum, or one named here as not checked (fused
     # with more than an add: MiniCPM's depth scale).

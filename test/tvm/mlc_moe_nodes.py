@@ -337,9 +337,10 @@ def check_nodes(flow: Flow) -> Tuple[Dict[str, int], List[str]]:
     return counts, failures
 
 
-def load_params(d: str) -> Dict[str, np.ndarray]:
-    """params.bin by name (TVM's save_param_dict, which kdflow_tvm writes); {} without one."""
-    path = os.path.join(d, "params.bin")
+def load_params(d: str, file: str = "params.bin") -> Dict[str, np.ndarray]:
+    """params.bin (or a rank's params_shard<r>.bin) by name (TVM's save_param_dict, which
+    kdflow_tvm writes); {} without one."""
+    path = os.path.join(d, file)
     if not os.path.exists(path):
         return {}
     import tvm
@@ -348,6 +349,14 @@ def load_params(d: str) -> Dict[str, np.ndarray]:
 
 def run_check(kdflow: str, d: str, session: str, tmp: str) -> Tuple[Flow, Dict[str, int], List[str]]:
     """Extract the session, replay it on the CPU with --dump-dir, check every MoE node."""
+    return run_check_ranks(kdflow, d, session, tmp, 1)[0]
+
+
+def run_check_ranks(kdflow: str, d: str, session: str, tmp: str,
+                    ranks: int) -> List[Tuple[Flow, Dict[str, int], List[str]]]:
+    """run_check for each rank of a sharded build (`ranks` > 1): one replay of every rank, its
+    dump in DUMP/rank<r>, each rank's MoE nodes on its own dump and its params_shard<r>.bin
+    (its slice of each expert's weights)."""
     flow_file = os.path.join(tmp, "moe_flow.json")
     dump = os.path.join(tmp, "moe_dump")
     shutil.rmtree(dump, ignore_errors=True)
@@ -359,9 +368,14 @@ def run_check(kdflow: str, d: str, session: str, tmp: str) -> Tuple[Flow, Dict[s
                         "--warmup", "0", "--dump-dir", dump], capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"mlc_moe_nodes: replay --dump-dir (exit {r.returncode}): {r.stderr.strip()[-300:]}")
-    flow = Flow(json.load(open(flow_file)), dump, load_params(d))
-    counts, failures = check_nodes(flow)
-    return flow, counts, failures
+    df = json.load(open(flow_file))
+    out = []
+    for r in range(ranks):
+        flow = Flow(df, os.path.join(dump, f"rank{r}") if ranks > 1 else dump,
+                    load_params(d, f"params_shard{r}.bin" if ranks > 1 else "params.bin"))
+        counts, failures = check_nodes(flow)
+        out.append((flow, counts, failures))
+    return out
 
 
 def check_corrupted(flow: Flow, tmp: str) -> List[str]:

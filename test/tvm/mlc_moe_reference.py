@@ -79,6 +79,8 @@ def _dense_forward(self: Any, x: Any) -> Any:
     hu = op.matmul(x2, op.permute_dims(up.weight, [0, 2, 1]))  # [E, n, 2I]
     x1, x3 = op.split(hu, indices_or_sections=2, axis=-1)
     y = op.matmul(act(x1) * x3, op.permute_dims(down.weight, [0, 2, 1]))  # [E, n, h]
+    if weights.dtype != x.dtype:  # a float32 gate (DeepSeek-V2's) in a float16 model: MLC casts the weights too
+        weights = weights.astype(x.dtype)
     w = op.permute_dims(weights, [1, 0]).reshape(e_count, n, 1)
     out = op.sum(y * w, axis=0)  # [n, h]
     if hasattr(self, "shared_expert"):  # qwen2_moe: a shared expert, gated by a sigmoid

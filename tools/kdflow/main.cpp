@@ -235,7 +235,7 @@ int main(int argc, char** argv) {
   replay->add_flag("--allow-oob", rp.allow_oob,
                    "With --backend cpu --guard: run launches whose static footprint leaves a buffer, for the guard "
                    "to catch (otherwise they are refused, exit 65)");
-  replay->add_option("--dump-dir", rp.dump_dir, "Write every buffer a kernel writes, after it runs, as .npy");
+  replay->add_option("--dump-dir", rp.dump_dir, "Write every buffer a kernel writes, after it runs, as .npy (a sharded flow: DIR/rank<r>)");
   replay->add_option("--kernel", rp.kernel, "Run one kernel alone on buffers restored from --dump-dir");
   replay->add_option("--nodes", rp.nodes,
                      "Run a slice: FROM..TO graph nodes (n12..n40, or names), live-ins from --inputs-from");
