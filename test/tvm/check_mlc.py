@@ -27,7 +27,7 @@ import re
 import shutil
 import sys
 import tempfile
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
@@ -50,13 +50,18 @@ WITHOUT_WEIGHTS = "mlc_llama"
 CODEGEN = ("mlc_qwen2", "mlc_mixtral_tp2", "mlc_deepseek_v2")
 
 
-def tp_calls(layers: int) -> Dict[str, Dict[str, int]]:
+def tp_calls(layers: int, extend: bool = False) -> Dict[str, Dict[str, int]]:
     """The collectives MLC's sharded decoders call, per VM function of a session, as their model
     code writes them (e.g. mlc_llm/model/llama/llama_model.py, mixtral_model.py): an allreduce
-    after each layer's attention output and after its MLP or MoE; embed broadcasts worker 0's
-    token ids (prefill's logit positions are not a collective: it takes the last token)."""
+    after each layer's attention output and after its MLP or MoE, in prefill, decode,
+    batch_decode and (`extend`: DeepSeek-V2) extend; embed broadcasts worker 0's token ids
+    (prefill's logit positions are not a collective: it takes the last token)."""
     ar, bc = "runtime.disco.allreduce", "runtime.disco.broadcast_from_worker0"
-    return {"embed": {bc: 1}, "prefill": {ar: 2 * layers}, "decode": {ar: 2 * layers}}
+    calls = {"embed": {bc: 1}, "prefill": {ar: 2 * layers}, "decode": {ar: 2 * layers},
+             "batch_decode": {ar: 2 * layers}}
+    if extend:
+        calls["extend"] = {ar: 2 * layers}
+    return calls
 
 
 def check_sharded(kdflow: str, d: str, info: Dict[str, object], tmp: str) -> None:
@@ -65,8 +70,12 @@ def check_sharded(kdflow: str, d: str, info: Dict[str, object], tmp: str) -> Non
     replay of every rank against the unsharded model's logits, a wrong shard failing, ASTRA-sim
     on the ranks' Chakra traces); the session without weights (--no-params --shards N) the same
     flow; codegen's program for CODEGEN."""
-    session = str(info.get("session", SESSION))
-    want = {"ranks": info["shards"], "collectives": tp_calls(2), "session": session, "functions": {"decode": []}}
+    session = str(info.get("session", SESSION))  # a spec, or a session file beside the build
+    if ":" not in session:
+        session = os.path.join(d, session)
+    extend = "extend" in json.load(open(os.path.join(d, "vm_calls.json")))
+    want = {"ranks": info["shards"], "collectives": tp_calls(2, extend), "session": session,
+            "functions": {"decode": []}}
     check_models.check_sharded(kdflow, d, want, tmp)
     # What an MLC user has: the build without per-rank weights (MLC shards them when it loads).
     flow = os.path.join(tmp, f"{os.path.basename(d)}_session.json")
@@ -80,14 +89,20 @@ def check_sharded(kdflow: str, d: str, info: Dict[str, object], tmp: str) -> Non
         check_moe_nodes(kdflow, d, session, tmp, int(str(info["shards"])))
 
 
-def check_moe_nodes(kdflow: str, d: str, session: str, tmp: str, ranks: int = 1) -> None:
+def check_moe_nodes(kdflow: str, d: str, session: str, tmp: str, ranks: int = 1,
+                    replay_args: Sequence[str] = ()) -> None:
     """Every MoE node of the session, on the replay's inputs, is what MLC's code says it computes
     (mlc_moe_nodes.py): the gating, the routing plan, the experts' GEMMs and GEMVs, the scatter
     and each weighted sum; and with one token's experts swapped in the dump, the top-k node is
     named. A sharded build's every rank, on its own dump and weights (each rank holds a slice of
     every expert; its weighted sums are partials the allreduce adds)."""
     import mlc_moe_nodes
-    for r, (flow, counts, failures) in enumerate(mlc_moe_nodes.run_check_ranks(kdflow, d, session, tmp, ranks)):
+    try:
+        checked = mlc_moe_nodes.run_check_ranks(kdflow, d, session, tmp, ranks, replay_args)
+    except SystemExit as e:  # its extract or replay failed: this build's failure, not the run's end
+        expect(False, f"{os.path.basename(d)}: the MoE nodes' check: {e}")
+        return
+    for r, (flow, counts, failures) in enumerate(checked):
         check_moe_rank(os.path.basename(d) + (f" rank {r}" if ranks > 1 else ""), flow, counts, failures, tmp)
 
 
@@ -165,7 +180,7 @@ def check_one(kdflow: str, d: str, info: Dict[str, object], tmp: str) -> None:
     if r.returncode != 0:
         return
     if any(re.fullmatch(r"top\d+(_softmax)?", n.get("function", "")) for n in df["nodes"]):  # MoE gating
-        check_moe_nodes(kdflow, d, session, tmp)
+        check_moe_nodes(kdflow, d, session, tmp, 1, base[base.index("--warmup") + 2:])
     # The comparison can fail: other prefill tokens, other logits.
     tokens = np.load(os.path.join(d, "input_ids.npy"))
     other = os.path.join(tmp, f"{name}_other_ids.npy")

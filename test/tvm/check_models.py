@@ -741,26 +741,56 @@ def check_sharded(kdflow: str, d: str, want: Dict[str, Any], tmp: str) -> None:
     check_sharded_kdflow(kdflow, d, want, got, tmp)
 
 
-def _session_forwards(spec: str) -> Dict[str, int]:
-    """How many times a session spec ("prefill:7,decode:2") runs each VM function: every forward
-    (a prefill, each decode step) embeds its tokens first."""
+def _kdflow_session() -> Any:
+    """kdflow_tvm's session reader (python/ of this repository; needs no TVM)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                    "python"))
+    from kdflow_tvm import _session  # type: ignore[import-not-found]
+    return _session
+
+
+def _session_forwards(spec: str, extend: bool = False) -> Dict[str, int]:
+    """How many times a session runs each VM function: every forward embeds its tokens first. A
+    spec ("prefill:7,decode:2") or a session file (read as kdflow_tvm reads it); `extend`: the
+    build has an extend function, which MLC's engine, kdflow and kdflow_tvm call for a prefill
+    of a sequence prefilled before, or forked."""
     n: Dict[str, int] = {"prefill": 0, "decode": 0}
-    for part in spec.split(","):
-        key, _, value = part.partition(":")
-        if key == "prefill":
-            n["prefill"] += 1
-        elif key == "decode":
-            n["decode"] += int(value)
-    n["embed"] = n["prefill"] + n["decode"]
+    if ":" in spec and not os.path.exists(spec):
+        for part in spec.split(","):
+            key, _, value = part.partition(":")
+            if key == "prefill":
+                n["prefill"] += 1
+            elif key == "decode":
+                n["decode"] += int(value)
+        n["embed"] = n["prefill"] + n["decode"]
+        return n
+    _session = _kdflow_session()
+    prefilled = set()
+    for _label, op, seqs, _n in _session.forwards(_session.parse(spec)):
+        if op == "fork_sequence":
+            prefilled.add(seqs[0])
+        elif op == "remove_sequence":
+            prefilled.discard(seqs[0])
+        if op not in ("prefill", "decode", "batch_decode"):
+            continue
+        fn = "extend" if op == "prefill" and extend and seqs[0] in prefilled else op
+        if op == "prefill":
+            prefilled.add(seqs[0])
+        n[fn] = n.get(fn, 0) + 1
+        n["embed"] = n.get("embed", 0) + 1
     return n
 
 
 def _session_refs(spec: str) -> List[str]:
-    """The references llm_session writes for a one-sequence session spec: its tokens and each
-    forward's logits."""
-    n = _session_forwards(spec)
-    return ["input_ids.npy"] + ["output_prefill.npy"] * (n["prefill"] > 0) + \
-        [f"output_decode_{i}.npy" for i in range(n["decode"])]
+    """The references llm_session writes for a session: its tokens and each forward's logits."""
+    if ":" in spec and not os.path.exists(spec):
+        n = _session_forwards(spec)
+        return ["input_ids.npy"] + ["output_prefill.npy"] * (n["prefill"] > 0) + \
+            [f"output_decode_{i}.npy" for i in range(n["decode"])]
+    _session = _kdflow_session()
+    return ["input_ids.npy"] + ["output_" + label.replace(" ", "_") + ".npy"
+                                for label, op, _, _ in _session.forwards(_session.parse(spec))
+                                if op in ("prefill", "decode", "batch_decode")]
 
 
 def check_sharded_astra_sim(kdflow: str, d: str, want: Dict[str, Any], tmp: str) -> None:
@@ -816,7 +846,7 @@ def check_sharded_kdflow(kdflow: str, d: str, want: Dict[str, Any], tvm_calls: D
         df = json.load(open(flow))
         flows[label] = df
         if label == "session":
-            per = _session_forwards(want["session"])
+            per = _session_forwards(want["session"], extend="extend" in tvm_calls)
             want_calls: Dict[str, int] = {}
             for fn, times in per.items():
                 for c, k in tvm_calls.get(fn, {}).items():

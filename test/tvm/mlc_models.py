@@ -479,7 +479,7 @@ def build(tvm: Any, name: str, out: str) -> Dict[str, Any]:
         info["kv_truth_calls"] = mla_kv_truth.record(
             tvm, spec, os.path.join(out, "kv_truth.json"), layers=cfg.num_hidden_layers, heads=attn.num_heads,
             latent=cfg.kv_lora_rank, rope=cfg.qk_rope_head_dim, nope=cfg.qk_nope_head_dim, v_dim=cfg.v_head_dim,
-            sm_scale=attn.softmax_scale)
+            sm_scale=attn.softmax_scale, dtype=QUANTIZATION[quant].model_dtype)
     if shards > 1:  # the sharding itself: every rank of the sharded model on the CPU gives the references
         import sharded_models
         llvm = Target("llvm")
