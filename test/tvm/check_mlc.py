@@ -48,6 +48,15 @@ EXPECT_REFUSED: Dict[str, Tuple[int, List[str]]] = {
 #: Architectures whose build exercises one thing more: the session without weights, codegen.
 WITHOUT_WEIGHTS = "mlc_llama"
 CODEGEN = ("mlc_qwen2", "mlc_mixtral_tp2", "mlc_deepseek_v2")
+#: The image encoders (`image_embed`) extracted alone: an image of 40 x 36 (NHWC, uint8), and
+#: phi3_v's sizes (shape parameters: resized to 336 x 336, one crop). TVM builds neither for
+#: llvm (MLC's image kernels are GPU TIR), so there is no reference to replay against.
+IMAGE_EMBED = {
+    "mlc_llava": ["--input-shape", "pixel_values=1x40x36x3"],
+    "mlc_phi3_v": ["--input-shape", "pixel_values=1x400x300x3", "--input-shape", "resized_height=336",
+                   "--input-shape", "resized_width=336", "--input-shape", "crop_height=1",
+                   "--input-shape", "crop_width=1"],
+}
 
 
 def tp_calls(layers: int, extend: bool = False) -> Dict[str, Dict[str, int]]:
@@ -162,6 +171,13 @@ def check_one(kdflow: str, d: str, info: Dict[str, object], tmp: str) -> None:
         expect(r.returncode == 0 and r.stdout.strip() != "", f"{name}: {cmd} ({r.stderr.strip()[-200:]})")
     r = run([kdflow, "extract", d, "-q", "--function", "decode", "-o", os.path.join(tmp, f"{name}_decode.json")])
     expect(r.returncode == 0, f"{name}: extract --function decode ({r.stderr.strip()[-300:]})")
+    if name in IMAGE_EMBED:
+        image = os.path.join(tmp, f"{name}_image_embed.json")
+        r = run([kdflow, "extract", d, "-q", "--function", "image_embed", *IMAGE_EMBED[name], "-o", image])
+        kernels = len(json.load(open(image))["kernels"]) if r.returncode == 0 else 0
+        expect(r.returncode == 0 and kernels > 0,
+               f"{name}: extract --function image_embed (the image encoder): {kernels} kernels "
+               f"({r.stderr.strip()[-300:]})")
     if name == WITHOUT_WEIGHTS:
         check_without_weights(kdflow, d, tmp, df, session, ["--param-dim", "vocab_size=256"])
     if name in CODEGEN:

@@ -147,8 +147,9 @@ MOE = {"num_experts_per_tok": 2}
 EXPERTS = 16
 MINICPM = "dim_model_base 16: the logits' divisor is hidden_size // dim_model_base (the preset's 256 makes it 0)"
 #: Every decoder model_type of MODEL_PRESETS (bert, an encoder, left out), by its name, and
-#: minicpm_moe (model_type minicpm, MiniCPM-MoE's preset). phi3_v, llava (MLC's image
-#: preprocessing TIR) and rwkv5 (its wkv TIR) do not build on TVM 0.27 yet; they stay listed.
+#: minicpm_moe (model_type minicpm, MiniCPM-MoE's preset). phi3_v and llava build with MLC's image
+#: crop, pad and repeat ported to TVM 0.27 (mlc_vision_port.py); rwkv5 (its wkv TIR) does not
+#: build on TVM 0.27 yet; it stays listed.
 #: The sharded builds' shrink: 8 query heads sharing 4 KV heads (head_dim 16), so that 4 ranks
 #: still hold whole KV heads (MLC asserts num_key_value_heads % tensor_parallel_shards == 0) with
 #: the grouping of the unsharded shrink (2 query heads per KV head) on every rank.
@@ -250,7 +251,8 @@ def _merge(base: Dict[str, Any], over: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _mlc() -> None:
-    """MLC-LLM's Python importable on TVM 0.27, with its two workarounds."""
+    """MLC-LLM's Python importable on TVM 0.27, with its two workarounds, and its image crop and
+    pad (llava, phi3_v) ported to TVM 0.27 (mlc_vision_port.py)."""
     src = os.environ.get("MLC_LLM_SHIM", os.path.join(ROOT, "..", "shared", "mlc_llm"))
     if src not in sys.path:
         sys.path.insert(0, src)
@@ -258,6 +260,13 @@ def _mlc() -> None:
     mlc_shim.setup()
     mlc_shim.disable_matmul_tensorization()
     mlc_shim.fix_tvm027_longrope()
+    import mlc_vision_port
+    if not _PORTED:
+        _PORTED.append(mlc_vision_port.ported_vision())
+        _PORTED[0].__enter__()
+
+
+_PORTED: List[Any] = []  # the ported image kernels' context, entered once per process
 
 
 class _Applied:
@@ -386,6 +395,17 @@ def _cpu_model(model: Any, cfg: Any, names: List[str], quant: str = "q0f32") -> 
     with mlc_moe_reference.dense_moe(), mlc_mla_reference.dense_mla():
         mod, again = _export(model, cfg, llvm, quant)
     assert [n for n, _ in again] == names, "the llvm export's params differ"
+    # The image encoder (llava, phi3_v) is no part of a session, and TVM 0.27 does not build it
+    # for llvm (InternalError: unknown device id): the reference leaves it out.
+    if any(gv.name_hint == "image_embed" for gv in mod.functions):
+        from tvm import relax
+        del mod[mod.get_global_var("image_embed")]
+        # and the kernels only it called (DeadCodeElimination keeps them: they are public)
+        used = {gv.name_hint for f in mod.functions.values() if isinstance(f, relax.Function)
+                for gv in relax.analysis.all_global_vars(f)}
+        for gv in [gv for gv, f in mod.functions.items()
+                   if not isinstance(f, relax.Function) and gv.name_hint not in used]:
+            del mod[gv]
     return DispatchKVCacheCreation(llvm, False, {})(mod)
 
 
@@ -503,9 +523,10 @@ def _one_line(e: BaseException) -> str:
 #: LongRoPE, soft-capping, GLM's layout, sliding windows (mistral's per sequence, gemma3's per
 #: layer) past the window, MoE with a shared expert, TVM's router defect, a dense model sharded
 #: over 4 ranks and an MoE one over 2 (llama_tp2 and mixtral_tp4 with KDFLOW_MLC_MODELS=all),
-#: DeepSeek-V2's MLA cache with a fork.
+#: DeepSeek-V2's MLA cache with a fork, the two image encoders (llava's, phi3_v's with shape
+#: parameters).
 CI = ["llama", "llama_q4f16", "mistral", "qwen2", "gpt2", "phi3", "gemma2", "gemma3_text", "chatglm", "qwen2_moe",
-      "mixtral_8", "llama_tp4", "mixtral_tp2", "deepseek_v2"]
+      "mixtral_8", "llama_tp4", "mixtral_tp2", "deepseek_v2", "llava", "phi3_v"]
 
 
 def _stamp(tvm: Any, names: List[str]) -> str:

@@ -36,8 +36,8 @@ void add_build_inputs(CLI::App* cmd, kdflow::ExtractInputs& in) {
   path("--device", in.device, "CUDA source, for per-kernel access sets (default: DIR/device.cu)");
   path("--relay", in.relay, "relay.txt, for the exact Relay ops per function (default: DIR/relay.txt)");
   cmd->add_option("--input-shape", in.input_shapes,
-                  "Relax builds with symbolic shapes: NAME=8x100 gives input NAME's shape (repeatable; default: "
-                  "from DIR/input_NAME.npy)");
+                  "Relax builds with symbolic shapes: NAME=8x100 gives input NAME's shape, or a shape parameter's "
+                  "values (repeatable; default: from DIR/input_NAME.npy)");
   cmd->add_option("--function", in.function,
                   "Relax builds: the VM function to run (default main; a build without main lists its functions)");
   cmd->add_option("--session", in.session,

@@ -63,9 +63,10 @@ class HostProgram {
   Expected<HostTrace> run(const std::string& function, const std::vector<TensorArg>& tensors) const;
 
   /// Interprets a Relax shape function `function(H)` (host-only, on the VM's int64 shape heap):
-  /// returns the heap after the call. Slots not `known` are unset (reading one is an error).
+  /// returns the heap after the call. Slots not `*known` are unset (reading one is an error);
+  /// on return `*known` tells which slots hold a value (a slot the program never uses stays unset).
   Expected<std::vector<int64_t>> run_shape_function(const std::string& function, const std::vector<int64_t>& heap,
-                                                    const std::vector<bool>& known) const;
+                                                    std::vector<bool>* known) const;
 
   /// Interprets a tvm-ffi host function that takes no argument and returns a scalar (Relax's
   /// compute_symbolic_expr: an attention scale computed from shapes): its result.

@@ -124,10 +124,10 @@ struct RelaxVmEnv {
   /// into the shape heap (a symbolic dimension such as `n`): from the input files or
   /// `--input-shape`. Parameters with static shapes need none.
   std::map<int, std::vector<int64_t>> input_shapes;
-  /// Runs a host-only shape function (host.c) on the shape heap: `known[i]` tells which
-  /// slots hold a value; returns the heap after the call (same size).
+  /// Runs a host-only shape function (host.c) on the shape heap: `(*known)[i]` tells which
+  /// slots hold a value, before the call and after it; returns the heap after the call (same size).
   std::function<Expected<std::vector<int64_t>>(const std::string& function, const std::vector<int64_t>& heap,
-                                               const std::vector<bool>& known)>
+                                               std::vector<bool>* known)>
       shape_function;
   /// Runs a host function that takes no argument and returns a scalar (compute_symbolic_expr):
   /// false when it cannot; `*is_float` tells which of `*i`, `*f` holds the value.

@@ -140,7 +140,8 @@ class Interpreter {
       : prog_(prog), ctx_(prog.unit->getASTContext()), trace_(trace) {}
 
   void run(const FunctionDecl* fn, const std::vector<TensorArg>& tensors);
-  /// After run() with a host tensor argument: its int64 elements (an unset one is an error).
+  /// After run() with a host tensor argument: its int64 elements; `(*known)[i]` whether element
+  /// i holds a value (0 where not).
   /// What a tvm-ffi function stored in its result (TVMFFIAny): (type index, value); type 1
   /// int, 2 bool, 3 float. Only after run() of a tvm-ffi function.
   std::pair<int64_t, Value> ffi_result(SourceLocation loc) {
@@ -149,10 +150,16 @@ class Interpreter {
     QualType t = type == 3 ? ctx_.DoubleTy : ctx_.LongLongTy;
     return {type, load(Ptr{Ptr::Base::Object, result_obj_, 8}, t, loc)};
   }
-  std::vector<int64_t> host_tensor_values(size_t n, SourceLocation loc) {
-    std::vector<int64_t> out;
-    for (size_t i = 0; i < n; ++i)
-      out.push_back(load(Ptr{Ptr::Base::Object, host_data_obj_, static_cast<int64_t>(8 * i)}, ctx_.LongTy, loc).i);
+  std::vector<int64_t> host_tensor_values(size_t n, std::vector<bool>* known) {
+    std::vector<int64_t> out(n, 0);
+    known->assign(n, false);
+    const Object& o = objects_.at(static_cast<size_t>(host_data_obj_));
+    for (size_t i = 0; i < n; ++i) {
+      auto it = o.cells.find(static_cast<int64_t>(8 * i));
+      if (it == o.cells.end() || it->second.v.kind != Value::Kind::Int) continue;
+      out[i] = it->second.v.i;
+      (*known)[i] = true;
+    }
     return out;
   }
   /// Compiled-mode Relax (TVM 0.20): runs __vmtir__main(ctx, r, c, f), recording its VM steps.
@@ -1856,7 +1863,7 @@ Expected<std::vector<VmHostCall>> HostProgram::run_vm(const std::string& functio
 
 Expected<std::vector<int64_t>> HostProgram::run_shape_function(const std::string& function,
                                                                const std::vector<int64_t>& heap,
-                                                               const std::vector<bool>& known) const {
+                                                               std::vector<bool>* known) const {
   auto it = impl_->functions.find(function);
   if (it == impl_->functions.end())
     return Error{file_error(impl_->label, "no function '" + function + "' is defined in this file").message};
@@ -1869,13 +1876,13 @@ Expected<std::vector<int64_t>> HostProgram::run_shape_function(const std::string
   h.device_type = 1;  // kDLCPU: the heap lives on the host
   h.type_code = 13;
   h.host_int64 = &heap;
-  h.host_known = &known;
+  h.host_known = known;
   try {
     Interpreter interp(*impl_, trace);
     interp.run(it->second, {h});
     if (!trace.calls.empty())
       throw Failure{it->second->getLocation(), "a shape function makes a packed call (" + trace.calls.front().name + ")"};
-    return interp.host_tensor_values(heap.size(), it->second->getLocation());
+    return interp.host_tensor_values(heap.size(), known);
   } catch (const Failure& f) {
     return failure_error(*impl_, f, function);
   } catch (const std::bad_alloc&) {

@@ -546,7 +546,7 @@ Expected<Dataflow> extract_relax(const ExtractInputs& given, const InterpreterLi
   }
   const HostProgram* host_program = program->get();
   env.shape_function = [host_program](const std::string& f, const std::vector<int64_t>& heap,
-                                      const std::vector<bool>& known) {
+                                      std::vector<bool>* known) {
     return host_program->run_shape_function(f, heap, known);
   };
   env.scalar_function = [host_program](const std::string& f, bool* is_float, int64_t* i, double* x) -> Status {

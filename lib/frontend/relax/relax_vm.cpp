@@ -1066,16 +1066,33 @@ class Runner {
   }
 
   /// vm.builtin.check_shape_info(value, ndim, error context): a shape argument (a
-  /// ShapeTuple), as create_tir_paged_kv_cache takes. Only a known shape passes.
+  /// ShapeTuple), as create_tir_paged_kv_cache takes. Only a known shape passes: a session's,
+  /// or a VM parameter's given as --input-shape NAME=V1xV2 (phi3_v's image sizes), which
+  /// then is that shape wherever the function reads it, and no tensor input of the flow.
   bool check_shape_info(const std::vector<Value>& a) {
     if (a.size() != 3) return fail(fmt::format("{} arguments, expected 3", a.size())), false;
     if (a[0].kind == Value::Kind::Shape) return true;
     if (a[0].kind == Value::Kind::Tensor && tensors_[a[0].i].home == TensorObj::Home::Input &&
-        !tensors_[a[0].i].known)
-      return fail(fmt::format("VM parameter {} is a shape (a ShapeTuple): functions that take shapes are run in a "
-                              "session, not alone",
-                              tensors_[a[0].i].index)),
-             false;
+        !tensors_[a[0].i].known) {
+      const int index = tensors_[a[0].i].index;
+      const std::string pname = static_cast<size_t>(index) < param_names_.size() ? param_names_[index]
+                                                                                 : fmt::format("input{}", index);
+      auto it = env_.input_shapes.find(index);
+      if (it == env_.input_shapes.end())
+        return fail(fmt::format("VM parameter {} ({}) is a shape (a ShapeTuple): give its values with --input-shape "
+                                "{}=V1xV2... (or run the function in a session)",
+                                index, detail::quote_input(pname), pname)),
+               false;
+      if (a[1].kind == Value::Kind::Int && a[1].i >= 0 && static_cast<int64_t>(it->second.size()) != a[1].i)
+        return fail(fmt::format("VM parameter {} ({}) is a shape of {} values; --input-shape gives {}", index,
+                                detail::quote_input(pname), a[1].i, it->second.size())),
+               false;
+      Value shape;
+      shape.kind = Value::Kind::Shape;
+      shape.shape = it->second;
+      replace_everywhere(a[0].i, shape);
+      return true;
+    }
     return fail(fmt::format("the value is {}, not a shape", kind_name(a[0].kind))), false;
   }
 
@@ -1312,14 +1329,17 @@ class Runner {
   bool shape_function(const VmInstruction& ins, const std::vector<Value>& a) {
     if (a.size() != 1) return fail("a shape function called with more than the shape heap"), false;
     if (!env_.shape_function) return fail("a shape function, but no host program to run it"), false;
-    Expected<std::vector<int64_t>> heap = env_.shape_function(callee_, heap_, heap_known_);
+    // The slots it writes become known; one no code writes stays unset (TVM's heap has holes).
+    std::vector<bool> known = heap_known_;
+    Expected<std::vector<int64_t>> heap = env_.shape_function(callee_, heap_, &known);
     if (!heap) {
       error_ = heap.error();
       return false;
     }
-    if (heap->size() != heap_.size()) return fail("the shape function changed the heap's size"), false;
+    if (heap->size() != heap_.size() || known.size() != heap_.size())
+      return fail("the shape function changed the heap's size"), false;
     heap_ = heap.take();
-    std::fill(heap_known_.begin(), heap_known_.end(), true);
+    heap_known_ = std::move(known);
     return set(ins.dst, void_value());
   }
 
