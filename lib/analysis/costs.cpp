@@ -394,7 +394,7 @@ std::optional<double> intensity(std::optional<uint64_t> flops, uint64_t bytes) {
 }
 
 /// The attention a KV cache runtime call computes (Node::runtime_role "prefill ragged",
-/// "prefill paged", "decode", "mla prefill"), from the runtime's arguments and the auxiliary
+/// "prefill paged", "decode", their sliding-window kernels, "mla prefill"), from the runtime's arguments and the auxiliary
 /// arrays the flow copied before it (Dataflow::host_copies): 2 · query heads · (q·k's dim +
 /// p·v's dim) per (query, key) pair — 4 · heads · head dim where both are the head dim —
 /// summed over the sequences' pairs (causal: a query sees the keys up to its own). An MLA page
@@ -402,9 +402,11 @@ std::optional<double> intensity(std::optional<uint64_t> flops, uint64_t bytes) {
 /// an array is not in a copy.
 static std::optional<OpWork> kv_attention_work(const Dataflow& df, const Node& n) {
   const std::string& role = n.runtime_role;
-  if (role != "prefill ragged" && role != "prefill paged" && role != "decode" && role != "mla prefill")
+  const bool windowed = role == "prefill paged sliding window" || role == "decode sliding window";
+  if (role != "prefill ragged" && role != "prefill paged" && role != "decode" && role != "mla prefill" && !windowed)
     return std::nullopt;
   const bool mla = role == "mla prefill";
+  const bool paged_prefill = role == "prefill paged" || role == "prefill paged sliding window";
   const std::vector<Arg>& a = n.runtime_args;
   auto tensor = [&](size_t i) -> const Arg* {
     return i < a.size() && a[i].kind == Arg::Kind::Buffer && !a[i].tensor_shape.empty() ? &a[i] : nullptr;
@@ -412,13 +414,14 @@ static std::optional<OpWork> kv_attention_work(const Dataflow& df, const Node& n
   // The int32 array argument i holds, read from the latest copy into its storage before the node.
   auto values = [&](size_t i) -> std::optional<std::vector<int64_t>> {
     const Arg* t = tensor(i);
-    if (!t || t->tensor_dtype != "int32" || t->tensor_shape.size() != 1) return std::nullopt;
+    if (!t || t->tensor_dtype != "int32" || t->tensor_shape.empty() || t->tensor_shape.size() > 2) return std::nullopt;
     const Buffer& b = df.buffers[static_cast<size_t>(t->buffer)];
     const HostCopy* from = nullptr;
     for (const HostCopy& c : df.host_copies)
       if (c.node < n.id && df.buffers[static_cast<size_t>(c.buffer)].storage_id == b.storage_id) from = &c;
     if (!from || (t->offset - from->offset) % 4 != 0) return std::nullopt;
-    const int64_t first = (t->offset - from->offset) / 4, count = t->tensor_shape[0];
+    const int64_t first = (t->offset - from->offset) / 4,
+                  count = t->tensor_shape[0] * (t->tensor_shape.size() == 2 ? t->tensor_shape[1] : 1);
     if (first < 0 || count < 0 || static_cast<uint64_t>(first + count) > from->values.size()) return std::nullopt;
     return std::vector<int64_t>(from->values.begin() + first, from->values.begin() + first + count);
   };
@@ -430,7 +433,7 @@ static std::optional<OpWork> kv_attention_work(const Dataflow& df, const Node& n
   const uint64_t elem = qt ? dtype_element_bytes(*qt) : 4;
   // p·v's dimension: the output's (MLA's differs from q's).
   uint64_t dim_v = dim;
-  const size_t out_at = role == "prefill paged" ? 8 : mla ? 6 : 7;
+  const size_t out_at = paged_prefill ? 8 : mla ? 6 : 7;
   if (const Arg* o = tensor(out_at); o && o->tensor_shape.size() == 3)
     dim_v = static_cast<uint64_t>(std::max<int64_t>(0, o->tensor_shape[2]));
   uint64_t pairs = 0;
@@ -438,16 +441,22 @@ static std::optional<OpWork> kv_attention_work(const Dataflow& df, const Node& n
   uint64_t kv_heads = 0;
   auto kv_lengths = [&](size_t pages_at, size_t indptr_at, size_t last_at) -> std::optional<std::vector<int64_t>> {
     const Arg* pages = tensor(pages_at);
-    auto indptr = values(indptr_at), last = values(last_at);
-    if (!pages || pages->tensor_shape.size() != (mla ? 3u : 5u) || !indptr || !last ||
-        indptr->size() != last->size() + 1)
+    auto indptr = values(indptr_at), info = values(last_at);
+    // The length info: last_page_len [n], or with a sliding window [3, n]: the last page's
+    // length, the window's offset into the first page and the sinks (TVM's _get_kv_chunk_len:
+    // (pages - 1) · P + last - offset + sinks).
+    const size_t rows = windowed ? 3 : 1;
+    if (!pages || pages->tensor_shape.size() != (mla ? 3u : 5u) || !indptr || !info || info->size() % rows != 0 ||
+        indptr->size() != info->size() / rows + 1)
       return std::nullopt;
+    const size_t n = info->size() / rows;
     const int64_t page = pages->tensor_shape[mla ? 1 : 3];
     kv_heads = mla ? 1 : static_cast<uint64_t>(std::max<int64_t>(0, pages->tensor_shape[2]));
     std::vector<int64_t> len;
-    for (size_t i = 0; i < last->size(); ++i) {
+    for (size_t i = 0; i < n; ++i) {
       const int64_t np = (*indptr)[i + 1] - (*indptr)[i];
-      len.push_back(np <= 0 ? 0 : (np - 1) * page + (*last)[i]);
+      const int64_t in_last = windowed ? (*info)[i] - (*info)[n + i] + (*info)[2 * n + i] : (*info)[i];
+      len.push_back(np <= 0 ? 0 : (np - 1) * page + in_last);
     }
     return len;
   };
@@ -462,7 +471,7 @@ static std::optional<OpWork> kv_attention_work(const Dataflow& df, const Node& n
     }
     const Arg* k = tensor(2);
     kv_heads = k && k->tensor_shape.size() == 3 ? static_cast<uint64_t>(std::max<int64_t>(0, k->tensor_shape[1])) : 0;
-  } else if (role == "decode") {
+  } else if (role == "decode" || role == "decode sliding window") {
     auto len = kv_lengths(1, 2, 4);
     if (!len) return std::nullopt;
     for (int64_t l : *len) pairs = add(pairs, static_cast<uint64_t>(std::max<int64_t>(0, l)));
@@ -471,10 +480,13 @@ static std::optional<OpWork> kv_attention_work(const Dataflow& df, const Node& n
     auto qo = values(1);
     auto len = kv_lengths(2, 3, 5);
     if (!qo || !len || qo->size() != len->size() + 1) return std::nullopt;
+    // A causal paged prefill (a sliding layer's): query j of q sees the first len - q + j + 1 keys.
+    const bool causal = paged_prefill && a.size() > 10 && a[10].kind == Arg::Kind::Int && a[10].int_value != 0;
     for (size_t i = 0; i < len->size(); ++i) {
-      pairs = add(pairs, mul(static_cast<uint64_t>(std::max<int64_t>(0, (*qo)[i + 1] - (*qo)[i])),
-                             static_cast<uint64_t>(std::max<int64_t>(0, (*len)[i]))));
-      keys = add(keys, static_cast<uint64_t>(std::max<int64_t>(0, (*len)[i])));
+      const uint64_t q = static_cast<uint64_t>(std::max<int64_t>(0, (*qo)[i + 1] - (*qo)[i]));
+      const uint64_t l = static_cast<uint64_t>(std::max<int64_t>(0, (*len)[i]));
+      pairs = add(pairs, causal && q <= l ? mul(q, l) - q * (q - 1) / 2 : mul(q, l));
+      keys = add(keys, l);
     }
   }
   OpWork w;
