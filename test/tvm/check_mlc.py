@@ -169,6 +169,13 @@ def check_one(kdflow: str, d: str, info: Dict[str, object], tmp: str) -> None:
     for cmd in ("show", "costs"):
         r = run([kdflow, cmd, flow])
         expect(r.returncode == 0 and r.stdout.strip() != "", f"{name}: {cmd} ({r.stderr.strip()[-200:]})")
+    # Every attention the KV cache's runtime runs (ragged, paged, decode, their sliding-window
+    # kernels, MLA's) has FLOPs by formula, from its arguments and the copied page tables.
+    rows = [ln.split() for ln in r.stdout.splitlines()
+            if re.search(r"kv_cache\.(prefill_ragged|prefill_paged|decode|mla_prefill)", ln)]
+    unknown = [row[:3] for row in rows if not re.fullmatch(r"[0-9.]+", row[5] if len(row) > 5 else "")]
+    expect(bool(rows) and not unknown,
+           f"{name}: costs gives each of the {len(rows)} attentions its FLOPs by formula (without: {unknown[:3]})")
     r = run([kdflow, "extract", d, "-q", "--function", "decode", "-o", os.path.join(tmp, f"{name}_decode.json")])
     expect(r.returncode == 0, f"{name}: extract --function decode ({r.stderr.strip()[-300:]})")
     if name in IMAGE_EMBED:
