@@ -125,6 +125,26 @@ def cache_args(session: Session, fw: List[Forward]) -> Tuple[int, int, int, int]
             int(cfg.get("prefill_chunk_size", max(sizes))), int(cfg.get("page_size", 16)))
 
 
+def vm_functions(fw: List[Forward], extend: bool) -> List[Optional[str]]:
+    """The VM function each entry of `fw` calls (None for bookkeeping: add, remove, fork, popn,
+    windows): `prefill`, `decode`, `batch_decode`; where the build has an `extend` function
+    (`extend`), a prefill of a sequence prefilled before, or forked, calls it, as MLC-LLM's
+    engine does (serve/model.cc; DeepSeek-V2's `prefill` attends to the new tokens only)."""
+    prefilled: Set[int] = set()
+    out: List[Optional[str]] = []
+    for _label, op, seqs, _n in fw:
+        if op == "fork_sequence":
+            prefilled.add(seqs[0])
+        elif op == "remove_sequence":
+            prefilled.discard(seqs[0])
+        function: Optional[str] = op if op in ("prefill", "decode", "batch_decode") else None
+        if op == "prefill":
+            function = "extend" if extend and seqs[0] in prefilled else "prefill"
+            prefilled.add(seqs[0])
+        out.append(function)
+    return out
+
+
 def has_function(vm: Any, name: str) -> bool:
     """Whether the VM's executable has function `name`."""
     try:
@@ -181,22 +201,17 @@ def run(tvm: Any, ex: Any, params: Mapping[str, np.ndarray], session: Session, f
     rng = np.random.default_rng(seed)
     nxt: Dict[int, int] = {}
     tokens_all: List[int] = []
-    # MLC-LLM's engine prefills a sequence it prefilled before, or forked, with `extend` where
-    # the model has one (DeepSeek-V2's `prefill` attends to the new tokens only); so does kdflow.
-    extend = has_function(vm, "extend")
-    prefilled: Set[int] = set()
-    for label, op, seqs, n in fw:
+    functions = vm_functions(fw, has_function(vm, "extend"))
+    for (label, op, seqs, n), function in zip(fw, functions):
         if op == "add_sequence":
             add_seq(cache, seqs[0])
             continue
         if op == "remove_sequence":
             remove_seq(cache, seqs[0])
-            prefilled.discard(seqs[0])
             continue
         if op == "fork_sequence":  # the child continues from the parent's next token
             if on_step:
                 on_step(label)
-            prefilled.add(seqs[0])
             fork_seq(cache, seqs[1], seqs[0], n)
             if seqs[1] in nxt:
                 nxt[seqs[0]] = nxt[seqs[1]]
@@ -222,10 +237,6 @@ def run(tvm: Any, ex: Any, params: Mapping[str, np.ndarray], session: Session, f
         batch = op == "batch_decode"
         x = view(e, shape([e.shape[0], 1, e.shape[1]] if batch else [1, e.shape[0], e.shape[1]]))
         begin(cache, shape(seqs), shape([1] * len(seqs) if batch else [n]))
-        function = op
-        if op == "prefill":
-            function = "extend" if extend and seqs[0] in prefilled else "prefill"
-            prefilled.add(seqs[0])
         logits, cache = vm[function](x, cache, packed)
         end(cache)
         out = logits.numpy()

@@ -765,19 +765,10 @@ def _session_forwards(spec: str, extend: bool = False) -> Dict[str, int]:
         n["embed"] = n["prefill"] + n["decode"]
         return n
     _session = _kdflow_session()
-    prefilled = set()
-    for _label, op, seqs, _n in _session.forwards(_session.parse(spec)):
-        if op == "fork_sequence":
-            prefilled.add(seqs[0])
-        elif op == "remove_sequence":
-            prefilled.discard(seqs[0])
-        if op not in ("prefill", "decode", "batch_decode"):
-            continue
-        fn = "extend" if op == "prefill" and extend and seqs[0] in prefilled else op
-        if op == "prefill":
-            prefilled.add(seqs[0])
-        n[fn] = n.get(fn, 0) + 1
-        n["embed"] = n.get("embed", 0) + 1
+    for fn in _session.vm_functions(_session.forwards(_session.parse(spec)), extend):
+        if fn:
+            n[fn] = n.get(fn, 0) + 1
+            n["embed"] = n.get("embed", 0) + 1
     return n
 
 

@@ -70,25 +70,21 @@ def record(tvm: Any, session: Dict[str, Any], out_json: str, *, layers: int, hea
     self_attn = tvm.get_global_func("vm.builtin.attention_kv_cache_self_attention")
     cross_attn = tvm.get_global_func("vm.builtin.attention_kv_cache_cross_attention")
     merge = tvm.get_global_func("vm.builtin.attention_kv_cache_merge_attn_output_inplace")
-    prefilled = set()  # MLC's engine: a sequence prefilled before, or forked, prefills by `extend`
-    for label, op, seqs, n in fw:
+    # MLC's engine: a sequence prefilled before, or forked, prefills by `extend`
+    for (label, op, seqs, n), function in zip(fw, _session.vm_functions(fw, extend=True)):
         step[0] = label
         if op == "add_sequence":
             add_seq(cache, seqs[0])
         elif op == "remove_sequence":
             remove_seq(cache, seqs[0])
-            prefilled.discard(seqs[0])
         elif op == "fork_sequence":
             fork_seq(cache, seqs[1], seqs[0], n)
-            prefilled.add(seqs[0])
         elif op == "popn":
             popn(cache, seqs[0], n)
         elif op in ("prefill", "decode", "batch_decode"):
             lengths = [1] * len(seqs) if op == "batch_decode" else [n]
             t = sum(lengths)
-            extend = op == "prefill" and seqs[0] in prefilled
-            if op == "prefill":
-                prefilled.add(seqs[0])
+            extend = function == "extend"
             begin(cache, shape(seqs), shape(lengths))
             positions(cache)
             for layer in range(layers):

@@ -140,6 +140,11 @@ MLA_SESSION: Dict[str, Any] = {"kv_cache": {}, "steps": [
     {"op": "decode", "seq": 2}, {"op": "prefill", "seq": 2, "tokens": 3}, {"op": "decode", "seq": [0, 2]},
     {"op": "add_sequence", "seq": 1}, {"op": "prefill", "seq": 1, "tokens": 13},
     {"op": "decode", "seq": [1, 0, 2]}, {"op": "decode", "seq": 1}]}
+#: DeepSeek-V2's shrink (deepseek_v2_lite's preset): MLA of a latent 64 and a rotary key of 16
+#: (a latent row of 80), heads of nope 16 + rope 16 and values of 16, 16 experts, top 2.
+DEEPSEEK_V2: Dict[str, Any] = dict(HF, num_key_value_heads=4, n_routed_experts=16, moe_intermediate_size=32,
+                                   kv_lora_rank=64, qk_rope_head_dim=16, qk_nope_head_dim=16, v_head_dim=16,
+                                   num_experts_per_tok=2)
 #: Top-2 of 16 experts: with fewer, TVM's GEMV of the router (dlight, block (32, 16)) stores
 #: NT_matmul_ptr[threadIdx.y] unguarded, 16 floats into an output of one per expert (its defect,
 #: which kdflow refuses by its static bounds: mixtral_8 keeps it, for that check).
@@ -181,9 +186,7 @@ ARCHS: Dict[str, Arch] = {
     "qwen2": Arch("qwen2_0_5b", HF, note="tied embeddings"),
     "qwen2_moe": Arch("qwen2moe", dict(HF, num_experts=EXPERTS, moe_intermediate_size=32,
                                        shared_expert_intermediate_size=128, **MOE)),
-    "deepseek_v2": Arch("deepseek_v2_lite", dict(HF, num_key_value_heads=4, n_routed_experts=EXPERTS,
-                                                 moe_intermediate_size=32, kv_lora_rank=64, qk_rope_head_dim=16,
-                                                 qk_nope_head_dim=16, v_head_dim=16, **MOE),
+    "deepseek_v2": Arch("deepseek_v2_lite", DEEPSEEK_V2,
                         session=MLA_SESSION,
                         note="MLA: kv_lora_rank 64, rope 16, nope 16, v 16 (a latent row of 80: TVM's GEMV, "
                              "blocks of 16 rows, stores unguarded past a width not a multiple of 16); "
@@ -235,6 +238,13 @@ ARCHS: Dict[str, Arch] = {
                         note="experts' intermediate split across ranks; " + TP_NOTE),
     "mixtral_tp4": Arch("Mixtral-8x7B-v0.1", dict(HF_TP, num_local_experts=EXPERTS, **MOE), shards=4,
                         note="experts' intermediate split across ranks; " + TP_NOTE),
+    # DeepSeek-V2's MLA beyond the CI build: its q through a low-rank projection (q_lora_rank,
+    # DeepSeek-V2 proper), 3 layers, float16; and sharded over 2 ranks (8 heads, 4 a rank).
+    "deepseek_v2_f16": Arch("deepseek_v2_lite", dict(DEEPSEEK_V2, q_lora_rank=32, num_hidden_layers=3),
+                            quantization="q0f16", session=MLA_SESSION,
+                            note="q_lora_rank 32 (q_a_proj, its norm, q_b_proj), 3 layers, float16"),
+    "deepseek_v2_tp2": Arch("deepseek_v2_lite", dict(DEEPSEEK_V2, num_attention_heads=8, num_key_value_heads=8),
+                            shards=2, session=MLA_SESSION, note="8 heads, 4 a rank; " + TP_NOTE),
 }
 
 
