@@ -145,6 +145,24 @@ def vm_functions(fw: List[Forward], extend: bool) -> List[Optional[str]]:
     return out
 
 
+def bookkeeping(tvm: Any, cache: Any, op: str, seqs: List[int], n: int) -> bool:
+    """The cache's calls for a step that runs no VM function (add, remove, fork, popn, a
+    sequence's window), as kdflow models them; False for a forward."""
+    if op == "add_sequence":
+        tvm.get_global_func("vm.builtin.kv_state_add_sequence")(cache, seqs[0])
+    elif op == "remove_sequence":
+        tvm.get_global_func("vm.builtin.kv_state_remove_sequence")(cache, seqs[0])
+    elif op == "fork_sequence":
+        tvm.get_global_func("vm.builtin.kv_state_fork_sequence")(cache, seqs[1], seqs[0], n)
+    elif op == "popn":
+        tvm.get_global_func("vm.builtin.kv_state_popn")(cache, seqs[0], n)
+    elif op == "enable_sliding_window":  # as MLC's engine does for a model with a sliding window
+        tvm.get_global_func("vm.builtin.attention_kv_cache_enable_sliding_window_for_seq")(cache, *seqs)
+    else:
+        return False
+    return True
+
+
 def has_function(vm: Any, name: str) -> bool:
     """Whether the VM's executable has function `name`."""
     try:
@@ -191,10 +209,6 @@ def run(tvm: Any, ex: Any, params: Mapping[str, np.ndarray], session: Session, f
                           "takes no such argument", USAGE)
     args = cache_args(session, fw) + (sliding,) * (cache_arity(vm) - 4)  # MLC's support_sliding_window
     cache = vm["create_tir_paged_kv_cache"](*(shape([a]) for a in args))
-    add_seq = tvm.get_global_func("vm.builtin.kv_state_add_sequence")
-    remove_seq = tvm.get_global_func("vm.builtin.kv_state_remove_sequence")
-    fork_seq = tvm.get_global_func("vm.builtin.kv_state_fork_sequence")
-    popn = tvm.get_global_func("vm.builtin.kv_state_popn")
     begin = tvm.get_global_func("vm.builtin.kv_state_begin_forward")
     end = tvm.get_global_func("vm.builtin.kv_state_end_forward")
     view = tvm.get_global_func("vm.builtin.reshape")
@@ -203,26 +217,11 @@ def run(tvm: Any, ex: Any, params: Mapping[str, np.ndarray], session: Session, f
     tokens_all: List[int] = []
     functions = vm_functions(fw, has_function(vm, "extend"))
     for (label, op, seqs, n), function in zip(fw, functions):
-        if op == "add_sequence":
-            add_seq(cache, seqs[0])
-            continue
-        if op == "remove_sequence":
-            remove_seq(cache, seqs[0])
-            continue
-        if op == "fork_sequence":  # the child continues from the parent's next token
-            if on_step:
-                on_step(label)
-            fork_seq(cache, seqs[1], seqs[0], n)
-            if seqs[1] in nxt:
+        if op in ("fork_sequence", "popn") and on_step:
+            on_step(label)
+        if bookkeeping(tvm, cache, op, seqs, n):
+            if op == "fork_sequence" and seqs[1] in nxt:  # the child continues from the parent's next token
                 nxt[seqs[0]] = nxt[seqs[1]]
-            continue
-        if op == "popn":
-            if on_step:
-                on_step(label)
-            popn(cache, seqs[0], n)
-            continue
-        if op == "enable_sliding_window":  # as MLC's engine does for a model with a sliding window
-            tvm.get_global_func("vm.builtin.attention_kv_cache_enable_sliding_window_for_seq")(cache, *seqs)
             continue
         if on_step:
             on_step(label)

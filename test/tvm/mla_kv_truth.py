@@ -59,10 +59,6 @@ def record(tvm: Any, session: Dict[str, Any], out_json: str, *, layers: int, hea
         ["tirx", recorder("prefill ragged")], [], [], [], [], [], [],
         ["tirx", recorder("mla prefill")], [recorder("merge"), recorder("merge general")],
         recorder("split rotary"), recorder("copy single page"), recorder("debug get kv"), recorder("compact copy"))
-    add_seq = tvm.get_global_func("vm.builtin.kv_state_add_sequence")
-    remove_seq = tvm.get_global_func("vm.builtin.kv_state_remove_sequence")
-    fork_seq = tvm.get_global_func("vm.builtin.kv_state_fork_sequence")
-    popn = tvm.get_global_func("vm.builtin.kv_state_popn")
     begin = tvm.get_global_func("vm.builtin.kv_state_begin_forward")
     end = tvm.get_global_func("vm.builtin.kv_state_end_forward")
     positions = tvm.get_global_func("vm.builtin.attention_kv_cache_get_query_positions")
@@ -73,15 +69,9 @@ def record(tvm: Any, session: Dict[str, Any], out_json: str, *, layers: int, hea
     # MLC's engine: a sequence prefilled before, or forked, prefills by `extend`
     for (label, op, seqs, n), function in zip(fw, _session.vm_functions(fw, extend=True)):
         step[0] = label
-        if op == "add_sequence":
-            add_seq(cache, seqs[0])
-        elif op == "remove_sequence":
-            remove_seq(cache, seqs[0])
-        elif op == "fork_sequence":
-            fork_seq(cache, seqs[1], seqs[0], n)
-        elif op == "popn":
-            popn(cache, seqs[0], n)
-        elif op in ("prefill", "decode", "batch_decode"):
+        if _session.bookkeeping(tvm, cache, op, seqs, n):
+            continue
+        if op in ("prefill", "decode", "batch_decode"):
             lengths = [1] * len(seqs) if op == "batch_decode" else [n]
             t = sum(lengths)
             extend = function == "extend"
