@@ -768,18 +768,6 @@ Expected<std::vector<KvCall>> PagedKvCacheModel::attention_with_fused_qkv(int64_
     a.writes = writes;
     return a;
   };
-  auto integer = [](int64_t v) {
-    KvArg a;
-    a.kind = KvArg::Kind::Int;
-    a.i = v;
-    return a;
-  };
-  auto real = [](double v) {
-    KvArg a;
-    a.kind = KvArg::Kind::Float;
-    a.f = v;
-    return a;
-  };
   KvArg qkv;
   qkv.kind = KvArg::Kind::Qkv;
   qkv.shape = {T, Hq + 2 * Hkv, D};
@@ -806,7 +794,7 @@ Expected<std::vector<KvCall>> PagedKvCacheModel::attention_with_fused_qkv(int64_
   std::vector<KvCall> calls = pending_aux_copy();
   const std::vector<int64_t> q_shape{T, Hq, D}, kv_shape{T, Hkv, D};
   // The rotary kernel's last argument: whether RoPE applies here, or LongRoPE's factors.
-  KvArg rotary_last = integer(c.effective_rope_mode() == 1 ? 1 : 0);
+  KvArg rotary_last = int_arg(c.effective_rope_mode() == 1 ? 1 : 0);
   if (!c.rope_ext_factors.empty()) {
     rotary_last.kind = KvArg::Kind::RopeFactors;
     rotary_last.shape = c.rope_ext_factors;
@@ -830,8 +818,8 @@ Expected<std::vector<KvCall>> PagedKvCacheModel::attention_with_fused_qkv(int64_
                            {q, aux_arg("cur_append_length_indptr"), buf(KvBuffer::TempK, kv_shape, false),
                             buf(KvBuffer::TempV, kv_shape, false), aux_arg("cur_append_length_indptr"),
                             aux_arg("q_rope_position_map"), aux_arg("k_ragged_rope_pos_offset"), out(false),
-                            buf(KvBuffer::MergedLse, {T, Hq}, true), integer(1), integer(rotary_mode),
-                            real(c.rope_scale), real(c.rope_theta), real(sm_scale)}});
+                            buf(KvBuffer::MergedLse, {T, Hq}, true), int_arg(1), int_arg(rotary_mode),
+                            float_arg(c.rope_scale), float_arg(c.rope_theta), float_arg(sm_scale)}});
     first = false;
   }
   // MHACrossAttnInternal: each depth with pages, the decode or the paged prefill kernel; after
@@ -856,15 +844,15 @@ Expected<std::vector<KvCall>> PagedKvCacheModel::attention_with_fused_qkv(int64_
       calls.push_back(KvCall{window || seq_windows ? c.decode_sliding : c.decode,
                              window || seq_windows ? "decode sliding window" : "decode",
                              {q, pages, indptr, indices, length_info, k_rope, aux_arg("q_rope_position_map"), o, lse,
-                              integer(rotary_mode), real(scale), real(theta), real(sm_scale)}});
+                              int_arg(rotary_mode), float_arg(scale), float_arg(theta), float_arg(sm_scale)}});
     } else {
       // Causal over the window's pages for a sliding layer's prefill (TVM 0.27's runtime; the
       // tokens appended after attention are not in the pages yet).
       calls.push_back(KvCall{window || seq_windows ? c.prefill_sliding : c.prefill_paged,
                              window || seq_windows ? "prefill paged sliding window" : "prefill paged",
                              {q, a("qo_indptr"), pages, indptr, indices, length_info, k_rope,
-                              aux_arg("q_rope_position_map"), o, lse, integer(window && !append_before_attn_ ? 1 : 0),
-                              integer(rotary_mode), real(scale), real(theta), real(sm_scale)}});
+                              aux_arg("q_rope_position_map"), o, lse, int_arg(window && !append_before_attn_ ? 1 : 0),
+                              int_arg(rotary_mode), float_arg(scale), float_arg(theta), float_arg(sm_scale)}});
     }
     if (!first) {
       calls.push_back(KvCall{c.merge, "merge",
