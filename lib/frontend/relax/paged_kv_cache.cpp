@@ -32,6 +32,19 @@ KvArg float_arg(double v) {
   return a;
 }
 
+/// One of the cache's buffers (Pages: layer `layer`'s, local), seen by the callee with `shape`;
+/// `keeps`: written in part or in place.
+KvArg buffer_arg(KvBuffer b, int64_t layer, std::vector<int64_t> shape, bool writes, bool keeps = false) {
+  KvArg a;
+  a.kind = KvArg::Kind::Buffer;
+  a.buffer = b;
+  a.layer = layer;
+  a.shape = std::move(shape);
+  a.writes = writes;
+  a.keeps = keeps;
+  return a;
+}
+
 /// The VM's tensor `slot` of a builtin, seen by the callee with `shape`.
 KvArg vm_arg(int slot, std::vector<int64_t> shape, bool writes, bool keeps = false) {
   KvArg a;
@@ -295,19 +308,8 @@ Expected<std::vector<KvCall>> PagedKvCacheModel::fork(int64_t parent_id, int64_t
         c.function = cfg_.copy_single_page;
         c.role = "copy single page";
         c.layer = cfg_.layer_begin + l;
-        KvArg pages;
-        pages.kind = KvArg::Kind::Buffer;
-        pages.buffer = KvBuffer::Pages;
-        pages.layer = l;
-        pages.shape = buffer_shape(KvBuffer::Pages);
-        pages.writes = pages.keeps = true;
-        c.args.push_back(pages);
-        for (int64_t v : {src, *tgt, in_page}) {
-          KvArg a;
-          a.kind = KvArg::Kind::Int;
-          a.i = v;
-          c.args.push_back(a);
-        }
+        c.args.push_back(buffer_arg(KvBuffer::Pages, l, buffer_shape(KvBuffer::Pages), true, true));
+        for (int64_t v : {src, *tgt, in_page}) c.args.push_back(int_arg(v));
         calls.push_back(std::move(c));
       }
     }
@@ -760,13 +762,7 @@ Expected<std::vector<KvCall>> PagedKvCacheModel::attention_with_fused_qkv(int64_
     return Error{fmt::format("qkv holds {} tokens, the forward appends {}", qkv_rows, T), ExitCode::DataError};
   const int64_t Hq = c.num_qo_heads, Hkv = c.num_kv_heads, D = c.qk_head_dim;
   auto buf = [&](KvBuffer b, std::vector<int64_t> shape, bool writes) {
-    KvArg a;
-    a.kind = KvArg::Kind::Buffer;
-    a.buffer = b;
-    a.layer = local;
-    a.shape = std::move(shape);
-    a.writes = writes;
-    return a;
+    return buffer_arg(b, local, std::move(shape), writes);
   };
   KvArg qkv;
   qkv.kind = KvArg::Kind::Qkv;
@@ -912,13 +908,7 @@ Expected<std::vector<KvCall>> PagedKvCacheModel::cross_attention(int64_t layer, 
   const int64_t T = total_tokens_, Hq = cfg_.num_qo_heads;
   if (rows != T) return Error{fmt::format("q holds {} tokens, the forward appends {}", rows, T), ExitCode::DataError};
   auto buffer = [&](KvBuffer b, std::vector<int64_t> shape, bool writes) {
-    KvArg a;
-    a.kind = KvArg::Kind::Buffer;
-    a.buffer = b;
-    a.layer = *local;
-    a.shape = std::move(shape);
-    a.writes = writes;
-    return a;
+    return buffer_arg(b, *local, std::move(shape), writes);
   };
   std::vector<KvCall> calls = pending_aux_copy();
   bool first = true;
@@ -953,14 +943,9 @@ Expected<std::vector<KvCall>> PagedKvCacheModel::append_mla_kv(int64_t layer, in
   if (rows > total_tokens_)
     return Error{fmt::format("kv holds {} tokens, the forward appends {}", rows, total_tokens_), ExitCode::DataError};
   std::vector<KvCall> calls = pending_aux_copy();
-  KvArg pages;
-  pages.kind = KvArg::Kind::Buffer;
-  pages.buffer = KvBuffer::Pages;
-  pages.layer = *local;
-  pages.shape = buffer_shape(KvBuffer::Pages);
-  pages.writes = pages.keeps = true;
   calls.push_back(KvCall{cfg_.transpose_append_mla, "transpose append mla",
-                         {pages, vm_arg(0, {}, false), aux_arg("append_position_map")}});
+                         {buffer_arg(KvBuffer::Pages, *local, buffer_shape(KvBuffer::Pages), true, true),
+                          vm_arg(0, {}, false), aux_arg("append_position_map")}});
   return calls;
 }
 

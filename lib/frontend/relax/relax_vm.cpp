@@ -1154,9 +1154,11 @@ class Runner {
         return false;
       vm.push_back(static_cast<int>(a[k].i));
     }
-    // The outputs the VM allocated for the call (o and lse), written the first time here.
-    const size_t fresh = self ? 3 : cross ? 1 : vm.size();
-    for (size_t k = fresh; k < vm.size() && (self || cross); ++k) {
+    // The tensors the call writes, [written_from, written_to) of vm: the attentions' o and lse,
+    // which the VM allocated for the call; the merge's o1 and lse1, in place; none for append.
+    const size_t written_from = self ? 3 : cross ? 1 : 0, written_to = append ? 0 : self || cross ? vm.size() : 2;
+    const bool in_place = !self && !cross;
+    for (size_t k = written_from; k < written_to && !in_place; ++k) {
       const TensorObj& t = tensors_[vm[k]];
       if (t.home != TensorObj::Home::Storage || t.written)
         return fail(fmt::format("argument {} (an output) is not a freshly allocated tensor", first_tensor + k)), false;
@@ -1177,10 +1179,9 @@ class Runner {
       if (self || cross || append) node.attrs["kv_layer"] = std::to_string(a[1].i);
       if (self || cross) node.attrs["sm_scale"] = fmt::format("{}", sm_scale);
       const int me = static_cast<int>(nodes_.size());
-      const size_t outs_from = self ? 3 : cross ? 1 : append ? vm.size() : 0, outs_to = append ? vm.size() : self || cross ? vm.size() : 2;
       for (size_t k = 0; k < vm.size(); ++k) {
-        if (k >= outs_from && k < outs_to) {
-          if (!self && !cross) {  // in place: a new version that reads the old
+        if (k >= written_from && k < written_to) {
+          if (in_place) {  // a new version that reads the old
             node.inputs.push_back(vm[k]);
             TensorObj t = tensors_[vm[k]];
             t.producer = me;
